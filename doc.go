@@ -1,0 +1,42 @@
+// Package maglev implements Maglev consistent hashing, the lookup table of
+// Google's Maglev load balancer (Eisenbud et al., "Maglev: A Fast and
+// Reliable Software Network Load Balancer", NSDI 2016).
+//
+// A [Table] has a prime number M of slots (65,537 by default), each owned by
+// one backend. Routing a key is one hash and one array index: the owner of
+// slot H(key) mod M. [New] fills the table so that backends own equal shares
+// (slot counts differ by at most one) and a membership change moves few
+// slots: going from 5 backends to 6 moves about 1/6 of them.
+//
+// # Determinism
+//
+// A table depends only on the set of backend names, M and the [Hasher]:
+// never on the order the names are given in, the platform, its word size or
+// byte order, or this package's release. Every machine that knows the same
+// backend list computes the same table with no coordination. Golden tests pin
+// the tables of every built-in hasher; a change to any table's layout is a
+// breaking change and needs a new major version.
+//
+// # How a table is built
+//
+// Backends are sorted by byte order. Each backend's [Permutation] is its
+// preference sequence: an offset and a skip derived from hashes of its name,
+// visiting every slot once because M is prime. [Fill] then lets backends take
+// turns, round-robin in sorted order, each claiming the next empty slot of
+// its sequence. [Generator] and [Fill] are exposed, allocation-free, for
+// callers that bring their own permutations.
+//
+// # Costs
+//
+// Building takes O(M log M) expected time and O(M + N) memory (no N×M
+// permutation matrix): 2 bytes a slot for up to 65,535 backends, 4 beyond.
+// [Table.Lookup] is O(1) and does not allocate. [Table.Diff] and
+// [Table.Changes] compare two tables in O(M).
+//
+// # Concurrency
+//
+// A Table is immutable and safe for concurrent use by multiple goroutines.
+// To change membership, build a new Table off the request path and publish
+// it with [sync/atomic.Pointer]; readers Load the pointer per lookup and
+// never see a half-built table.
+package maglev

@@ -1,0 +1,769 @@
+package maglev
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	farm "github.com/dgryski/go-farm"
+	"github.com/zeebo/xxh3"
+)
+
+// slowTable is the spec written out plainly, independent of the package's
+// Generator and Fill: it sorts the names, builds each key by string
+// concatenation, computes every preference with % and fills round-robin. It
+// returns each slot's owner name ("" for an empty backend list).
+func slowTable(backends []string, m int, h Hasher) []string {
+	if h == nil {
+		h = XXH3()
+	}
+	names := slices.Clone(backends)
+	slices.Sort(names)
+	owner := make([]string, m)
+	if len(names) == 0 {
+		return owner
+	}
+	offset := make([]uint64, len(names))
+	skip := make([]uint64, len(names))
+	for i, name := range names {
+		offset[i] = h.HashString(name+"|offset") % uint64(m)
+		skip[i] = h.HashString(name+"|skip")%uint64(m-1) + 1
+	}
+	next := make([]uint64, len(names)) // how far each backend has walked
+	filled := 0
+	for filled < m {
+		for i, name := range names {
+			if filled == m {
+				break
+			}
+			for {
+				slot := (offset[i] + next[i]*skip[i]) % uint64(m)
+				next[i]++
+				if owner[slot] == "" {
+					owner[slot] = name
+					filled++
+					break
+				}
+			}
+		}
+	}
+	return owner
+}
+
+// owners returns every slot's owner name.
+func owners(t *Table) []string {
+	out := make([]string, t.Size())
+	for s := range out {
+		out[s] = t.Owner(s)
+	}
+	return out
+}
+
+func mustNew(t testing.TB, backends []string, m int, h Hasher) *Table {
+	t.Helper()
+	tab, err := New(backends, m, h)
+	if err != nil {
+		t.Fatalf("New(%d backends, %d): %v", len(backends), m, err)
+	}
+	return tab
+}
+
+func names(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+// builtins are the built-in hashers, by the names the golden tests use.
+var builtins = []struct {
+	name string
+	h    Hasher
+}{
+	{"xxh3", XXH3()},
+	{"xxh3-seed", XXH3Seed(0x9e3779b97f4a7c15)},
+	{"farm", Farm()},
+	{"fnv1a", FNV1a()},
+}
+
+// TestWorkedExample checks the seed's worked example, M = 7 with backends
+// x (offset 2, skip 3), y (5, 2) and z (0, 1), through the public pieces.
+func TestWorkedExample(t *testing.T) {
+	perms := []Permutation{{2, 3}, {5, 2}, {0, 1}}
+	wantSeq := [][]int{{2, 5, 1, 4, 0, 3, 6}, {5, 0, 2, 4, 6, 1, 3}, {0, 1, 2, 3, 4, 5, 6}}
+	for i, p := range perms {
+		var got []int
+		s := p.Offset
+		for j := range 7 {
+			if at := p.At(j, 7); at != int(s) {
+				t.Fatalf("perm %d: At(%d) = %d, Next walk gives %d", i, j, at, s)
+			}
+			got = append(got, int(s))
+			s = p.Next(s, 7)
+		}
+		if !slices.Equal(got, wantSeq[i]) {
+			t.Errorf("perm %d sequence = %v, want %v", i, got, wantSeq[i])
+		}
+	}
+	table := make([]uint16, 7)
+	cursors := make([]uint32, 3)
+	if err := Fill(table, perms, cursors); err != nil {
+		t.Fatal(err)
+	}
+	if want := []uint16{2, 0, 0, 2, 1, 1, 0}; !slices.Equal(table, want) {
+		t.Errorf("Fill = %v, want %v (z x x z y y x)", table, want)
+	}
+	// Where each backend would look next: x stopped after 6 (next 2),
+	// y after 4 (next 6), z after 3 (next 4).
+	if want := []uint32{2, 6, 4}; !slices.Equal(cursors, want) {
+		t.Errorf("cursors = %v, want %v", cursors, want)
+	}
+}
+
+// goldenSmall pins full tables for M = 13 and backends a..e. The values were
+// produced by slowTable (the plain spec above, not the package's fill) when
+// the golden test was written, and agree with New.
+var goldenSmall = map[string]string{
+	"xxh3":      "e a c c a b d d e b a b c",
+	"xxh3-seed": "a d d e b c c e a a c b b",
+	"farm":      "a d c d a b e c c e b a b",
+	"fnv1a":     "a c b b a c e c b d e d a",
+}
+
+// goldenLarge pins the SHA-256 of the slot array (each owner index as a
+// little-endian uint32, see AppendSlots) for M = 65537 and the 100 backends
+// 10.0.0.1:80 .. 10.0.0.100:80. The values were produced by slowTable when
+// the golden test was written, and agree with New.
+var goldenLarge = map[string]string{
+	"xxh3":      "177d8df218e2e5cb604c27db3629720a83f02af53c78dad7c59575a932ec1869",
+	"xxh3-seed": "8416fe8db569bd903a385e9287a9b092e4a60c38551bfbb55f902d0afe21451e",
+	"farm":      "cdac7f17df3c0a868f2180d877a54132c947c3ec78ba0190de79005a74a4cb93",
+	"fnv1a":     "246d95288ac71e4bdeba765fed2dcce2d5d91263bcca6555cd34af6b88eb804f",
+}
+
+func largeBackends() []string {
+	b := make([]string, 100)
+	for i := range b {
+		b[i] = fmt.Sprintf("10.0.0.%d:80", i+1)
+	}
+	return b
+}
+
+func slotsSHA256(slots []uint32) string {
+	buf := make([]byte, 0, 4*len(slots))
+	for _, s := range slots {
+		buf = binary.LittleEndian.AppendUint32(buf, s)
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:])
+}
+
+// TestGolden pins tables byte for byte. If it fails, the change alters
+// tables that deployed fleets compute: that is a breaking change.
+func TestGolden(t *testing.T) {
+	for _, b := range builtins {
+		t.Run(b.name, func(t *testing.T) {
+			small := mustNew(t, []string{"e", "c", "a", "d", "b"}, 13, b.h)
+			if got := strings.Join(owners(small), " "); got != goldenSmall[b.name] {
+				t.Errorf("M=13 table = %q, want %q", got, goldenSmall[b.name])
+			}
+			large := mustNew(t, largeBackends(), DefaultSize, b.h)
+			if got := slotsSHA256(large.AppendSlots(nil)); got != goldenLarge[b.name] {
+				t.Errorf("M=65537 SHA-256 = %s, want %s", got, goldenLarge[b.name])
+			}
+		})
+	}
+}
+
+// TestGoldenSource checks that the golden values are the plain spec's.
+func TestGoldenSource(t *testing.T) {
+	for _, b := range builtins {
+		small := slowTable([]string{"a", "b", "c", "d", "e"}, 13, b.h)
+		if got := strings.Join(small, " "); got != goldenSmall[b.name] {
+			t.Errorf("%s: slowTable M=13 = %q, golden %q", b.name, got, goldenSmall[b.name])
+		}
+		bs := largeBackends()
+		slices.Sort(bs)
+		slow := slowTable(bs, DefaultSize, b.h)
+		idx := make([]uint32, len(slow))
+		for s, name := range slow {
+			i, _ := slices.BinarySearch(bs, name)
+			idx[s] = uint32(i)
+		}
+		if got := slotsSHA256(idx); got != goldenLarge[b.name] {
+			t.Errorf("%s: slowTable M=65537 SHA-256 = %s, golden %s", b.name, got, goldenLarge[b.name])
+		}
+	}
+}
+
+// TestHashers checks each built-in hasher against the library it wraps,
+// through both methods.
+func TestHashers(t *testing.T) {
+	inputs := []string{"", "a", "abc", "10.0.0.1:80|offset", strings.Repeat("x", 17), strings.Repeat("y", 129), strings.Repeat("z", 241), strings.Repeat("w", 1025)}
+	std := fnv.New64a()
+	for _, in := range inputs {
+		b := []byte(in)
+		std.Reset()
+		std.Write(b)
+		seed := uint64(0x9e3779b97f4a7c15)
+		for _, c := range []struct {
+			name string
+			h    Hasher
+			want uint64
+		}{
+			{"xxh3", XXH3(), xxh3.Hash(b)},
+			{"xxh3-seed", XXH3Seed(seed), xxh3.HashSeed(b, seed)},
+			{"xxh3-seed0", XXH3Seed(0), xxh3.Hash(b)},
+			{"farm", Farm(), farm.Fingerprint64(b)},
+			{"fnv1a", FNV1a(), std.Sum64()},
+			{"func", HashFunc(farm.Fingerprint64), farm.Fingerprint64(b)},
+		} {
+			if got := c.h.Hash(b); got != c.want {
+				t.Errorf("%s.Hash(%.10q) = %#x, want %#x", c.name, in, got, c.want)
+			}
+			if got := c.h.HashString(in); got != c.want {
+				t.Errorf("%s.HashString(%.10q) = %#x, want %#x", c.name, in, got, c.want)
+			}
+		}
+	}
+	// Spot values from the hash functions' own published test vectors.
+	if got := FNV1a().HashString("a"); got != 0xaf63dc4c8601ec8c {
+		t.Errorf("FNV1a(a) = %#x, want 0xaf63dc4c8601ec8c", got)
+	}
+	if got := XXH3().HashString(""); got != 0x2d06800538d394c2 {
+		t.Errorf("XXH3('') = %#x, want 0x2d06800538d394c2", got)
+	}
+}
+
+// TestDefaultHasher checks that a nil Hasher means XXH3 with seed 0.
+func TestDefaultHasher(t *testing.T) {
+	bs := names("b", 20)
+	a, b := mustNew(t, bs, 1009, nil), mustNew(t, bs, 1009, XXH3())
+	if d := a.Diff(b); d != 0 {
+		t.Errorf("nil hasher and XXH3 tables differ in %d slots", d)
+	}
+	if a.Hasher() == nil {
+		t.Error("Hasher() = nil for a nil-hasher table")
+	}
+	if a.LookupHash(xxh3.HashString("k")) != a.Lookup("k") {
+		t.Error("Lookup does not hash with XXH3")
+	}
+}
+
+var smallPrimes = []int{2, 3, 5, 7, 11, 13, 17, 31, 61, 127, 251, 509, 1009, 2003, 4099}
+
+// randomName returns a random name of 1..12 bytes, any byte values.
+func randomName(r *rand.Rand) string {
+	b := make([]byte, 1+r.IntN(12))
+	for i := range b {
+		b[i] = byte(r.IntN(256))
+	}
+	return string(b)
+}
+
+// randomBackends returns n distinct random names.
+func randomBackends(r *rand.Rand, n int) []string {
+	seen := make(map[string]bool, n)
+	out := make([]string, 0, n)
+	for len(out) < n {
+		if s := randomName(r); !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// TestProperties checks, over random backend sets and sizes, that New
+// matches the plain spec slot for slot, that every slot is owned, that the
+// counts differ by at most one (the first M mod N backends own one more),
+// and that the caller's order does not matter.
+func TestProperties(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	hashers := []Hasher{nil, XXH3Seed(7), Farm(), FNV1a()}
+	for iter := range 300 {
+		m := smallPrimes[r.IntN(len(smallPrimes))]
+		n := r.IntN(min(m, 300) + 1)
+		h := hashers[iter%len(hashers)]
+		bs := randomBackends(r, n)
+		tab := mustNew(t, bs, m, h)
+
+		if got, want := owners(tab), slowTable(bs, m, h); !slices.Equal(got, want) {
+			t.Fatalf("iter %d (M=%d N=%d): New differs from the plain spec", iter, m, n)
+		}
+		if n == 0 {
+			continue
+		}
+		counts := tab.Counts()
+		total := 0
+		for i, c := range counts {
+			want := m / n
+			if i < m%n {
+				want++
+			}
+			if c != want {
+				t.Fatalf("iter %d (M=%d N=%d): backend %d owns %d slots, want %d", iter, m, n, i, c, want)
+			}
+			total += c
+		}
+		if total != m {
+			t.Fatalf("iter %d: counts sum to %d, want %d", iter, total, m)
+		}
+		shuffled := slices.Clone(bs)
+		r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		if d := tab.Diff(mustNew(t, shuffled, m, h)); d != 0 {
+			t.Fatalf("iter %d: shuffling the backends changed %d slots", iter, d)
+		}
+		g, _ := NewGenerator(m, h)
+		for _, name := range bs {
+			p := g.Permutation(name)
+			if p.Offset >= uint32(m) || p.Skip < 1 || p.Skip > uint32(m-1) {
+				t.Fatalf("M=%d: Permutation(%q) = %+v out of range", m, name, p)
+			}
+		}
+	}
+}
+
+// TestSkipRange checks skip ∈ 1..M-1 where a wrong stride range (H mod M,
+// or H mod (M-1) without the +1) would often give 0.
+func TestSkipRange(t *testing.T) {
+	for _, m := range []int{2, 3, 5, 7} {
+		for _, b := range builtins {
+			g, err := NewGenerator(m, b.h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[uint32]bool{}
+			for i := range 2000 {
+				p := g.Permutation(fmt.Sprint(i))
+				if p.Skip == 0 || p.Skip >= uint32(m) || p.Offset >= uint32(m) {
+					t.Fatalf("M=%d %s: %+v out of range", m, b.name, p)
+				}
+				seen[p.Skip] = true
+			}
+			if len(seen) != m-1 {
+				t.Errorf("M=%d %s: %d distinct skips over 2000 names, want all %d", m, b.name, len(seen), m-1)
+			}
+		}
+	}
+}
+
+// TestChurn measures, as the seed did, how many of M = 65537 slots change
+// when a sixth backend joins five, and when one of six leaves. The ideal is
+// 1/6 (16.7%); the seed measured 16.8%.
+func TestChurn(t *testing.T) {
+	for _, b := range builtins {
+		for _, prefix := range []string{"backend-", "10.1.0.", "node"} {
+			six := names(prefix, 6)
+			t6 := mustNew(t, six, DefaultSize, b.h)
+			for drop := range six {
+				five := slices.Delete(slices.Clone(six), drop, drop+1)
+				t5 := mustNew(t, five, DefaultSize, b.h)
+				frac := float64(t5.Diff(t6)) / DefaultSize
+				if frac < 0.155 || frac > 0.18 {
+					t.Errorf("%s %s: 5↔6 backends (dropping %s) changed %.2f%% of slots, want 15.5%%–18%%",
+						b.name, prefix, six[drop], 100*frac)
+				}
+			}
+		}
+	}
+}
+
+// TestChurnOnlyToNewcomer checks Maglev's minimal disruption in its weaker
+// form: adding a backend moves slots mostly to the newcomer.
+func TestChurnOnlyToNewcomer(t *testing.T) {
+	before := mustNew(t, names("n", 50), DefaultSize, nil)
+	after := mustNew(t, names("n", 51), DefaultSize, nil)
+	newcomer := after.Index("n50")
+	moved, toNewcomer := 0, 0
+	for _, owner := range before.Changes(after) {
+		moved++
+		if owner == newcomer {
+			toNewcomer++
+		}
+	}
+	if want := after.Counts()[newcomer]; toNewcomer != want {
+		t.Fatalf("newcomer owns %d slots but %d changed slots went to it", want, toNewcomer)
+	}
+	if excess := moved - toNewcomer; float64(excess) > 0.02*DefaultSize {
+		t.Errorf("%d slots moved between surviving backends, want under 2%% of M", excess)
+	}
+}
+
+// TestDiff checks Diff and Changes against a comparison by name.
+func TestDiff(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	pool := randomBackends(r, 60)
+	for iter := range 100 {
+		m := smallPrimes[3+r.IntN(len(smallPrimes)-3)]
+		a := pool[:r.IntN(min(m, 60)+1)]
+		lo := r.IntN(10)
+		b := pool[lo : lo+r.IntN(min(m, 50)+1)]
+		ta, tb := mustNew(t, a, m, nil), mustNew(t, b, m, nil)
+		oa, ob := owners(ta), owners(tb)
+		want := 0
+		var wantSlots []int
+		for s := range oa {
+			if oa[s] != ob[s] {
+				want++
+				wantSlots = append(wantSlots, s)
+			}
+		}
+		if got := ta.Diff(tb); got != want {
+			t.Fatalf("iter %d: Diff = %d, want %d", iter, got, want)
+		}
+		if got := tb.Diff(ta); got != want {
+			t.Fatalf("iter %d: Diff is not symmetric: %d and %d", iter, got, want)
+		}
+		var gotSlots []int
+		for s, owner := range ta.Changes(tb) {
+			gotSlots = append(gotSlots, s)
+			if owner != tb.OwnerIndex(s) {
+				t.Fatalf("iter %d: Changes yields owner %d for slot %d, want %d", iter, owner, s, tb.OwnerIndex(s))
+			}
+		}
+		if !slices.Equal(gotSlots, wantSlots) {
+			t.Fatalf("iter %d: Changes slots = %v, want %v", iter, gotSlots, wantSlots)
+		}
+		if ta.Diff(ta) != 0 {
+			t.Fatal("Diff with itself is not 0")
+		}
+	}
+}
+
+func TestDiffSizes(t *testing.T) {
+	a := mustNew(t, names("b", 3), 7, nil)
+	b := mustNew(t, names("b", 3), 11, nil)
+	if a.Diff(b) != 11 || b.Diff(a) != 11 {
+		t.Errorf("Diff of sizes 7 and 11 = %d, %d; want 11", a.Diff(b), b.Diff(a))
+	}
+	var slots []int
+	for s, owner := range a.Changes(b) {
+		if owner != b.OwnerIndex(s) {
+			t.Errorf("slot %d: owner %d, want %d", s, owner, b.OwnerIndex(s))
+		}
+		slots = append(slots, s)
+	}
+	if len(slots) != 11 {
+		t.Errorf("Changes across sizes yielded %d slots, want all 11", len(slots))
+	}
+	// Stopping early is honoured.
+	count := 0
+	for range a.Changes(b) {
+		count++
+		break
+	}
+	if count != 1 {
+		t.Errorf("break after one change ran %d iterations", count)
+	}
+}
+
+func TestEmptyTable(t *testing.T) {
+	e := mustNew(t, nil, 7, nil)
+	if e.Lookup("k") != "" || e.LookupBytes([]byte("k")) != "" || e.LookupHash(3) != "" {
+		t.Error("empty table Lookup did not return \"\"")
+	}
+	if e.LookupIndex("k") != -1 || e.LookupHashIndex(3) != -1 || e.OwnerIndex(6) != -1 || e.Owner(0) != "" {
+		t.Error("empty table index lookups did not return -1")
+	}
+	if e.Size() != 7 || e.Len() != 0 || len(e.Backends()) != 0 || len(e.Counts()) != 0 {
+		t.Error("empty table reports backends")
+	}
+	if got := e.AppendSlots(nil); len(got) != 7 || slices.ContainsFunc(got, func(v uint32) bool { return v != NoBackend }) {
+		t.Errorf("AppendSlots = %v, want 7 × NoBackend", got)
+	}
+	full := mustNew(t, names("b", 3), 7, nil)
+	if e.Diff(full) != 7 || full.Diff(e) != 7 || e.Diff(mustNew(t, []string{}, 7, nil)) != 0 {
+		t.Error("Diff with an empty table is not M, or empty vs empty is not 0")
+	}
+	for s, owner := range full.Changes(e) {
+		if owner != -1 {
+			t.Errorf("slot %d: owner %d in an empty table, want -1", s, owner)
+		}
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, c := range []struct {
+		backends []string
+		m        int
+		want     error
+	}{
+		{names("b", 2), 0, ErrNotPrime},
+		{names("b", 2), 1, ErrNotPrime},
+		{names("b", 2), -7, ErrNotPrime},
+		{names("b", 2), 65536, ErrNotPrime},
+		{names("b", 2), 15, ErrNotPrime},
+		{names("b", 2), MaxSize + 1, ErrTooLarge},
+		{names("b", 2), 1 << 40 & (1<<31 - 1), ErrNotPrime},
+		{names("b", 8), 7, ErrTooManyBackends},
+		{[]string{"a", "", "b"}, 7, ErrEmptyName},
+		{[]string{"a", "b", "a"}, 7, ErrDuplicateName},
+	} {
+		tab, err := New(c.backends, c.m, nil)
+		if !errors.Is(err, c.want) || tab != nil {
+			t.Errorf("New(%v, %d) = %v, %v; want %v", c.backends, c.m, tab, err, c.want)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "maglev: ") {
+			t.Errorf("error %q lacks the maglev: prefix", err)
+		}
+	}
+	if _, err := NewGenerator(9, nil); !errors.Is(err, ErrNotPrime) {
+		t.Errorf("NewGenerator(9) = %v, want ErrNotPrime", err)
+	}
+}
+
+func TestFillErrors(t *testing.T) {
+	ok := []Permutation{{0, 1}, {1, 2}}
+	for _, c := range []struct {
+		name    string
+		size    int
+		perms   []Permutation
+		cursors int
+		want    error
+	}{
+		{"composite", 9, ok, 2, ErrNotPrime},
+		{"no perms", 7, nil, 2, ErrTooManyBackends},
+		{"more perms than slots", 2, []Permutation{{0, 1}, {1, 1}, {0, 1}}, 3, ErrTooManyBackends},
+		{"skip 0", 7, []Permutation{{0, 0}}, 1, ErrPermutation},
+		{"skip M", 7, []Permutation{{0, 7}}, 1, ErrPermutation},
+		{"offset M", 7, []Permutation{{7, 1}}, 1, ErrPermutation},
+		{"short cursors", 7, ok, 1, ErrShortBuffer},
+	} {
+		err := Fill(make([]uint32, c.size), c.perms, make([]uint32, c.cursors))
+		if !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "maglev: ") {
+			t.Errorf("%s: Fill = %v, want %v", c.name, err, c.want)
+		}
+	}
+	// uint16 slots hold at most 65,535 backends (0xFFFF marks empty slots).
+	perms := make([]Permutation, 1<<16)
+	for i := range perms {
+		perms[i] = Permutation{uint32(i), 1}
+	}
+	err := Fill(make([]uint16, 65537), perms, make([]uint32, len(perms)))
+	if !errors.Is(err, ErrTooManyBackends) {
+		t.Errorf("Fill of 65,536 backends into uint16 slots = %v, want ErrTooManyBackends", err)
+	}
+}
+
+// TestSlotWidth checks the storage: 2 bytes a slot up to 65,535 backends,
+// 4 bytes beyond, with identical tables either way.
+func TestSlotWidth(t *testing.T) {
+	small := mustNew(t, names("b", 10), 13, nil)
+	if small.slots16 == nil || small.slots32 != nil {
+		t.Error("10 backends are not stored in 2-byte slots")
+	}
+	if testing.Short() {
+		t.Skip("large table skipped in short mode")
+	}
+	const m = 70001 // prime, above 65,535 backends
+	bs := names("b", 70000)
+	big := mustNew(t, bs, m, nil)
+	if big.slots32 == nil || big.slots16 != nil {
+		t.Fatal("70,000 backends are not stored in 4-byte slots")
+	}
+	if got, want := owners(big), slowTable(bs, m, nil); !slices.Equal(got, want) {
+		t.Error("4-byte table differs from the plain spec")
+	}
+	// The same permutations through uint16 and uint32 fills agree.
+	g, _ := NewGenerator(DefaultSize, nil)
+	perms := g.Permutations(nil, names("b", 100))
+	t16, t32 := make([]uint16, DefaultSize), make([]uint32, DefaultSize)
+	c := make([]uint32, 100)
+	if Fill(t16, perms, c) != nil || Fill(t32, perms, c) != nil {
+		t.Fatal("Fill failed")
+	}
+	for s := range t16 {
+		if uint32(t16[s]) != t32[s] {
+			t.Fatalf("slot %d: uint16 fill %d, uint32 fill %d", s, t16[s], t32[s])
+		}
+	}
+}
+
+func TestAccessors(t *testing.T) {
+	bs := []string{"c", "a", "b"}
+	tab := mustNew(t, bs, 7, nil)
+	got := tab.Backends()
+	if !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("Backends = %v, want sorted", got)
+	}
+	got[0] = "mutated"
+	if tab.Backends()[0] != "a" {
+		t.Error("Backends returned the table's own slice")
+	}
+	if bs[0] != "c" {
+		t.Error("New reordered the caller's slice")
+	}
+	if tab.Index("b") != 1 || tab.Index("zz") != -1 {
+		t.Error("Index is wrong")
+	}
+	slots := tab.AppendSlots([]uint32{99})
+	if len(slots) != 8 || slots[0] != 99 {
+		t.Fatalf("AppendSlots did not append: %v", slots)
+	}
+	for s := range 7 {
+		if int(slots[s+1]) != tab.OwnerIndex(s) || tab.Owner(s) != tab.Backends()[slots[s+1]] {
+			t.Errorf("slot %d: AppendSlots, OwnerIndex and Owner disagree", s)
+		}
+	}
+	for _, key := range []string{"", "k", "key-123", strings.Repeat("x", 300)} {
+		h := xxh3.HashString(key)
+		s := tab.SlotOf(h)
+		if s != int(h%7) || tab.Lookup(key) != tab.Owner(s) || tab.LookupBytes([]byte(key)) != tab.Owner(s) ||
+			tab.LookupIndex(key) != tab.OwnerIndex(s) || tab.LookupHashIndex(h) != tab.OwnerIndex(s) {
+			t.Errorf("lookups of %.10q disagree", key)
+		}
+	}
+	for _, slot := range []int{-1, 7} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "maglev: ") {
+					t.Errorf("Owner(%d) recovered %v, want a maglev: panic", slot, r)
+				}
+			}()
+			tab.Owner(slot)
+		}()
+	}
+}
+
+func TestSizeFor(t *testing.T) {
+	for _, n := range []int{0, 1, 655, 656, 1000, 10000, 167771, 167772, MaxSize} {
+		m := SizeFor(n)
+		if !isPrime(m) || m > MaxSize {
+			t.Errorf("SizeFor(%d) = %d, not a supported prime", n, m)
+		}
+		if m < DefaultSize || (m <= 100*n && m != MaxSize) {
+			t.Errorf("SizeFor(%d) = %d, want > 100·n and ≥ DefaultSize", n, m)
+		}
+		if m > DefaultSize && m != MaxSize && isPrimeBetween(100*n+1, m) {
+			t.Errorf("SizeFor(%d) = %d is not the smallest prime above 100·n", n, m)
+		}
+	}
+	if !isPrime(MaxSize) || isPrime(1<<24) {
+		t.Error("MaxSize is not prime")
+	}
+	for p := 1<<24 + 1; p < MaxSize; p++ {
+		if isPrime(p) {
+			t.Errorf("%d is a prime below MaxSize above 2^24", p)
+		}
+	}
+}
+
+func isPrimeBetween(lo, hi int) bool {
+	for p := lo; p < hi; p++ {
+		if isPrime(p) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestIsPrime(t *testing.T) {
+	// Against a sieve up to 200,000.
+	const n = 200000
+	composite := make([]bool, n)
+	for i := 2; i < n; i++ {
+		if !composite[i] {
+			for j := 2 * i; j < n; j += i {
+				composite[j] = true
+			}
+		}
+	}
+	for i := -3; i < n; i++ {
+		want := i >= 2 && !composite[i]
+		if isPrime(i) != want {
+			t.Fatalf("isPrime(%d) = %v", i, !want)
+		}
+	}
+}
+
+// TestMaxSize builds a table at the documented maximum.
+func TestMaxSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("MaxSize table skipped in short mode")
+	}
+	tab := mustNew(t, names("b", 100), MaxSize, nil)
+	counts := tab.Counts()
+	for _, c := range counts {
+		if c != MaxSize/100 && c != MaxSize/100+1 {
+			t.Fatalf("count %d, want %d or %d", c, MaxSize/100, MaxSize/100+1)
+		}
+	}
+	if got := tab.LookupHash(MaxSize - 1); got != tab.Owner(MaxSize-1) {
+		t.Errorf("LookupHash(MaxSize-1) = %q, want the last slot's owner %q", got, tab.Owner(MaxSize-1))
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	tab := mustNew(t, names("b", 100), DefaultSize, nil)
+	farmTab := mustNew(t, names("b", 100), DefaultSize, Farm())
+	key := "0123456789abcdef"
+	keyBytes := []byte(key)
+	var sink string
+	var isink int
+	for name, f := range map[string]func(){
+		"Lookup":           func() { sink = tab.Lookup(key) },
+		"LookupBytes":      func() { sink = tab.LookupBytes(keyBytes) },
+		"LookupHash":       func() { sink = tab.LookupHash(12345) },
+		"LookupIndex":      func() { isink = tab.LookupIndex(key) },
+		"Lookup/farm":      func() { sink = farmTab.Lookup(key) },
+		"LookupBytes/farm": func() { sink = farmTab.LookupBytes(keyBytes) },
+		"Index":            func() { isink = tab.Index("b42") },
+	} {
+		if a := testing.AllocsPerRun(100, f); a != 0 {
+			t.Errorf("%s allocates %.1f times per call", name, a)
+		}
+	}
+	g, _ := NewGenerator(DefaultSize, nil)
+	bs := names("b", 100)
+	perms := g.Permutations(make([]Permutation, 0, 100), bs) // warms the buffer
+	if a := testing.AllocsPerRun(100, func() { perms = g.Permutations(perms[:0], bs) }); a != 0 {
+		t.Errorf("Generator.Permutations allocates %.1f times", a)
+	}
+	slots := make([]uint16, DefaultSize)
+	cursors := make([]uint32, 100)
+	if a := testing.AllocsPerRun(10, func() { _ = Fill(slots, perms, cursors) }); a != 0 {
+		t.Errorf("Fill allocates %.1f times", a)
+	}
+	_, _ = sink, isink
+}
+
+// TestNewAllocBudget checks the memory New allocates: at most 2 bytes a
+// slot, 64 bytes a backend and 4 KiB. The Go runtime rounds an allocation
+// above 32 KiB up to whole 8 KiB pages, so a slot array of 2·M bytes takes
+// more than 2·M (at M = 65537, 2^17+2 bytes take 17 pages, 139,264 bytes);
+// that rounding is measured on a bare slice of the same size and added.
+func TestNewAllocBudget(t *testing.T) {
+	var sink []uint16
+	for _, n := range []int{1, 10, 1000, 10000} {
+		bs := names("10.0.0.", n)
+		m := SizeFor(n)
+		rounding := allocated(func() { sink = make([]uint16, m) }) - uint64(2*m)
+		got := allocated(func() { mustNew(t, bs, m, nil) })
+		budget := uint64(2*m+64*n+4096) + rounding
+		if got > budget {
+			t.Errorf("N=%d M=%d: New allocated %d bytes, budget %d (incl. %d of page rounding)", n, m, got, budget, rounding)
+		}
+	}
+	_ = sink
+}
+
+// allocated returns the bytes f allocates.
+func allocated(f func()) uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := ms.TotalAlloc
+	f()
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc - before
+}

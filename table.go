@@ -1,0 +1,340 @@
+package maglev
+
+import (
+	"fmt"
+	"iter"
+	"math"
+	"slices"
+
+	"github.com/zeebo/xxh3"
+)
+
+// Slot is the type of a table slot, which holds a backend index: uint16 for
+// up to 65,535 backends, uint32 for more. The largest value of the type is
+// reserved to mark empty slots while filling.
+type Slot interface{ ~uint16 | ~uint32 }
+
+// Fill fills table round-robin from the backends' permutations: backend i
+// is perms[i]. Backends take turns in index order; on its turn a backend
+// walks on through its sequence from where it stopped last time and claims
+// the first empty slot, writing its index there. Filling stops when every
+// slot is owned, so slot counts differ by at most one.
+//
+// The table's length is M and must be a prime no larger than MaxSize.
+// cursors is scratch space of at least len(perms) entries: on return,
+// cursors[i] is the slot where backend i would look on its next turn.
+//
+// Fill returns an error, and leaves table in an unspecified state, if M is
+// not prime (ErrNotPrime) or too large (ErrTooLarge), if perms is empty or
+// longer than the table or than S can index (ErrTooManyBackends), if a
+// permutation is out of range (ErrPermutation), or if cursors is too short
+// (ErrShortBuffer).
+//
+// Fill does not allocate. It takes O(M log M) time in expectation.
+func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
+	m := len(table)
+	if err := checkSize(m); err != nil {
+		return err
+	}
+	switch n := len(perms); {
+	case n == 0, n > m, uint64(n) > uint64(^S(0)):
+		return fmt.Errorf("%w: %d permutations, %d slots", ErrTooManyBackends, n, m)
+	case len(cursors) < n:
+		return fmt.Errorf("%w: %d cursors for %d permutations", ErrShortBuffer, len(cursors), n)
+	}
+	if err := checkPermutations(perms, uint32(m)); err != nil {
+		return err
+	}
+	fill(table, perms, cursors)
+	return nil
+}
+
+// fill is Fill without the checks: table's length is a prime M ≤ MaxSize,
+// 1 ≤ len(perms) ≤ M, len(perms) < the largest S, every permutation is
+// valid, and len(cursors) ≥ len(perms). Each backend's walk then visits all
+// M slots before repeating, so every turn finds an empty slot.
+func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	cursors = cursors[:len(perms)]
+	for i, p := range perms {
+		cursors[i] = p.Offset
+	}
+	m := uint32(len(table))
+	left := len(table)
+	for {
+		for i, p := range perms {
+			c := cursors[i]
+			for table[c] != empty {
+				if c += p.Skip; c >= m {
+					c -= m
+				}
+			}
+			table[c] = S(i)
+			if c += p.Skip; c >= m {
+				c -= m
+			}
+			cursors[i] = c
+			if left--; left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// A Table is an immutable Maglev lookup table: M slots, each owned by one
+// backend. Build one with New. A Table is safe for concurrent use by
+// multiple goroutines; to change membership, build a new Table and publish
+// it, for example with atomic.Pointer.
+type Table struct {
+	backends []string // sorted, distinct
+	slots16  []uint16 // backend index per slot, when len(backends) ≤ maxSmall
+	slots32  []uint32 // backend index per slot, when len(backends) > maxSmall
+	m        uint32
+	kind     hasherKind // which built-in hasher h is, for direct calls
+	seed     uint64     // h's seed, when kind is kindXXH3Seed
+	h        Hasher
+}
+
+func newTable(sorted []string, m int, h Hasher) *Table {
+	kind, seed := classify(h)
+	return &Table{backends: sorted, m: uint32(m), kind: kind, seed: seed, h: h}
+}
+
+// Size returns M, the number of slots.
+func (t *Table) Size() int { return int(t.m) }
+
+// Len returns the number of backends.
+func (t *Table) Len() int { return len(t.backends) }
+
+// Hasher returns the table's hasher.
+func (t *Table) Hasher() Hasher { return t.h }
+
+// Backends returns a copy of the backend names in table order: sorted by
+// byte order, so that backend index i names Backends()[i].
+func (t *Table) Backends() []string { return slices.Clone(t.backends) }
+
+// Index returns the index of the named backend, or -1 if the table has no
+// such backend. It is O(log n) and does not allocate.
+func (t *Table) Index(name string) int {
+	if i, ok := slices.BinarySearch(t.backends, name); ok {
+		return i
+	}
+	return -1
+}
+
+// Counts returns the number of slots each backend owns, in table order. It
+// is O(M) and allocates the result.
+func (t *Table) Counts() []int {
+	counts := make([]int, len(t.backends))
+	for _, i := range t.slots16 {
+		counts[i]++
+	}
+	for _, i := range t.slots32 {
+		counts[i]++
+	}
+	return counts
+}
+
+// Lookup returns the backend that owns key: the owner of slot H(key) mod M.
+// It returns "" if the table has no backends. Lookup is O(1) and does not
+// allocate.
+func (t *Table) Lookup(key string) string {
+	return t.LookupHash(t.hashString(key))
+}
+
+// LookupBytes is Lookup for a key held in a byte slice.
+func (t *Table) LookupBytes(key []byte) string {
+	return t.LookupHash(t.hash(key))
+}
+
+// LookupHash returns the owner of slot h mod M, for callers that hash keys
+// themselves (with the table's Hasher, for Lookup's answers). It returns ""
+// if the table has no backends. It is O(1) and does not allocate.
+func (t *Table) LookupHash(h uint64) string {
+	if i := t.owner(uint32(h % uint64(t.m))); i >= 0 {
+		return t.backends[i]
+	}
+	return ""
+}
+
+// LookupIndex is Lookup returning the backend's index (see Backends)
+// instead of its name, or -1 if the table has no backends.
+func (t *Table) LookupIndex(key string) int {
+	return t.owner(uint32(t.hashString(key) % uint64(t.m)))
+}
+
+// LookupHashIndex is LookupHash returning the backend's index, or -1 if the
+// table has no backends.
+func (t *Table) LookupHashIndex(h uint64) int {
+	return t.owner(uint32(h % uint64(t.m)))
+}
+
+// SlotOf returns the slot a key hash selects, h mod M: what a data plane
+// holding the slot array (see AppendSlots) computes per packet.
+func (t *Table) SlotOf(h uint64) int { return int(h % uint64(t.m)) }
+
+// Owner returns the name of the backend that owns slot, or "" if the table
+// has no backends. It panics if slot is not in [0, Size()).
+func (t *Table) Owner(slot int) string {
+	if i := t.OwnerIndex(slot); i >= 0 {
+		return t.backends[i]
+	}
+	return ""
+}
+
+// OwnerIndex returns the index of the backend that owns slot, or -1 if the
+// table has no backends. It panics if slot is not in [0, Size()).
+func (t *Table) OwnerIndex(slot int) int {
+	if slot < 0 || slot >= int(t.m) {
+		panic(fmt.Sprintf("maglev: slot %d out of range [0, %d)", slot, t.m))
+	}
+	return t.owner(uint32(slot))
+}
+
+// NoBackend is the value AppendSlots writes for every slot of a table with
+// no backends.
+const NoBackend = math.MaxUint32
+
+// AppendSlots appends the owner index of every slot, in slot order, to dst
+// and returns the extended slice: the whole table as a data plane (an eBPF
+// array map, say) holds it. A table with no backends appends M copies of
+// NoBackend. AppendSlots is O(M) and allocates only to grow dst.
+func (t *Table) AppendSlots(dst []uint32) []uint32 {
+	dst = slices.Grow(dst, int(t.m))
+	switch {
+	case t.slots16 != nil:
+		for _, i := range t.slots16 {
+			dst = append(dst, uint32(i))
+		}
+	case t.slots32 != nil:
+		dst = append(dst, t.slots32...)
+	default:
+		for range t.m {
+			dst = append(dst, NoBackend)
+		}
+	}
+	return dst
+}
+
+// Diff returns the number of slots whose owner, by name, differs between t
+// and other: how many slots a data plane holding one table must rewrite to
+// hold the other. Diff is symmetric and 0 for equal tables; it compares
+// owners only, not hashers. Tables of different sizes share no slots (a key
+// maps to a different slot in each), so for them Diff returns the larger
+// Size. Diff is O(M + n) and allocates O(n), never per slot.
+func (t *Table) Diff(other *Table) int {
+	if t.m != other.m {
+		return int(max(t.m, other.m))
+	}
+	n := 0
+	t.changes(other, func(int, int) bool { n++; return true })
+	return n
+}
+
+// Changes returns an iterator over the slots a data plane holding t must
+// rewrite to hold other: each slot whose owner differs, in slot order, with
+// the index of its owner in other (-1 if other has no backends). If the
+// sizes differ, it yields every slot of other. Iterating is O(M + n) and
+// allocates O(n), never per slot.
+func (t *Table) Changes(other *Table) iter.Seq2[int, int] {
+	return func(yield func(slot, owner int) bool) {
+		if t.m != other.m {
+			for s := range other.m {
+				if !yield(int(s), other.owner(s)) {
+					return
+				}
+			}
+			return
+		}
+		t.changes(other, yield)
+	}
+}
+
+// changes calls yield for every slot whose owner differs between t and
+// other, which have the same size, until yield returns false.
+func (t *Table) changes(other *Table, yield func(slot, owner int) bool) {
+	if len(t.backends) == 0 || len(other.backends) == 0 {
+		if len(t.backends) == len(other.backends) {
+			return
+		}
+		for s := range other.m {
+			if !yield(int(s), other.owner(s)) {
+				return
+			}
+		}
+		return
+	}
+	// remap[j] is the index in t of other's backend j, or -1.
+	remap := make([]int32, len(other.backends))
+	for j, i := 0, 0; j < len(other.backends); j++ {
+		for i < len(t.backends) && t.backends[i] < other.backends[j] {
+			i++
+		}
+		remap[j] = -1
+		if i < len(t.backends) && t.backends[i] == other.backends[j] {
+			remap[j] = int32(i)
+		}
+	}
+	switch {
+	case t.slots16 != nil && other.slots16 != nil:
+		changedSlots(t.slots16, other.slots16, remap, yield)
+	case t.slots16 != nil:
+		changedSlots(t.slots16, other.slots32, remap, yield)
+	case other.slots16 != nil:
+		changedSlots(t.slots32, other.slots16, remap, yield)
+	default:
+		changedSlots(t.slots32, other.slots32, remap, yield)
+	}
+}
+
+// changedSlots calls yield(s, b[s]) for every slot s where a's owner is not
+// b's owner remapped to a's indices, until yield returns false.
+func changedSlots[A, B Slot](a []A, b []B, remap []int32, yield func(slot, owner int) bool) {
+	b = b[:len(a)]
+	for s, i := range a {
+		j := b[s]
+		if remap[j] != int32(i) {
+			if !yield(s, int(j)) {
+				return
+			}
+		}
+	}
+}
+
+// owner returns the index of the backend owning slot s < M, or -1 for a
+// table with no backends.
+func (t *Table) owner(s uint32) int {
+	if t.slots16 != nil {
+		return int(t.slots16[s])
+	}
+	if t.slots32 != nil {
+		return int(t.slots32[s])
+	}
+	return -1
+}
+
+// hashString hashes key with the table's hasher, calling the built-in XXH3
+// hashers directly rather than through the interface.
+func (t *Table) hashString(key string) uint64 {
+	switch t.kind {
+	case kindXXH3:
+		return xxh3.HashString(key)
+	case kindXXH3Seed:
+		return xxh3.HashStringSeed(key, t.seed)
+	}
+	return t.h.HashString(key)
+}
+
+// hash is hashString for a byte slice.
+func (t *Table) hash(key []byte) uint64 {
+	switch t.kind {
+	case kindXXH3:
+		return xxh3.Hash(key)
+	case kindXXH3Seed:
+		return xxh3.HashSeed(key, t.seed)
+	}
+	return t.h.Hash(key)
+}
