@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// A config is everything newProxy needs; main fills it from flags.
+type config struct {
+	Backends       []string      // "URL" or "NAME=URL" specs, see parseBackend
+	Key            string        // "ip" or "header:NAME", see parseKey
+	HealthPath     string        // path probed on each backend, such as "/healthz"
+	HealthInterval time.Duration // time between health rounds
+	HealthTimeout  time.Duration // deadline of one probe, at most HealthInterval
+	Fall           int           // consecutive failed probes that drop a backend
+	Rise           int           // consecutive passed probes that re-add it
+	TableSize      int           // Maglev table size M, a prime
+	Seed           uint64        // XXH3 seed of the table; 0 is plain XXH3
+}
+
+// A backend is one configured backend, healthy or not.
+type backend struct {
+	name   string   // the backend's name in the Maglev table
+	url    *url.URL // scheme://host:port, without a path
+	health string   // the URL the health checker probes
+}
+
+// parseBackend parses a backend spec: a base URL such as
+// "http://127.0.0.1:9001", or "NAME=URL" to give the backend a name of its
+// own. The table hashes names, not addresses, so a named backend keeps its
+// slots when its address changes; an unnamed one is named by its URL.
+func parseBackend(spec string) (name string, u *url.URL, err error) {
+	raw := spec
+	if n, rest, ok := strings.Cut(spec, "="); ok && !strings.ContainsAny(n, ":/") {
+		if n == "" {
+			return "", nil, fmt.Errorf("lbproxy: backend %q: empty name", spec)
+		}
+		name, raw = n, rest
+	}
+	u, err = url.Parse(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("lbproxy: backend %q: %v", spec, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", nil, fmt.Errorf("lbproxy: backend %q: want http://HOST:PORT or https://HOST:PORT", spec)
+	}
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", nil, fmt.Errorf("lbproxy: backend %q: want a base URL, without path, query or user", spec)
+	}
+	u = &url.URL{Scheme: u.Scheme, Host: u.Host}
+	if name == "" {
+		name = u.String()
+	}
+	return name, u, nil
+}
+
+// splitList splits comma-separated values into trimmed, non-empty items.
+func splitList(values ...string) []string {
+	var items []string
+	for _, v := range values {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				items = append(items, item)
+			}
+		}
+	}
+	return items
+}
+
+// readBackendsFile returns the backend specs in the named file: one a line;
+// blank lines and everything from a '#' on are ignored.
+func readBackendsFile(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("lbproxy: %w", err)
+	}
+	defer f.Close()
+	var specs []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		if line = strings.TrimSpace(line); line != "" {
+			specs = append(specs, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("lbproxy: %s: %w", path, err)
+	}
+	return specs, nil
+}

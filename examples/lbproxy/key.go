@@ -1,0 +1,44 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+)
+
+// A keyFunc returns the key a request is routed by: requests with the same
+// key go to the same backend while membership is stable.
+type keyFunc func(r *http.Request) string
+
+// parseKey parses the -key flag. "ip" keys a request by its client IP, the
+// host part of RemoteAddr: behind another proxy that is the proxy's address,
+// and X-Forwarded-For is not trusted. "header:NAME" keys it by the value of
+// header NAME, such as a session or tenant id; a request without the header,
+// or with an empty value, falls back to its client IP.
+func parseKey(s string) (keyFunc, error) {
+	if s == "ip" {
+		return clientIP, nil
+	}
+	name, ok := strings.CutPrefix(s, "header:")
+	if !ok || name == "" || strings.ContainsAny(name, " \t:") {
+		return nil, fmt.Errorf("lbproxy: bad key %q: want ip or header:NAME", s)
+	}
+	name = http.CanonicalHeaderKey(name)
+	return func(r *http.Request) string {
+		if v := r.Header.Get(name); v != "" {
+			return v
+		}
+		return clientIP(r)
+	}, nil
+}
+
+// clientIP returns the host part of r.RemoteAddr, or all of it if it has no
+// port.
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}

@@ -1,0 +1,185 @@
+// Lbproxy is an HTTP load balancer built on Maglev consistent hashing: a
+// reverse proxy that sends each request to the backend owning its key in a
+// Maglev table of the healthy backends, so that the same client (or
+// session, or tenant) keeps reaching the same backend, and a membership
+// change moves only the keys it must.
+//
+// Usage:
+//
+//	lbproxy -backend http://127.0.0.1:9001 -backend http://127.0.0.1:9002 [flags]
+//	lbproxy -demo 3
+//
+// Backends come from -backend (repeatable, or comma-separated) and
+// -backends-file (one a line, '#' starts a comment). Each is a base URL,
+// or NAME=URL: the table hashes names, so a named backend keeps its keys
+// when its address changes. -demo N starts N toy backends on loopback.
+//
+// Requests are keyed by client IP (-key ip, the default: the address the
+// connection comes from), or by a header (-key header:X-Session-Id); a
+// request without the header, or with an empty one, is keyed by its
+// client IP.
+//
+// A health checker GETs each backend's -health-path every -health-interval,
+// all backends at once. -fall consecutive failures (a non-2xx answer, no
+// answer within -health-timeout, or no connection) drop a backend from the
+// table; -rise consecutive passes put it back. A backend that dies is
+// dropped by the -fall-th round after its death: with the default -fall 2,
+// within two intervals if it refuses connections, plus one -health-timeout
+// if it hangs. Each change rebuilds the table off the request path,
+// publishes it atomically and logs how many slots moved.
+//
+// Until its backend is dropped, a request whose backend fails before
+// answering (refused, reset, timed out) is sent once more, to the key's
+// backend in the table without the failed one, if it may be sent twice: its
+// method is GET, HEAD, OPTIONS, PUT, DELETE or TRACE, or it has an
+// Idempotency-Key (or X-Idempotency-Key) header, and its body is at most
+// 1 MiB. Any other request, or a second failure, gets 502; so does a
+// response cut off midway, which cannot be retried. With no healthy backend,
+// every request gets 503 "no healthy backend".
+//
+// The admin listener (-admin) serves /debug/maglev: the backends with their
+// health and slot counts, the table size, and the last rebuild and its
+// churn, as JSON.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/maglevlb/maglev"
+)
+
+// options are the flags: the proxy's config and where to serve it.
+type options struct {
+	cfg    config
+	listen string // proxy address
+	admin  string // admin address; "" for none
+	demo   int    // demo backends to start
+}
+
+// listFlag is a flag.Value collecting repeated, comma-separated values.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, splitList(v)...); return nil }
+
+func parseFlags(args []string) (options, error) {
+	var o options
+	var backends listFlag
+	var file string
+	fs := flag.NewFlagSet("lbproxy", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "proxy listen `address`")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9090", "admin listen `address`, serving /debug/maglev; empty for none")
+	fs.Var(&backends, "backend", "backend `URL` or NAME=URL; repeatable, or comma-separated")
+	fs.StringVar(&file, "backends-file", "", "`file` of backends, one a line; # starts a comment")
+	fs.IntVar(&o.demo, "demo", 0, "start `N` demo backends on loopback")
+	fs.StringVar(&o.cfg.Key, "key", "ip", "routing key: ip, or header:NAME (falls back to the client IP)")
+	fs.StringVar(&o.cfg.HealthPath, "health-path", "/healthz", "`path` of the backends' health check")
+	fs.DurationVar(&o.cfg.HealthInterval, "health-interval", time.Second, "time between health checks")
+	fs.DurationVar(&o.cfg.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
+	fs.IntVar(&o.cfg.Fall, "fall", 2, "consecutive failed checks that drop a backend")
+	fs.IntVar(&o.cfg.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
+	fs.IntVar(&o.cfg.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
+	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("lbproxy: unexpected argument %q", fs.Arg(0))
+	}
+	o.cfg.Backends = backends
+	if file != "" {
+		specs, err := readBackendsFile(file)
+		if err != nil {
+			return o, err
+		}
+		o.cfg.Backends = append(o.cfg.Backends, specs...)
+	}
+	if len(o.cfg.Backends) == 0 && o.demo <= 0 {
+		return o, errors.New("lbproxy: no backends: use -backend, -backends-file or -demo")
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := run(ctx, o, log.New(os.Stderr, "", log.LstdFlags)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// run serves the proxy and its admin endpoint until ctx is done, then
+// shuts them down, letting requests in flight finish.
+func run(ctx context.Context, o options, logger *log.Logger) error {
+	if o.demo > 0 {
+		specs, stop, err := startDemo(o.demo, o.cfg.HealthPath, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		o.cfg.Backends = append(o.cfg.Backends, specs...)
+	}
+	p, err := newProxy(o.cfg, logger)
+	if err != nil {
+		return err
+	}
+	servers := []*http.Server{{Addr: o.listen, Handler: p}}
+	if o.admin != "" {
+		servers = append(servers, &http.Server{Addr: o.admin, Handler: p.adminHandler()})
+	}
+	var listeners []net.Listener
+	for _, srv := range servers {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			for _, ln := range listeners {
+				ln.Close()
+			}
+			return fmt.Errorf("lbproxy: %w", err)
+		}
+		listeners = append(listeners, ln)
+	}
+	p.start()
+	defer p.stop()
+	errc := make(chan error, len(servers))
+	for i, srv := range servers {
+		srv.ReadHeaderTimeout = 10 * time.Second
+		go func() { errc <- srv.Serve(listeners[i]) }()
+	}
+	logger.Printf("proxy on http://%s, keyed by %s, %d backends", listeners[0].Addr(), o.cfg.Key, len(p.backends))
+	if len(listeners) > 1 {
+		logger.Printf("admin on http://%s/debug/maglev", listeners[1].Addr())
+	}
+	select {
+	case <-ctx.Done():
+		err = nil
+	case err = <-errc:
+		err = fmt.Errorf("lbproxy: %w", err)
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		srv.Shutdown(shutdown)
+	}
+	p.transport.CloseIdleConnections()
+	return err
+}
