@@ -3,7 +3,9 @@ package maglev
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 )
 
 const (
@@ -95,6 +97,88 @@ func New(backends []string, m int, h Hasher) (*Table, error) {
 	} else {
 		t.slots32 = make([]uint32, m)
 		fill(t.slots32, perms, cursors)
+	}
+	return t, nil
+}
+
+// A Backend is a backend name with a weight, for NewWeighted. Weight 0
+// means drained: the backend owns no slots but is still a known backend.
+type Backend struct {
+	Name   string
+	Weight uint32
+}
+
+// NewWeighted builds the Maglev table of m slots for weighted backends,
+// hashing with h (nil means XXH3). Names, offsets and skips are as in New;
+// only the order of turns changes, by the rule Envoy uses, in integers:
+//
+// Let W be the largest weight. Turns happen in rounds k = 1, 2, 3, ...; in
+// each round the backends go in sorted order, and backend i, with weight
+// w_i > 0 and a counter t_i starting at 0, takes a turn iff k·w_i ≥ t_i,
+// and then adds W to t_i. A turn claims a slot exactly as in New; filling
+// stops when all m slots are owned.
+//
+// A backend of the heaviest weight takes a turn every round, and every
+// backend with a non-zero weight takes one in round 1, so it owns at least
+// one slot. With N' non-drained backends and total weight Σw, backend i
+// owns about (m − N')·w_i/Σw + 1 slots (within 2). That is within 2 slots
+// of its proportional share m·w_i/Σw unless its weight is more than about 3
+// times the mean; at extreme skews the at-least-one-slot rule takes slots
+// from the heaviest backends.
+//
+// With all weights equal the table is identical, slot for slot, to New's.
+// Weight-0 backends take no turns; they appear in Backends with a count of
+// 0. If every weight is 0 the table is empty: Lookup returns "". Errors are
+// as for New.
+//
+// Turns are scheduled by a priority queue keyed by the next round in which
+// each backend may turn, so NewWeighted takes O(m log n) time beyond New's
+// fill whatever the skew, and O(m + n) memory.
+func NewWeighted(backends []Backend, m int, h Hasher) (*Table, error) {
+	if err := checkSize(m); err != nil {
+		return nil, err
+	}
+	if len(backends) > m {
+		return nil, fmt.Errorf("%w: %d backends, %d slots", ErrTooManyBackends, len(backends), m)
+	}
+	order := make([]int32, len(backends))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(backends[a].Name, backends[b].Name) })
+	names := make([]string, len(backends))
+	weights := make([]uint32, len(backends))
+	var maxWeight, minWeight uint32 = 0, math.MaxUint32
+	for i, j := range order {
+		b := backends[j]
+		names[i], weights[i] = b.Name, b.Weight
+		maxWeight = max(maxWeight, b.Weight)
+		minWeight = min(minWeight, b.Weight)
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		h = xxh3Hasher{}
+	}
+	t := newTable(names, m, h)
+	t.weights = weights
+	if maxWeight == 0 {
+		return t, nil
+	}
+	g := Generator{m: uint32(m), h: h}
+	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
+	cursors := make([]uint32, len(names))
+	if minWeight == maxWeight {
+		// Every backend turns every round: New's fill.
+		weights = nil
+	}
+	if len(names) <= maxSmall {
+		t.slots16 = make([]uint16, m)
+		fillWeighted(t.slots16, perms, weights, cursors)
+	} else {
+		t.slots32 = make([]uint32, m)
+		fillWeighted(t.slots32, perms, weights, cursors)
 	}
 	return t, nil
 }

@@ -129,9 +129,11 @@ func TestWorkedExample(t *testing.T) {
 	}
 }
 
-// goldenSmall pins full tables for M = 13 and backends a..e. The values were
-// produced by slowTable (the plain spec above, not the package's fill) when
-// the golden test was written, and agree with New.
+// goldenSmall pins full tables for M = 13 and backends a..e. The values
+// were produced by testdata/ref/maglev_ref.c, an independent C program that
+// uses the reference xxHash (libxxhash 0.8.1) and FarmHash libraries (see
+// testdata/ref/README.md for the commands); slowTable agrees (see
+// TestGoldenSource).
 var goldenSmall = map[string]string{
 	"xxh3":      "e a c c a b d d e b a b c",
 	"xxh3-seed": "a d d e b c c e a a c b b",
@@ -141,8 +143,9 @@ var goldenSmall = map[string]string{
 
 // goldenLarge pins the SHA-256 of the slot array (each owner index as a
 // little-endian uint32, see AppendSlots) for M = 65537 and the 100 backends
-// 10.0.0.1:80 .. 10.0.0.100:80. The values were produced by slowTable when
-// the golden test was written, and agree with New.
+// 10.0.0.1:80 .. 10.0.0.100:80. The values were produced by
+// testdata/ref/maglev_ref.c piped into sha256sum (testdata/ref/README.md);
+// slowTable agrees (see TestGoldenSource).
 var goldenLarge = map[string]string{
 	"xxh3":      "177d8df218e2e5cb604c27db3629720a83f02af53c78dad7c59575a932ec1869",
 	"xxh3-seed": "8416fe8db569bd903a385e9287a9b092e4a60c38551bfbb55f902d0afe21451e",
@@ -766,4 +769,65 @@ func allocated(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&ms)
 	return ms.TotalAlloc - before
+}
+
+// fuzzPrimes are the table sizes the fuzz targets pick from.
+var fuzzPrimes = []int{2, 3, 5, 7, 11, 13, 31, 61, 127, 257, 1009}
+
+// fuzzNames decodes length-prefixed names: a length byte, then that many
+// bytes, repeated.
+func fuzzNames(data []byte) []string {
+	var out []string
+	for len(data) > 0 {
+		n := min(int(data[0]), len(data)-1)
+		out = append(out, string(data[1:1+n]))
+		data = data[1+n:]
+	}
+	return out
+}
+
+// fuzzSeedNames encodes names as fuzzNames decodes them.
+func fuzzSeedNames(names ...string) []byte {
+	var b []byte
+	for _, n := range names {
+		b = append(b, byte(len(n)))
+		b = append(b, n...)
+	}
+	return b
+}
+
+// FuzzNew checks that New never panics or hangs, that its errors are the
+// documented ones, and that every table it builds equals the plain spec.
+// Seeds, each a tricky case:
+func FuzzNew(f *testing.F) {
+	f.Add(fuzzSeedNames("x", "y", "z"), uint8(3), uint8(0))                                      // the worked example's names, M=7
+	f.Add(fuzzSeedNames("a", "b"), uint8(0), uint8(1))                                           // M=2, N=M
+	f.Add(fuzzSeedNames("a"), uint8(0), uint8(2))                                                // M=2, one backend
+	f.Add(fuzzSeedNames("a", "b", "c"), uint8(1), uint8(3))                                      // N=M=3
+	f.Add(fuzzSeedNames("a|skip", "a|offset", "a|", "a"), uint8(5), uint8(0))                    // names that differ only after a |
+	f.Add(fuzzSeedNames("\xff\xfe", "\xc3\x28", "\x00", "\x00\x00"), uint8(4), uint8(1))         // invalid UTF-8 and NUL bytes
+	f.Add(fuzzSeedNames(strings.Repeat("L", 255), strings.Repeat("L", 254)), uint8(6), uint8(2)) // long names
+	f.Add(fuzzSeedNames("dup", "dup"), uint8(3), uint8(0))                                       // duplicate
+	f.Add(fuzzSeedNames("", "a"), uint8(3), uint8(0))                                            // empty name
+	f.Add(fuzzSeedNames("a", "b", "c", "d"), uint8(1), uint8(0))                                 // more backends than slots
+	f.Fuzz(func(t *testing.T, data []byte, mi, hi uint8) {
+		m := fuzzPrimes[int(mi)%len(fuzzPrimes)]
+		h := builtins[int(hi)%len(builtins)].h
+		bs := fuzzNames(data)
+		tab, err := New(bs, m, h)
+		if err != nil {
+			if !errors.Is(err, ErrEmptyName) && !errors.Is(err, ErrDuplicateName) && !errors.Is(err, ErrTooManyBackends) {
+				t.Fatalf("New: unexpected error %v", err)
+			}
+			return
+		}
+		if got, want := owners(tab), slowTable(bs, m, h); !slices.Equal(got, want) {
+			t.Fatalf("M=%d %q: New %q, plain spec %q", m, bs, got, want)
+		}
+		for _, c := range tab.Counts() {
+			if c != m/len(bs) && c != m/len(bs)+1 {
+				t.Fatalf("M=%d N=%d: count %d", m, len(bs), c)
+			}
+		}
+	})
 }

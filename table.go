@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/zeebo/xxh3"
@@ -84,6 +85,138 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 	}
 }
 
+// fillWeighted is fill with weighted turns (see NewWeighted); nil weights
+// means equal weights, which is fill itself. It picks whichever of two
+// exact schedules is cheaper: scanning every backend every round costs n
+// checks a round for about M·W/Σw rounds, which is small unless the
+// weights are skewed; the priority queue costs O(log n) a turn for M turns
+// whatever the skew.
+func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
+	if weights == nil {
+		fill(table, perms, cursors)
+		return
+	}
+	var maxWeight, sum uint64
+	for _, w := range weights {
+		maxWeight = max(maxWeight, uint64(w))
+		sum += uint64(w)
+	}
+	m, n := uint64(len(table)), uint64(len(perms))
+	rounds := m*maxWeight/sum + 2 // rounds needed, give or take one
+	if n*rounds <= 2*m*uint64(bits.Len64(n)) {
+		fillWeightedScan(table, perms, weights, cursors, maxWeight)
+	} else {
+		fillWeightedQueue(table, perms, weights, cursors, maxWeight)
+	}
+}
+
+// claim lets backend i take one turn: it walks on from cursors[i] to the
+// first empty slot, claims it, and moves its cursor past it.
+func claim[S Slot](table []S, p Permutation, cursors []uint32, i int) {
+	empty := ^S(0)
+	m := uint32(len(table))
+	c := cursors[i]
+	for table[c] != empty {
+		if c += p.Skip; c >= m {
+			c -= m
+		}
+	}
+	table[c] = S(i)
+	if c += p.Skip; c >= m {
+		c -= m
+	}
+	cursors[i] = c
+}
+
+// fillWeightedScan is the weighted schedule as NewWeighted states it:
+// every round visits every backend in index order.
+func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	t := make([]uint64, len(perms)) // t_i
+	for i, p := range perms {
+		cursors[i] = p.Offset
+	}
+	left := len(table)
+	for k := uint64(1); ; k++ {
+		for i, p := range perms {
+			if w := uint64(weights[i]); w == 0 || k*w < t[i] {
+				continue
+			}
+			t[i] += maxWeight
+			claim(table, p, cursors, i)
+			if left--; left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// fillWeightedQueue takes turns in order of (round, backend index) from a
+// binary heap of packed keys round<<32 | index, one entry per backend that
+// can still turn: the scan's order, without visiting backends that are not
+// due.
+func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	// turned[i] is t_i / W: how many turns backend i has taken. Every
+	// backend due in round 1 starts in the heap, already in heap order.
+	turned := make([]uint32, len(perms))
+	heap := make([]uint64, 0, len(perms))
+	for i, p := range perms {
+		cursors[i] = p.Offset
+		if weights[i] > 0 {
+			heap = append(heap, 1<<32|uint64(i))
+		}
+	}
+	m := uint64(len(table))
+	left := len(table)
+	for {
+		round, i := heap[0]>>32, uint32(heap[0])
+		claim(table, perms[i], cursors, int(i))
+		if left--; left == 0 {
+			return
+		}
+		// The next round k > round with k·w_i ≥ t_i = turned·W. No
+		// round beyond M is ever reached: the heaviest backend claims a
+		// slot every round.
+		turned[i]++
+		w := uint64(weights[i])
+		next := max(round+1, (uint64(turned[i])*maxWeight+w-1)/w)
+		if next > m {
+			heap[0] = heap[len(heap)-1]
+			heap = heap[:len(heap)-1]
+		} else {
+			heap[0] = next<<32 | uint64(i)
+		}
+		siftDown(heap)
+	}
+}
+
+// siftDown restores the min-heap order of h after h[0] grew.
+func siftDown(h []uint64) {
+	i, n := 0, len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && h[r] < h[l] {
+			j = r
+		}
+		if h[i] <= h[j] {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+}
+
 // A Table is an immutable Maglev lookup table: M slots, each owned by one
 // backend. Build one with New. A Table is safe for concurrent use by
 // multiple goroutines; to change membership, build a new Table and publish
@@ -92,6 +225,7 @@ type Table struct {
 	backends []string // sorted, distinct
 	slots16  []uint16 // backend index per slot, when len(backends) ≤ maxSmall
 	slots32  []uint32 // backend index per slot, when len(backends) > maxSmall
+	weights  []uint32 // per backend, for NewWeighted's tables; nil means all 1
 	m        uint32
 	kind     hasherKind // which built-in hasher h is, for direct calls
 	seed     uint64     // h's seed, when kind is kindXXH3Seed
@@ -115,6 +249,19 @@ func (t *Table) Hasher() Hasher { return t.h }
 // Backends returns a copy of the backend names in table order: sorted by
 // byte order, so that backend index i names Backends()[i].
 func (t *Table) Backends() []string { return slices.Clone(t.backends) }
+
+// Weights returns the backends' weights in table order: those given to
+// NewWeighted, or all 1 for a table built by New.
+func (t *Table) Weights() []uint32 {
+	if t.weights != nil {
+		return slices.Clone(t.weights)
+	}
+	w := make([]uint32, len(t.backends))
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
 
 // Index returns the index of the named backend, or -1 if the table has no
 // such backend. It is O(log n) and does not allocate.
@@ -256,8 +403,8 @@ func (t *Table) Changes(other *Table) iter.Seq2[int, int] {
 // changes calls yield for every slot whose owner differs between t and
 // other, which have the same size, until yield returns false.
 func (t *Table) changes(other *Table, yield func(slot, owner int) bool) {
-	if len(t.backends) == 0 || len(other.backends) == 0 {
-		if len(t.backends) == len(other.backends) {
+	if t.empty() || other.empty() {
+		if t.empty() == other.empty() {
 			return
 		}
 		for s := range other.m {
@@ -303,6 +450,10 @@ func changedSlots[A, B Slot](a []A, b []B, remap []int32, yield func(slot, owner
 		}
 	}
 }
+
+// empty reports whether t has no slots filled: no backends, or all of them
+// drained.
+func (t *Table) empty() bool { return t.slots16 == nil && t.slots32 == nil }
 
 // owner returns the index of the backend owning slot s < M, or -1 for a
 // table with no backends.

@@ -1,0 +1,349 @@
+package maglev
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/zeebo/xxh3"
+)
+
+// Benchmark sizes, shared by every benchmark that builds tables.
+var (
+	benchN = []int{10, 100, 1000, 10000}
+	benchM = []int{16381, DefaultSize, 655373}
+)
+
+// Sinks keep results alive so the compiler cannot drop the work.
+var (
+	sinkTable  *Table
+	sinkString string
+	sinkInt    int
+	sinkUint64 uint64
+)
+
+func benchBackends(n int) []string {
+	b := make([]string, n)
+	for i := range b {
+		b[i] = fmt.Sprintf("10.%d.%d.%d:8080", i>>16, i>>8&0xff, i&0xff)
+	}
+	return b
+}
+
+// benchKeys returns 1024 distinct keys of the given length, like client
+// addresses padded to size, so that lookups touch slots all over the table.
+func benchKeys(length int) ([]string, [][]byte) {
+	keys := make([]string, 1024)
+	bkeys := make([][]byte, len(keys))
+	for i := range keys {
+		k := fmt.Sprintf("198.51.%d.%d:%d", i>>8, i&0xff, 40000+i)
+		for len(k) < length {
+			k += "#"
+		}
+		keys[i] = k[:length]
+		bkeys[i] = []byte(keys[i])
+	}
+	return keys, bkeys
+}
+
+func BenchmarkNew(b *testing.B) {
+	for _, n := range benchN {
+		for _, m := range benchM {
+			if n > m {
+				continue
+			}
+			backends := benchBackends(n)
+			b.Run(fmt.Sprintf("N=%d/M=%d", n, m), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					t, err := New(backends, m, nil)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sinkTable = t
+				}
+			})
+		}
+	}
+}
+
+// plainNew is the spec implemented the obvious way: int slots, a % per
+// probe, string concatenation for the name hashes. New must not be slower.
+func plainNew(sorted []string, m int) []int {
+	offset := make([]int, len(sorted))
+	skip := make([]int, len(sorted))
+	for i, name := range sorted {
+		offset[i] = int(xxh3.HashString(name+"|offset") % uint64(m))
+		skip[i] = int(xxh3.HashString(name+"|skip")%uint64(m-1)) + 1
+	}
+	next := make([]int, len(sorted))
+	table := make([]int, m)
+	for i := range table {
+		table[i] = -1
+	}
+	for filled := 0; ; {
+		for i := range sorted {
+			c := (offset[i] + next[i]*skip[i]) % m
+			for table[c] >= 0 {
+				next[i]++
+				c = (offset[i] + next[i]*skip[i]) % m
+			}
+			table[c] = i
+			next[i]++
+			if filled++; filled == m {
+				return table
+			}
+		}
+	}
+}
+
+// BenchmarkNewVsPlain runs New beside the obvious implementation of the
+// same spec, on the same input, in one run.
+func BenchmarkNewVsPlain(b *testing.B) {
+	backends := benchBackends(1000) // already sorted
+	b.Run("impl=maglev/N=1000/M=65537", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkTable, _ = New(backends, DefaultSize, nil)
+		}
+	})
+	b.Run("impl=plain/N=1000/M=65537", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkInt = plainNew(backends, DefaultSize)[0]
+		}
+	})
+}
+
+// BenchmarkLookup measures Lookup per key length beside XXH3 alone on the
+// same keys: the target is Lookup ≤ 1.8 × hash for 16-byte keys.
+func BenchmarkLookup(b *testing.B) {
+	t, err := New(benchBackends(1000), DefaultSize, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, length := range []int{8, 16, 64, 256} {
+		keys, bkeys := benchKeys(length)
+		b.Run("op=xxh3/len="+strconv.Itoa(length), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sinkUint64 = xxh3.HashString(keys[i&1023])
+				i++
+			}
+		})
+		b.Run("op=Lookup/len="+strconv.Itoa(length), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sinkString = t.Lookup(keys[i&1023])
+				i++
+			}
+		})
+		b.Run("op=LookupBytes/len="+strconv.Itoa(length), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sinkString = t.LookupBytes(bkeys[i&1023])
+				i++
+			}
+		})
+	}
+	b.Run("op=LookupHash", func(b *testing.B) {
+		b.ReportAllocs()
+		h := uint64(0x9e3779b97f4a7c15)
+		for b.Loop() {
+			sinkString = t.LookupHash(h)
+			h += 0x9e3779b97f4a7c15
+		}
+	})
+	for _, c := range []struct {
+		name string
+		h    Hasher
+	}{{"farm", Farm()}, {"fnv1a", FNV1a()}, {"xxh3-seed", XXH3Seed(1)}} {
+		t, _ := New(benchBackends(1000), DefaultSize, c.h)
+		keys, _ := benchKeys(16)
+		b.Run("op=Lookup/hash="+c.name+"/len=16", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sinkString = t.Lookup(keys[i&1023])
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkGenerator measures computing 1000 backends' permutations.
+func BenchmarkGenerator(b *testing.B) {
+	backends := benchBackends(1000)
+	g, _ := NewGenerator(DefaultSize, nil)
+	perms := g.Permutations(nil, backends)
+	b.ReportAllocs()
+	for b.Loop() {
+		perms = g.Permutations(perms[:0], backends)
+	}
+}
+
+// BenchmarkFill measures the round-robin fill alone.
+func BenchmarkFill(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		for _, m := range []int{DefaultSize, 655373} {
+			g, _ := NewGenerator(m, nil)
+			perms := g.Permutations(nil, benchBackends(n))
+			table := make([]uint16, m)
+			cursors := make([]uint32, n)
+			b.Run(fmt.Sprintf("N=%d/M=%d", n, m), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := Fill(table, perms, cursors); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDiff measures comparing tables before and after one backend
+// joins, by count and by enumerating the changed slots.
+func BenchmarkDiff(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		before, _ := New(benchBackends(n), DefaultSize, nil)
+		after, _ := New(benchBackends(n+1), DefaultSize, nil)
+		b.Run(fmt.Sprintf("op=Diff/N=%d/M=65537", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sinkInt = before.Diff(after)
+			}
+		})
+		b.Run(fmt.Sprintf("op=Changes/N=%d/M=65537", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for s := range before.Changes(after) {
+					sinkInt = s
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkNewWeighted measures weighted builds at N=1000, M=65537 beside
+// the unweighted build in one run: the target is any skew within 3× of
+// unweighted.
+func BenchmarkNewWeighted(b *testing.B) {
+	names := benchBackends(1000)
+	scenarios := []struct {
+		name   string
+		weight func(i int) uint32
+	}{
+		{"equal", func(int) uint32 { return 1 }},
+		{"1:2:3", func(i int) uint32 { return uint32(1 + i%3) }},
+		{"random1-100", func(i int) uint32 { return uint32(1 + (i*7919)%100) }},
+		{"one-1e6-rest-1", func(i int) uint32 {
+			if i == 0 {
+				return 1_000_000
+			}
+			return 1
+		}},
+		{"half-drained", func(i int) uint32 { return uint32(i % 2) }},
+		{"10-at-1000-rest-1-20", func(i int) uint32 {
+			if i%100 == 0 {
+				return 1000
+			}
+			return uint32(1 + i%20)
+		}},
+		{"pow2-1-to-2^31", func(i int) uint32 { return 1 << (i % 32) }},
+	}
+	b.Run("skew=none(New)/N=1000/M=65537", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sinkTable, _ = New(names, DefaultSize, nil)
+		}
+	})
+	for _, s := range scenarios {
+		bs := make([]Backend, len(names))
+		for i, n := range names {
+			bs[i] = Backend{n, s.weight(i)}
+		}
+		b.Run("skew="+s.name+"/N=1000/M=65537", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				t, err := NewWeighted(bs, DefaultSize, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sinkTable = t
+			}
+		})
+	}
+}
+
+// obviousWeightedFill is the weighted schedule as the spec states it:
+// every round visits every backend. It is here to show what the priority
+// queue saves under skew.
+func obviousWeightedFill(table []uint16, perms []Permutation, weights []uint32) {
+	for i := range table {
+		table[i] = 0xffff
+	}
+	var maxW uint64
+	for _, w := range weights {
+		maxW = max(maxW, uint64(w))
+	}
+	cursor := make([]uint32, len(perms))
+	t := make([]uint64, len(perms))
+	for i, p := range perms {
+		cursor[i] = p.Offset
+	}
+	m := uint32(len(table))
+	left := len(table)
+	for k := uint64(1); ; k++ {
+		for i, p := range perms {
+			if w := uint64(weights[i]); w == 0 || k*w < t[i] {
+				continue
+			}
+			t[i] += maxW
+			c := cursor[i]
+			for table[c] != 0xffff {
+				if c += p.Skip; c >= m {
+					c -= m
+				}
+			}
+			table[c] = uint16(i)
+			if c += p.Skip; c >= m {
+				c -= m
+			}
+			cursor[i] = c
+			if left--; left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkWeightedSchedule compares the priority-queue schedule with the
+// obvious round-by-round scan on the same permutations, one backend at
+// weight 1,000,000 and 999 at weight 1.
+func BenchmarkWeightedSchedule(b *testing.B) {
+	g, _ := NewGenerator(DefaultSize, nil)
+	perms := g.Permutations(nil, benchBackends(1000))
+	weights := make([]uint32, len(perms))
+	for i := range weights {
+		weights[i] = 1
+	}
+	weights[0] = 1_000_000
+	table := make([]uint16, DefaultSize)
+	cursors := make([]uint32, len(perms))
+	b.Run("sched=heap", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			fillWeighted(table, perms, weights, cursors)
+		}
+	})
+	b.Run("sched=scan", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			obviousWeightedFill(table, perms, weights)
+		}
+	})
+}
