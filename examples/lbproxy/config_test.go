@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseBackend(t *testing.T) {
+	tests := []struct{ spec, name, url string }{
+		{"http://127.0.0.1:9001", "http://127.0.0.1:9001", "http://127.0.0.1:9001"},
+		{"http://127.0.0.1:9001/", "http://127.0.0.1:9001", "http://127.0.0.1:9001"},
+		{"https://backend.example:8443", "https://backend.example:8443", "https://backend.example:8443"},
+		{"web1=http://127.0.0.1:9001", "web1", "http://127.0.0.1:9001"},
+		{"http://[::1]:9001", "http://[::1]:9001", "http://[::1]:9001"},
+	}
+	for _, tt := range tests {
+		name, u, err := parseBackend(tt.spec)
+		if err != nil || name != tt.name || u.String() != tt.url {
+			t.Errorf("parseBackend(%q) = %q, %v, %v; want %q, %s", tt.spec, name, u, err, tt.name, tt.url)
+		}
+	}
+	for _, spec := range []string{
+		"", "127.0.0.1:9001", "ftp://127.0.0.1", "http://", "=http://127.0.0.1:9001",
+		"http://127.0.0.1:9001/api", "http://127.0.0.1:9001?a=b", "http://u:p@127.0.0.1:9001", "web1=",
+	} {
+		if _, _, err := parseBackend(spec); err == nil {
+			t.Errorf("parseBackend(%q) succeeded, want an error", spec)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "backends")
+	const text = "# the web tier\nhttp://127.0.0.1:9003\n\n  web4=http://127.0.0.1:9004  # canary\n"
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{
+		"-backend", "http://127.0.0.1:9001, http://127.0.0.1:9002",
+		"-backend", "web5=http://127.0.0.1:9005",
+		"-backends-file", file,
+		"-key", "header:X-Session-Id",
+		"-health-interval", "250ms",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"http://127.0.0.1:9001", "http://127.0.0.1:9002", "web5=http://127.0.0.1:9005",
+		"http://127.0.0.1:9003", "web4=http://127.0.0.1:9004",
+	}
+	if !slices.Equal(o.cfg.Backends, want) {
+		t.Errorf("backends %q, want %q", o.cfg.Backends, want)
+	}
+	if o.cfg.Key != "header:X-Session-Id" || o.cfg.HealthInterval != 250*time.Millisecond || o.cfg.Fall != 2 || o.listen != "127.0.0.1:8080" {
+		t.Errorf("options %+v", o)
+	}
+	for _, args := range [][]string{
+		{},                                    // no backends
+		{"-backends-file", file + ".missing"}, // no such file
+		{"-demo", "2", "extra"},               // stray argument
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("parseFlags(%q) succeeded, want an error", args)
+		}
+	}
+	if _, err := parseFlags([]string{"-demo", "3"}); err != nil {
+		t.Errorf("parseFlags(-demo 3): %v", err)
+	}
+}

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev"
+)
+
+// The end-to-end test runs the proxy in front of real backends on
+// 127.0.0.1, with health rounds testInterval apart: a few hundred requests
+// and about a second in all.
+const (
+	testInterval = 100 * time.Millisecond
+	testKeys     = 150
+	keyHeader    = "X-Session-Id"
+)
+
+// lockedBuffer is a bytes.Buffer for a log.Logger shared by goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex // protects buf
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// harness is a proxy in front of backends b0, b1, ..., each a demoBackend
+// on its own httptest server.
+type harness struct {
+	t        *testing.T
+	p        *proxy
+	backends []*demoBackend
+	servers  []*httptest.Server
+	front    *httptest.Server // the proxy
+	admin    *httptest.Server // its admin handler
+	client   *http.Client
+	log      *lockedBuffer
+}
+
+func newHarness(t *testing.T, n int) *harness {
+	t.Helper()
+	h := &harness{t: t, log: new(lockedBuffer)}
+	var specs []string
+	for i := range n {
+		d := &demoBackend{id: fmt.Sprintf("b%d", i), healthPath: "/healthz"}
+		srv := httptest.NewServer(d)
+		t.Cleanup(srv.Close)
+		h.backends = append(h.backends, d)
+		h.servers = append(h.servers, srv)
+		specs = append(specs, d.id+"="+srv.URL)
+	}
+	cfg := config{
+		Backends:       specs,
+		Key:            "header:" + keyHeader,
+		HealthPath:     "/healthz",
+		HealthInterval: testInterval,
+		HealthTimeout:  testInterval,
+		Fall:           2,
+		Rise:           2,
+		TableSize:      maglev.DefaultSize,
+	}
+	p, err := newProxy(cfg, log.New(h.log, "", log.Lmicroseconds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.p = p
+	p.start()
+	t.Cleanup(p.stop)
+	h.front = httptest.NewServer(p)
+	t.Cleanup(h.front.Close)
+	h.admin = httptest.NewServer(p.adminHandler())
+	t.Cleanup(h.admin.Close)
+	h.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
+	t.Cleanup(h.client.CloseIdleConnections)
+	t.Cleanup(p.transport.CloseIdleConnections)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", h.log)
+		}
+	})
+	return h
+}
+
+// do sends a request for key ("" for none) through the proxy and returns
+// the status, the backend that answered and the body.
+func (h *harness) do(method, key, body string, header ...string) (status int, backend, text string) {
+	h.t.Helper()
+	req, err := http.NewRequest(method, h.front.URL+"/path", strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(keyHeader, key)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s key %q: %v", method, key, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatalf("%s key %q: reading body: %v", method, key, err)
+	}
+	return resp.StatusCode, resp.Header.Get("X-Backend"), string(b)
+}
+
+// get sends a GET for key and fails the test unless it succeeds.
+func (h *harness) get(key string) string {
+	h.t.Helper()
+	status, backend, text := h.do(http.MethodGet, key, "")
+	if status != http.StatusOK {
+		h.t.Fatalf("GET key %q: %d %q, want 200", key, status, text)
+	}
+	return backend
+}
+
+// waitTable waits until the proxy's table has want's backends and returns
+// the snapshot. Before the change the health checker had started r0 rounds;
+// it must publish the change by round r0+within.
+func (h *harness) waitTable(want *maglev.Table, r0 int64, within int) *snapshot {
+	h.t.Helper()
+	deadline := time.Now().Add(40 * testInterval)
+	for {
+		s := h.p.cur.Load()
+		if slices.Equal(s.table.Backends(), want.Backends()) {
+			if s.table.Diff(want) != 0 {
+				h.t.Fatalf("table over %v differs from an independent build in %d slots", want.Backends(), s.table.Diff(want))
+			}
+			if s.round > r0+int64(within) {
+				h.t.Errorf("table over %v published in round %d, want by round %d", want.Backends(), s.round, r0+int64(within))
+			}
+			return s
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("table still over %v after %v, want %v", s.table.Backends(), 40*testInterval, want.Backends())
+		}
+		time.Sleep(testInterval / 20)
+	}
+}
+
+// wireState is /debug/maglev's JSON, spelled out independently of
+// debugState.
+type wireState struct {
+	Backends []struct {
+		Name    string `json:"name"`
+		URL     string `json:"url"`
+		Healthy bool   `json:"healthy"`
+		Slots   int    `json:"slots"`
+	} `json:"backends"`
+	Healthy     int       `json:"healthy"`
+	TableSize   int       `json:"table_size"`
+	Key         string    `json:"key"`
+	LastRebuild time.Time `json:"last_rebuild"`
+	LastChurn   struct {
+		Slots    int     `json:"slots"`
+		Fraction float64 `json:"fraction"`
+	} `json:"last_churn"`
+	Rebuilds int64 `json:"rebuilds"`
+	Retries  int64 `json:"retries"`
+}
+
+// checkDebug fetches /debug/maglev and checks it against want, the
+// expected table built independently, and the rest of the expected state.
+func (h *harness) checkDebug(want *maglev.Table, churn int, rebuilds int64, since time.Time) {
+	h.t.Helper()
+	resp, err := h.client.Get(h.admin.URL + "/debug/maglev")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" {
+		h.t.Fatalf("/debug/maglev: %s, Content-Type %q", resp.Status, ct)
+	}
+	var got wireState
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		h.t.Fatalf("/debug/maglev: %v", err)
+	}
+	m := maglev.DefaultSize
+	if got.TableSize != m || got.Healthy != want.Len() || got.Key != "header:"+keyHeader {
+		h.t.Errorf("/debug/maglev: table_size %d, healthy %d, key %q; want %d, %d, %q",
+			got.TableSize, got.Healthy, got.Key, m, want.Len(), "header:"+keyHeader)
+	}
+	if len(got.Backends) != len(h.backends) {
+		h.t.Fatalf("/debug/maglev: %d backends, want %d", len(got.Backends), len(h.backends))
+	}
+	counts, sum := want.Counts(), 0
+	for i, b := range got.Backends {
+		wantSlots := 0
+		if j := want.Index(b.Name); j >= 0 {
+			wantSlots = counts[j]
+		}
+		if b.Name != h.backends[i].id || b.URL != h.servers[i].URL || b.Healthy != (wantSlots > 0) || b.Slots != wantSlots {
+			h.t.Errorf("/debug/maglev: backend %d: %+v, want %s at %s, healthy %t, %d slots",
+				i, b, h.backends[i].id, h.servers[i].URL, wantSlots > 0, wantSlots)
+		}
+		sum += b.Slots
+	}
+	if want.Len() > 0 && sum != m {
+		h.t.Errorf("/debug/maglev: slots sum to %d, want %d", sum, m)
+	}
+	if got.LastChurn.Slots != churn || got.LastChurn.Fraction != float64(churn)/float64(m) {
+		h.t.Errorf("/debug/maglev: last_churn %+v, want %d slots, fraction %g", got.LastChurn, churn, float64(churn)/float64(m))
+	}
+	if got.Rebuilds != rebuilds || got.Retries != h.p.retries.Load() {
+		h.t.Errorf("/debug/maglev: rebuilds %d, retries %d; want %d, %d", got.Rebuilds, got.Retries, rebuilds, h.p.retries.Load())
+	}
+	if got.LastRebuild.Before(since) || got.LastRebuild.After(time.Now()) {
+		h.t.Errorf("/debug/maglev: last_rebuild %v, want between %v and now", got.LastRebuild, since)
+	}
+}
+
+// newTable builds the table the proxy should hold over backends.
+func newTable(t *testing.T, backends ...string) *maglev.Table {
+	t.Helper()
+	table, err := maglev.New(backends, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table
+}
+
+func TestEndToEnd(t *testing.T) {
+	began := time.Now()
+	h := newHarness(t, 4)
+	p := h.p
+	keys := make([]string, testKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("session-%03d", i)
+	}
+	all := newTable(t, "b0", "b1", "b2", "b3")
+	three := newTable(t, "b0", "b2", "b3") // after b1 dies
+	two := newTable(t, "b0", "b3")         // after b2 dies too
+	one := newTable(t, "b0")               // while b3 fails its health check
+	none := newTable(t)
+	m := maglev.DefaultSize
+
+	// 1. Stable membership: every key reaches its backend in the table,
+	// every time; a request without the key header goes by client IP.
+	h.waitTable(all, 0, 1)
+	h.checkDebug(all, 0, 0, began)
+	first := make(map[string]string)
+	for pass := range 2 {
+		for _, k := range keys {
+			got := h.get(k)
+			if want := all.Lookup(k); got != want {
+				t.Fatalf("pass %d: key %q reached %s, want %s", pass, k, got, want)
+			}
+			first[k] = got
+		}
+	}
+	if got, want := h.get(""), all.Lookup("127.0.0.1"); got != want {
+		t.Errorf("request without %s reached %s, want %s, the client IP's backend", keyHeader, got, want)
+	}
+
+	// 2. b1 dies while the checker runs. Every GET keeps succeeding (those
+	// for b1's keys by retry), and the table drops b1 within two rounds.
+	r0 := p.health.rounds.Load()
+	died := time.Now()
+	h.servers[1].Close()
+	sent := 0
+	for i := 0; p.cur.Load().table.Index("b1") >= 0 && time.Since(died) < 40*testInterval; i++ {
+		if sent >= testKeys {
+			time.Sleep(testInterval / 20)
+			continue
+		}
+		k := keys[i%len(keys)]
+		got := h.get(k)
+		sent++
+		if got != three.Lookup(k) && (got != first[k] || got == "b1") {
+			t.Fatalf("while b1 dies: key %q reached %s, want %s or, before the drop, %s", k, got, three.Lookup(k), first[k])
+		}
+	}
+	s := h.waitTable(three, r0, p.cfg.Fall)
+	t.Logf("b1 dropped %v after it died, in round %d of %d..%d; %d GETs meanwhile, %d retried",
+		s.built.Sub(died).Round(time.Millisecond), s.round, r0+1, r0+int64(p.cfg.Fall), sent, p.retries.Load())
+	if s.churn != all.Diff(three) {
+		t.Errorf("churn %d slots, want %d", s.churn, all.Diff(three))
+	}
+	logLine := fmt.Sprintf("table rebuilt: 3 of 4 backends healthy (-b1); %d of %d slots moved (%.1f%%)",
+		s.churn, m, 100*float64(s.churn)/float64(m))
+	if !strings.Contains(h.log.String(), logLine) {
+		t.Errorf("log lacks %q", logLine)
+	}
+	h.checkDebug(three, all.Diff(three), 1, died)
+
+	// Only b1's keys move, plus Maglev's small collateral.
+	moved, survivors := 0, 0
+	for _, k := range keys {
+		got := h.get(k)
+		if got != three.Lookup(k) {
+			t.Fatalf("after b1's drop: key %q reached %s, want %s", k, got, three.Lookup(k))
+		}
+		if first[k] != "b1" {
+			survivors++
+			if got != first[k] {
+				moved++
+			}
+		}
+	}
+	b1Slots := all.Counts()[all.Index("b1")]
+	collateral := all.Diff(three) - b1Slots
+	t.Logf("b1 dropped: %d of %d keys of surviving backends moved; %d of %d of their slots",
+		moved, survivors, collateral, m-b1Slots)
+	if float64(moved) >= 0.02*float64(survivors) || float64(collateral) >= 0.02*float64(m-b1Slots) {
+		t.Errorf("b1 dropped: %d of %d keys and %d of %d slots of surviving backends moved, want under 2%%",
+			moved, survivors, collateral, m-b1Slots)
+	}
+
+	// 3. The retry path: with the checker stopped, b2 dies unnoticed.
+	// Idempotent requests for its keys reach the key's backend in the table
+	// without b2, with their bodies; a POST gets 502.
+	p.stop()
+	h.servers[2].Close()
+	retries := p.retries.Load()
+	var onB2 []string
+	for _, k := range keys {
+		if three.Lookup(k) == "b2" {
+			onB2 = append(onB2, k)
+			if got := h.get(k); got != two.Lookup(k) {
+				t.Errorf("GET key %q on dead b2 reached %s, want %s", k, got, two.Lookup(k))
+			}
+		}
+	}
+	if len(onB2) == 0 {
+		t.Fatal("no key on b2")
+	}
+	k := onB2[0]
+	if status, _, text := h.do(http.MethodPost, k, "order"); status != http.StatusBadGateway || text != "bad gateway: backend b2 failed\n" {
+		t.Errorf("POST key %q on dead b2: %d %q, want 502", k, status, text)
+	}
+	status, got, text := h.do(http.MethodPost, k, "order", "Idempotency-Key", "42")
+	if status != http.StatusOK || got != two.Lookup(k) || !strings.HasSuffix(text, "(5 bytes)\n") {
+		t.Errorf("POST with Idempotency-Key, key %q on dead b2: %d from %s %q, want 200 from %s with 5 bytes", k, status, got, text, two.Lookup(k))
+	}
+	status, got, text = h.do(http.MethodPut, k, "hello, maglev")
+	if status != http.StatusOK || got != two.Lookup(k) || !strings.HasSuffix(text, "(13 bytes)\n") {
+		t.Errorf("PUT key %q on dead b2: %d from %s %q, want 200 from %s with 13 bytes", k, status, got, text, two.Lookup(k))
+	}
+	if n := p.retries.Load() - retries; n != int64(len(onB2))+2 {
+		t.Errorf("%d retries, want %d", n, len(onB2)+2)
+	}
+	r0 = p.health.rounds.Load()
+	p.start()
+	s = h.waitTable(two, r0, p.cfg.Fall)
+	h.checkDebug(two, three.Diff(two), 2, died)
+
+	// 4. b3 fails its health check while it still serves: it is dropped,
+	// and re-added when it passes again; its keys come back.
+	r0 = p.health.rounds.Load()
+	flipped := time.Now()
+	h.backends[3].down.Store(true)
+	h.waitTable(one, r0, p.cfg.Fall)
+	for _, k := range keys[:20] {
+		if got := h.get(k); got != "b0" {
+			t.Errorf("while b3 is down: key %q reached %s, want b0", k, got)
+		}
+	}
+	r0 = p.health.rounds.Load()
+	h.backends[3].down.Store(false)
+	s = h.waitTable(two, r0, p.cfg.Rise)
+	h.checkDebug(two, one.Diff(two), 4, flipped)
+	for _, k := range keys {
+		if got := h.get(k); got != two.Lookup(k) {
+			t.Errorf("after b3 is back: key %q reached %s, want %s", k, got, two.Lookup(k))
+		}
+	}
+
+	// 5. All backends down: 503 with a plain-text body.
+	r0 = p.health.rounds.Load()
+	h.servers[0].Close()
+	h.servers[3].Close()
+	s = h.waitTable(none, r0, p.cfg.Fall)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		if status, _, text := h.do(method, "session-000", ""); status != http.StatusServiceUnavailable || text != "no healthy backend\n" {
+			t.Errorf("%s with no healthy backend: %d %q, want 503 %q", method, status, text, "no healthy backend\n")
+		}
+	}
+	// b0 and b3 may have been dropped in the same round or in two.
+	h.checkDebug(none, s.churn, s.rebuilds, flipped)
+	if s.rebuilds != 5 && s.rebuilds != 6 || s.churn != m && s.churn != one.Diff(none) {
+		t.Errorf("all down after %d rebuilds, the last moving %d slots; want 5 and %d, or 6 and %d",
+			s.rebuilds, s.churn, m, one.Diff(none))
+	}
+	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
+}
