@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/maglevlb/maglev"
 )
@@ -135,4 +136,47 @@ func ExampleGenerator() {
 	// Output:
 	// offset 1, skip 3
 	// 1 4 0 3 6 2 5
+}
+
+// Weights split the table in proportion; weight 0 drains a backend before
+// maintenance without forgetting it.
+func ExampleNewWeighted() {
+	t, err := maglev.NewWeighted([]maglev.Backend{
+		{Name: "small", Weight: 1},
+		{Name: "large", Weight: 2},
+		{Name: "drained", Weight: 0},
+	}, maglev.DefaultSize, nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("backends:", t.Backends())
+	fmt.Println("weights: ", t.Weights())
+	fmt.Println("counts:  ", t.Counts())
+	// Output:
+	// backends: [drained large small]
+	// weights:  [0 2 1]
+	// counts:   [0 43691 21846]
+}
+
+// The intended service pattern: lookups read the current table through an
+// atomic.Pointer while a control loop rebuilds on membership changes and
+// swaps the pointer. Readers never see a half-built table and never lock.
+func Example_atomicSwap() {
+	var current atomic.Pointer[maglev.Table]
+	t, _ := maglev.New([]string{"a", "b", "c"}, maglev.DefaultSize, nil)
+	current.Store(t)
+
+	route := func(key string) string { return current.Load().Lookup(key) }
+
+	// Membership change: build off the request path, then publish.
+	next, err := maglev.New([]string{"a", "b", "c", "d"}, maglev.DefaultSize, nil)
+	if err != nil {
+		panic(err) // keep serving the old table
+	}
+	old := current.Swap(next)
+	fmt.Printf("moved %.1f%% of slots\n", 100*float64(old.Diff(next))/float64(next.Size()))
+	fmt.Println("routes somewhere:", route("198.51.100.7") != "")
+	// Output:
+	// moved 25.0% of slots
+	// routes somewhere: true
 }

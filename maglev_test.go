@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	farm "github.com/dgryski/go-farm"
@@ -830,4 +832,213 @@ func FuzzNew(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestConcurrentSwap is the service pattern under the race detector: readers
+// look up through an atomic.Pointer while a writer rebuilds on membership
+// changes and swaps. Every answer must come from a complete table: a
+// backend of the table the reader loaded, which is the old or the new set.
+func TestConcurrentSwap(t *testing.T) {
+	pool := names("10.0.0.", 40)
+	var current atomic.Pointer[Table]
+	current.Store(mustNew(t, pool[:10], 1009, nil))
+	var (
+		wg      sync.WaitGroup
+		done    atomic.Bool
+		lookups atomic.Int64
+		bad     atomic.Value
+	)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !done.Load() || i < 1000; i++ {
+				tab := current.Load()
+				key := fmt.Sprintf("client-%d-%d", g, i)
+				name := tab.Lookup(key)
+				if tab.Index(name) < 0 || name != tab.Owner(tab.SlotOf(xxh3.HashString(key))) {
+					bad.Store(fmt.Sprintf("lookup of %s gave %q, not this table's owner", key, name))
+					return
+				}
+				lookups.Add(1)
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		lo := r.IntN(30)
+		next := mustNew(t, pool[lo:lo+1+r.IntN(10)], 1009, nil)
+		old := current.Swap(next)
+		if d := old.Diff(next); d < 0 || d > 1009 {
+			t.Fatalf("Diff = %d", d)
+		}
+	}
+	done.Store(true)
+	wg.Wait()
+	if msg := bad.Load(); msg != nil {
+		t.Fatal(msg)
+	}
+	if lookups.Load() < 4000 {
+		t.Fatalf("only %d lookups ran", lookups.Load())
+	}
+}
+
+// mistake names one of the seed's common mistakes, for variantTable.
+type mistake int
+
+const (
+	noMistake      mistake = iota
+	depthFirst             // one backend takes all its slots before the next
+	notMovingOn            // a taken slot is offered again instead of the next
+	insertionOrder         // backends take turns in the caller's order
+	skipZero               // skip = H mod (M-1), which can be 0
+	compositeSize          // no primality check on M
+)
+
+var errNoProgress = errors.New("fill made no progress within its probe budget")
+
+// variantTable builds a table by the spec, or with one of the seed's
+// mistakes. A probe budget turns the mistakes that loop forever into an
+// error.
+func variantTable(backends []string, m int, mk mistake) ([]string, error) {
+	if mk != compositeSize && !isPrime(m) {
+		return nil, ErrNotPrime
+	}
+	names := slices.Clone(backends)
+	if mk != insertionOrder {
+		slices.Sort(names)
+	}
+	h := XXH3()
+	offset := make([]uint64, len(names))
+	skip := make([]uint64, len(names))
+	for i, name := range names {
+		offset[i] = h.HashString(name+"|offset") % uint64(m)
+		skip[i] = h.HashString(name+"|skip")%uint64(m-1) + 1
+		if mk == skipZero {
+			skip[i]--
+		}
+	}
+	owner := make([]string, m)
+	next := make([]uint64, len(names))
+	budget := 100 * m * (len(names) + 1)
+	// turn lets backend i claim one slot; false if the budget ran out.
+	turn := func(i int) bool {
+		for ; budget > 0; budget-- {
+			slot := (offset[i] + next[i]*skip[i]) % uint64(m)
+			if owner[slot] == "" {
+				owner[slot] = names[i]
+				next[i]++
+				return true
+			}
+			if mk != notMovingOn {
+				next[i]++
+			}
+		}
+		return false
+	}
+	filled := 0
+	if mk == depthFirst {
+		for i := range names {
+			share := m / len(names)
+			if i < m%len(names) {
+				share++
+			}
+			for range share {
+				if !turn(i) {
+					return nil, errNoProgress
+				}
+			}
+		}
+		return owner, nil
+	}
+	for filled < m {
+		for i := range names {
+			if filled == m {
+				break
+			}
+			if !turn(i) {
+				return nil, errNoProgress
+			}
+			filled++
+		}
+	}
+	return owner, nil
+}
+
+// checkSpec runs the checks this file applies to New against a builder,
+// and returns the first that fails.
+func checkSpec(build func(backends []string, m int) ([]string, error)) error {
+	for _, m := range []int{9, 15, 65535} {
+		if _, err := build([]string{"a", "b"}, m); err == nil {
+			return fmt.Errorf("composite M=%d accepted", m)
+		}
+	}
+	got, err := build([]string{"e", "c", "a", "d", "b"}, 13)
+	if err != nil {
+		return err
+	}
+	if strings.Join(got, " ") != goldenSmall["xxh3"] {
+		return fmt.Errorf("M=13 table %q, golden %q", strings.Join(got, " "), goldenSmall["xxh3"])
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		m := smallPrimes[2+r.IntN(len(smallPrimes)-2)]
+		bs := randomBackends(r, 1+r.IntN(min(m, 40)))
+		a, err := build(bs, m)
+		if err != nil {
+			return err
+		}
+		counts := map[string]int{}
+		for _, o := range a {
+			counts[o]++
+		}
+		if len(counts) != len(bs) || slices.Contains(a, "") {
+			return fmt.Errorf("M=%d: %d of %d backends own slots", m, len(counts), len(bs))
+		}
+		for _, c := range counts {
+			if c != m/len(bs) && c != m/len(bs)+1 {
+				return fmt.Errorf("M=%d N=%d: a backend owns %d slots", m, len(bs), c)
+			}
+		}
+		slices.Reverse(bs)
+		b, err := build(bs, m)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(a, b) {
+			return fmt.Errorf("M=%d: the table depends on the backends' order", m)
+		}
+	}
+	return nil
+}
+
+// TestSeedMistakes shows that this file's checks catch each of the seed's
+// common mistakes, and pass New and the spec.
+func TestSeedMistakes(t *testing.T) {
+	newOwners := func(bs []string, m int) ([]string, error) {
+		tab, err := New(bs, m, nil)
+		if err != nil {
+			return nil, err
+		}
+		return owners(tab), nil
+	}
+	if err := checkSpec(newOwners); err != nil {
+		t.Fatalf("New fails the checks: %v", err)
+	}
+	for mk, name := range map[mistake]string{
+		noMistake:      "none",
+		depthFirst:     "depth-first fill",
+		notMovingOn:    "not moving on",
+		insertionOrder: "insertion order",
+		skipZero:       "skip 0",
+		compositeSize:  "composite M",
+	} {
+		err := checkSpec(func(bs []string, m int) ([]string, error) { return variantTable(bs, m, mk) })
+		if mk == noMistake && err != nil {
+			t.Errorf("the spec itself fails the checks: %v", err)
+		}
+		if mk != noMistake && err == nil {
+			t.Errorf("mistake %q passes the checks", name)
+		}
+	}
 }
