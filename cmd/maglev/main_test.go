@@ -64,10 +64,13 @@ func TestTopLevel(t *testing.T) {
 	}{
 		{args: nil, status: 2, stderr: "Subcommands:", emptyOuts: true},
 		{args: []string{"-h"}, status: 0, stdout: "Subcommands:", emptyErrs: true},
+		{args: []string{"help"}, status: 0, stdout: "compare", emptyErrs: true},
 		{args: []string{"bogus"}, status: 2, stderr: `unknown subcommand "bogus"`, emptyOuts: true},
 		{args: []string{"sim", "-h"}, status: 0, stdout: "SET_WEIGHT <name> <weight>", emptyErrs: true},
 		{args: []string{"sim", "-nope"}, status: 2, stderr: "flag provided but not defined: -nope", emptyOuts: true},
 		{args: []string{"sim", "extra"}, status: 2, stderr: `unexpected argument "extra"`, emptyOuts: true},
+		{args: []string{"compare", "-h"}, status: 0, stdout: "-svg", emptyErrs: true},
+		{args: []string{"compare", "-k", "x"}, status: 2, stderr: "invalid value", emptyOuts: true},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
