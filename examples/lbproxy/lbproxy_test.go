@@ -363,9 +363,10 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("%d retries, want %d", n, len(onB2)+2)
 	}
 	r0 = p.health.rounds.Load()
+	restarted := time.Now()
 	p.start()
-	s = h.waitTable(two, r0, p.cfg.Fall)
-	h.checkDebug(two, three.Diff(two), 2, died)
+	h.waitTable(two, r0, p.cfg.Fall)
+	h.checkDebug(two, three.Diff(two), 2, restarted)
 
 	// 4. b3 fails its health check while it still serves: it is dropped,
 	// and re-added when it passes again; its keys come back.
@@ -373,14 +374,16 @@ func TestEndToEnd(t *testing.T) {
 	flipped := time.Now()
 	h.backends[3].down.Store(true)
 	h.waitTable(one, r0, p.cfg.Fall)
+	h.checkDebug(one, two.Diff(one), 3, flipped)
 	for _, k := range keys[:20] {
 		if got := h.get(k); got != "b0" {
 			t.Errorf("while b3 is down: key %q reached %s, want b0", k, got)
 		}
 	}
 	r0 = p.health.rounds.Load()
+	flipped = time.Now()
 	h.backends[3].down.Store(false)
-	s = h.waitTable(two, r0, p.cfg.Rise)
+	h.waitTable(two, r0, p.cfg.Rise)
 	h.checkDebug(two, one.Diff(two), 4, flipped)
 	for _, k := range keys {
 		if got := h.get(k); got != two.Lookup(k) {
@@ -390,6 +393,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// 5. All backends down: 503 with a plain-text body.
 	r0 = p.health.rounds.Load()
+	stopped := time.Now()
 	h.servers[0].Close()
 	h.servers[3].Close()
 	s = h.waitTable(none, r0, p.cfg.Fall)
@@ -399,7 +403,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 	// b0 and b3 may have been dropped in the same round or in two.
-	h.checkDebug(none, s.churn, s.rebuilds, flipped)
+	h.checkDebug(none, s.churn, s.rebuilds, stopped)
 	if s.rebuilds != 5 && s.rebuilds != 6 || s.churn != m && s.churn != one.Diff(none) {
 		t.Errorf("all down after %d rebuilds, the last moving %d slots; want 5 and %d, or 6 and %d",
 			s.rebuilds, s.churn, m, one.Diff(none))
