@@ -67,6 +67,10 @@ type options struct {
 	demo   int    // demo backends to start
 }
 
+// errReported is the error parseFlags returns for flags that the flag
+// package has already reported, with the usage.
+var errReported = errors.New("lbproxy: bad flags")
+
 // listFlag is a flag.Value collecting repeated, comma-separated values.
 type listFlag []string
 
@@ -92,7 +96,10 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		if errors.Is(err, flag.ErrHelp) {
+			return o, err
+		}
+		return o, errReported
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("lbproxy: unexpected argument %q", fs.Arg(0))
@@ -117,7 +124,9 @@ func main() {
 		return
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		if err != errReported {
+			fmt.Fprintln(os.Stderr, err)
+		}
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -175,6 +184,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 	case err = <-errc:
 		err = fmt.Errorf("lbproxy: %w", err)
 	}
+	logger.Print("shutting down: finishing requests in flight")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, srv := range servers {
