@@ -222,12 +222,13 @@ func (c *compareConfig) check(vnodes, weights string) error {
 		}
 		c.weights = append(c.weights, uint32(w))
 	}
-	for i := range min(c.n, len(c.weights)) {
-		if c.weights[i] != 0 {
+	// Backends 1..n-1 stay when backend 0 leaves: one must take keys.
+	for i := 1; i < c.n; i++ {
+		if c.weight(i) != 0 {
 			return nil
 		}
 	}
-	return fmt.Errorf("-weights %q: every one of the %d backends would be drained", weights, c.n)
+	return fmt.Errorf("-weights %q: backends 2 to %d would all be drained", weights, c.n)
 }
 
 // weight returns the weight of backend i.

@@ -215,7 +215,8 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"-hash", "fnv1a", "-seed", "3"}, "error: -seed works only with -hash xxh3, not fnv1a\n"},
 		{[]string{"-vnodes", "5,0"}, "error: -vnodes \"5,0\": want positive integers separated by commas\n"},
 		{[]string{"-weights", "1,x"}, "error: -weights \"1,x\": want integers from 0 to 4294967295 separated by commas\n"},
-		{[]string{"-weights", "0"}, "error: -weights \"0\": every one of the 100 backends would be drained\n"},
+		{[]string{"-weights", "0"}, "error: -weights \"0\": backends 2 to 100 would all be drained\n"},
+		{[]string{"-n", "2", "-weights", "1,0"}, "error: -weights \"1,0\": backends 2 to 2 would all be drained\n"},
 		{[]string{"-n", "10", "-vnodes", "2000000"}, "error: ring vnodes=2000000: ring: more than MaxPoints points: 10 backends × 2000000 vnodes\n"},
 	}
 	for _, tt := range tests {
