@@ -77,9 +77,10 @@ func (e *nameError) Error() string { return e.msg }
 func (e *nameError) Unwrap() error { return e.err }
 
 // A Ring is an immutable consistent-hash ring: a sorted circle of points,
-// each owned by one backend. Build one with New. A Ring is safe for
-// concurrent use by multiple goroutines; to change membership, build a new
-// Ring and publish it, for example with atomic.Pointer.
+// each owned by one backend. Build one with New, or with NewWithPositions
+// to place the points by hand. A Ring is safe for concurrent use by
+// multiple goroutines; to change membership, build a new Ring and publish
+// it, for example with atomic.Pointer.
 type Ring struct {
 	pos      []uint64 // point positions, ascending; ties by backend name, then j
 	idx      []uint32 // backend index of each point, parallel to pos
@@ -151,20 +152,23 @@ func New(backends []string, vnodes int, h maglev.Hasher) (*Ring, error) {
 // O(P) time for P positions and does not retain the map or its slices.
 func NewWithPositions(positions map[string][]uint64, h maglev.Hasher) (*Ring, error) {
 	names := make([]string, 0, len(positions))
-	total := 0
-	for name, ps := range positions {
-		if len(ps) == 0 {
-			return nil, fmt.Errorf("%w: backend %q has no positions", ErrVnodes, name)
-		}
-		if len(ps) > MaxPoints-total {
-			return nil, fmt.Errorf("%w: %d positions or more", ErrTooManyPoints, total+len(ps))
-		}
-		total += len(ps)
+	for name := range positions {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	if err := checkNames(names); err != nil {
 		return nil, err
+	}
+	total := 0
+	for _, name := range names {
+		switch n := len(positions[name]); {
+		case n == 0:
+			return nil, fmt.Errorf("%w: backend %q has no positions", ErrVnodes, name)
+		case n > MaxPoints-total:
+			return nil, fmt.Errorf("%w: more than %d positions", ErrTooManyPoints, MaxPoints)
+		default:
+			total += n
+		}
 	}
 	r := newRing(names, h)
 	pos := make([]uint64, 0, total)
