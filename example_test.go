@@ -42,13 +42,13 @@ func ExampleNew() {
 	fmt.Println("backends:", t.Backends())
 	fmt.Println("counts:", t.Counts())
 	fmt.Println("client 192.0.2.7 goes to", t.Lookup("192.0.2.7"))
-	fmt.Println("same again:", t.Lookup("192.0.2.7") == t.Lookup("192.0.2.7"))
+	fmt.Println("as its index:", t.LookupIndex("192.0.2.7"))
 	// Output:
 	// size: 65537
 	// backends: [10.0.0.1:80 10.0.0.2:80 10.0.0.3:80]
 	// counts: [21846 21846 21845]
 	// client 192.0.2.7 goes to 10.0.0.1:80
-	// same again: true
+	// as its index: 0
 }
 
 func ExampleNew_errors() {

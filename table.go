@@ -289,11 +289,17 @@ func (t *Table) Counts() []int {
 // It returns "" if the table has no backends. Lookup is O(1) and does not
 // allocate.
 func (t *Table) Lookup(key string) string {
+	if t.kind == kindXXH3 {
+		return t.LookupHash(xxh3.HashString(key)) // the default, called directly
+	}
 	return t.LookupHash(t.hashString(key))
 }
 
 // LookupBytes is Lookup for a key held in a byte slice.
 func (t *Table) LookupBytes(key []byte) string {
+	if t.kind == kindXXH3 {
+		return t.LookupHash(xxh3.Hash(key))
+	}
 	return t.LookupHash(t.hash(key))
 }
 
