@@ -1,6 +1,6 @@
 module github.com/maglevlb/maglev
 
-go 1.26.8
+go 1.25.0
 
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da

@@ -886,3 +886,53 @@ func FuzzLookup(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNew checks New on arbitrary names against the plain spec: the same
+// points in the same order, and the same owner for probes around them.
+// Names are length-prefixed in data (a length byte, then the bytes). The
+// seeds are tricky sets: names that differ only after a byte that looks
+// like a j, invalid UTF-8, NUL bytes, duplicates and empty names.
+func FuzzNew(f *testing.F) {
+	enc := func(names ...string) []byte {
+		var b []byte
+		for _, n := range names {
+			b = append(append(b, byte(len(n))), n...)
+		}
+		return b
+	}
+	f.Add(enc("A", "B", "C"), uint8(1), uint64(0))
+	f.Add(enc("a", "a\x00", "\x00a"), uint8(3), uint64(1<<63))
+	f.Add(enc("\xff\xfe", "\xc3\x28"), uint8(5), uint64(7))
+	f.Add(enc("x", "x"), uint8(2), uint64(0)) // duplicate
+	f.Add(enc("", "y"), uint8(2), uint64(0))  // empty name
+	f.Add(enc("solo"), uint8(0), uint64(0))   // vnodes 0
+	f.Fuzz(func(t *testing.T, data []byte, vnodes uint8, x uint64) {
+		var names []string
+		for len(data) > 0 {
+			n := min(int(data[0]), len(data)-1)
+			names = append(names, string(data[1:1+n]))
+			data = data[1+n:]
+		}
+		v := int(vnodes % 17)
+		r, err := New(names, v, maglev.FNV1a())
+		if err != nil {
+			if !errors.Is(err, ErrVnodes) && !errors.Is(err, maglev.ErrEmptyName) && !errors.Is(err, maglev.ErrDuplicateName) {
+				t.Fatalf("New: unexpected error %v", err)
+			}
+			return
+		}
+		pts := slowRing(names, v, maglev.FNV1a())
+		if !sameAsSlow(r, pts) {
+			t.Fatalf("New(%q, %d) points differ from the plain spec", names, v)
+		}
+		probes := []uint64{x, 0, math.MaxUint64}
+		for _, p := range pts {
+			probes = append(probes, p.pos, p.pos-1, p.pos+1)
+		}
+		for _, y := range probes {
+			if got, want := r.LookupHash(y), slowLookup(pts, y); got != want {
+				t.Fatalf("LookupHash(%#x) = %q, linear scan %q", y, got, want)
+			}
+		}
+	})
+}
