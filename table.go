@@ -55,33 +55,26 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 // valid, and len(cursors) ≥ len(perms). Each backend's walk then visits all
 // M slots before repeating, so every turn finds an empty slot.
 func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
-	empty := ^S(0)
-	for i := range table {
-		table[i] = empty
-	}
-	cursors = cursors[:len(perms)]
-	for i, p := range perms {
-		cursors[i] = p.Offset
-	}
-	m := uint32(len(table))
+	start(table, perms, cursors)
 	left := len(table)
 	for {
 		for i, p := range perms {
-			c := cursors[i]
-			for table[c] != empty {
-				if c += p.Skip; c >= m {
-					c -= m
-				}
-			}
-			table[c] = S(i)
-			if c += p.Skip; c >= m {
-				c -= m
-			}
-			cursors[i] = c
+			claim(table, p, cursors, i)
 			if left--; left == 0 {
 				return
 			}
 		}
+	}
+}
+
+// start empties table and puts every backend's cursor at its Offset.
+func start[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	for i, p := range perms {
+		cursors[i] = p.Offset
 	}
 }
 
@@ -131,14 +124,8 @@ func claim[S Slot](table []S, p Permutation, cursors []uint32, i int) {
 // fillWeightedScan is the weighted schedule as NewWeighted states it:
 // every round visits every backend in index order.
 func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
-	empty := ^S(0)
-	for i := range table {
-		table[i] = empty
-	}
+	start(table, perms, cursors)
 	t := make([]uint64, len(perms)) // t_i
-	for i, p := range perms {
-		cursors[i] = p.Offset
-	}
 	left := len(table)
 	for k := uint64(1); ; k++ {
 		for i, p := range perms {
@@ -154,25 +141,27 @@ func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors [
 	}
 }
 
+// never is a heap key that sorts after every real one.
+const never = math.MaxUint64
+
 // fillWeightedQueue takes turns in order of (round, backend index) from a
 // binary heap of packed keys round<<32 | index, one entry per backend that
 // can still turn: the scan's order, without visiting backends that are not
 // due.
 func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
-	empty := ^S(0)
-	for i := range table {
-		table[i] = empty
-	}
+	start(table, perms, cursors)
 	// turned[i] is t_i / W: how many turns backend i has taken. Every
-	// backend due in round 1 starts in the heap, already in heap order.
+	// backend due in round 1 starts in the heap, already in heap order,
+	// and the sentinel follows the last.
 	turned := make([]uint32, len(perms))
-	heap := make([]uint64, 0, len(perms))
-	for i, p := range perms {
-		cursors[i] = p.Offset
+	heap := make([]uint64, 0, len(perms)+1)
+	for i := range perms {
 		if weights[i] > 0 {
 			heap = append(heap, 1<<32|uint64(i))
 		}
 	}
+	n := len(heap)
+	heap = append(heap, never)
 	m := uint64(len(table))
 	left := len(table)
 	for {
@@ -188,33 +177,37 @@ func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors 
 		w := uint64(weights[i])
 		next := max(round+1, (uint64(turned[i])*maxWeight+w-1)/w)
 		if next > m {
-			heap[0] = heap[len(heap)-1]
-			heap = heap[:len(heap)-1]
+			heap[0] = never // sinks, and is never popped
 		} else {
 			heap[0] = next<<32 | uint64(i)
 		}
-		siftDown(heap)
+		siftDown(heap, n)
 	}
 }
 
-// siftDown restores the min-heap order of h after h[0] grew.
-func siftDown(h []uint64) {
-	i, n := 0, len(h)
+// siftDown restores the min-heap order of h[:n] after h[0] grew. h[n] must
+// hold the sentinel ^uint64(0), so that every node has two children to
+// compare. The smaller child is picked without a branch: which one it is
+// is a coin toss that a branch would mispredict half the time.
+func siftDown(h []uint64, n int) {
+	x := h[0]
+	i := 0
 	for {
 		l := 2*i + 1
 		if l >= n {
-			return
+			break
 		}
-		j := l
-		if r := l + 1; r < n && h[r] < h[l] {
-			j = r
+		j, c := l, h[l]
+		if d := h[l+1]; d < c {
+			j, c = l+1, d
 		}
-		if h[i] <= h[j] {
-			return
+		if x <= c {
+			break
 		}
-		h[i], h[j] = h[j], h[i]
+		h[i] = c
 		i = j
 	}
+	h[i] = x
 }
 
 // A Table is an immutable Maglev lookup table: M slots, each owned by one
