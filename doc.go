@@ -26,6 +26,12 @@
 // its sequence. [Generator] and [Fill] are exposed, allocation-free, for
 // callers that bring their own permutations.
 //
+// # Weights
+//
+// [NewWeighted] gives backends shares in proportion to integer weights, by
+// the turn rule Envoy uses; weight 0 drains a backend without forgetting
+// it, and equal weights give exactly New's table.
+//
 // # Costs
 //
 // Building takes O(M log M) expected time and O(M + N) memory (no N×M
@@ -35,8 +41,17 @@
 //
 // # Concurrency
 //
-// A Table is immutable and safe for concurrent use by multiple goroutines.
-// To change membership, build a new Table off the request path and publish
-// it with [sync/atomic.Pointer]; readers Load the pointer per lookup and
-// never see a half-built table.
+// A Table is immutable and safe for concurrent use by multiple goroutines,
+// and so is a Ring of the companion package
+// github.com/maglevlb/maglev/ring. To change membership, build a new Table
+// (or Ring) off the request path and publish it with [sync/atomic.Pointer]:
+//
+//	var current atomic.Pointer[maglev.Table]
+//	current.Store(t)                       // at start
+//	backend := current.Load().Lookup(key)  // per request, no lock
+//	old := current.Swap(next)              // on a membership change
+//	log.Printf("moved %d slots", old.Diff(next))
+//
+// Readers never see a half-built table, and a lookup returns a backend of
+// the table it loaded: of the old set or of the new one.
 package maglev
