@@ -2,7 +2,9 @@ package maglev
 
 import (
 	"fmt"
+	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -167,6 +169,31 @@ func TestSeedsUnrelated(t *testing.T) {
 		// is about 0.09%, so ±1% is over 10 sigma either way.
 		if agree < 1.0/n-0.01 || agree > 1.0/n+0.01 {
 			t.Errorf("seeds %#x and %#x agree on %.2f%% of slots, want about %.0f%%", 0x5eed, seed, 100*agree, 100.0/n)
+		}
+	}
+}
+
+// TestInlining fails if a small hot function stops being inlinable: a
+// refactor that pushes LookupHash over the inliner's budget would add a
+// call to every lookup by hash.
+func TestInlining(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the package; skipped in short mode")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command(goTool, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	for _, fn := range []string{
+		"(*Table).LookupHash", "(*Table).LookupHashIndex", "(*Table).SlotOf",
+		"(*Table).owner", "Permutation.Next", "claim[go.shape.uint16]",
+	} {
+		if !strings.Contains(string(out), "can inline "+fn) {
+			t.Errorf("%s is no longer inlinable", fn)
 		}
 	}
 }
