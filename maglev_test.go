@@ -750,14 +750,18 @@ func TestZeroAllocs(t *testing.T) {
 // that rounding is measured on a bare slice of the same size and added.
 func TestNewAllocBudget(t *testing.T) {
 	var sink []uint16
-	for _, n := range []int{1, 10, 1000, 10000} {
+	for _, n := range []int{1, 10, 1000, 10000, maxSmall} {
 		bs := names("10.0.0.", n)
-		m := SizeFor(n)
-		rounding := allocated(func() { sink = make([]uint16, m) }) - uint64(2*m)
-		got := allocated(func() { mustNew(t, bs, m, nil) })
-		budget := uint64(2*m+64*n+4096) + rounding
-		if got > budget {
-			t.Errorf("N=%d M=%d: New allocated %d bytes, budget %d (incl. %d of page rounding)", n, m, got, budget, rounding)
+		for _, m := range []int{16381, DefaultSize, 655373} {
+			if n > m {
+				continue
+			}
+			rounding := allocated(func() { sink = make([]uint16, m) }) - uint64(2*m)
+			got := allocated(func() { mustNew(t, bs, m, nil) })
+			budget := uint64(2*m+64*n+4096) + rounding
+			if got > budget {
+				t.Errorf("N=%d M=%d: New allocated %d bytes, budget %d (incl. %d of page rounding)", n, m, got, budget, rounding)
+			}
 		}
 	}
 	_ = sink
