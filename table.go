@@ -309,7 +309,10 @@ func (t *Table) LookupHash(h uint64) string {
 // LookupIndex is Lookup returning the backend's index (see Backends)
 // instead of its name, or -1 if the table has no backends.
 func (t *Table) LookupIndex(key string) int {
-	return t.owner(uint32(t.hashString(key) % uint64(t.m)))
+	if t.kind == kindXXH3 {
+		return t.LookupHashIndex(xxh3.HashString(key))
+	}
+	return t.LookupHashIndex(t.hashString(key))
 }
 
 // LookupHashIndex is LookupHash returning the backend's index, or -1 if the
