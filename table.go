@@ -469,13 +469,11 @@ func (t *Table) owner(s uint32) int {
 	return -1
 }
 
-// hashString hashes key with the table's hasher, calling the built-in XXH3
-// hashers directly rather than through the interface.
+// hashString hashes key with a hasher other than the default (whose calls
+// the lookups make themselves), calling seeded XXH3 directly rather than
+// through the interface.
 func (t *Table) hashString(key string) uint64 {
-	switch t.kind {
-	case kindXXH3:
-		return xxh3.HashString(key)
-	case kindXXH3Seed:
+	if t.kind == kindXXH3Seed {
 		return xxh3.HashStringSeed(key, t.seed)
 	}
 	return t.h.HashString(key)
@@ -483,10 +481,7 @@ func (t *Table) hashString(key string) uint64 {
 
 // hash is hashString for a byte slice.
 func (t *Table) hash(key []byte) uint64 {
-	switch t.kind {
-	case kindXXH3:
-		return xxh3.Hash(key)
-	case kindXXH3Seed:
+	if t.kind == kindXXH3Seed {
 		return xxh3.HashSeed(key, t.seed)
 	}
 	return t.h.Hash(key)
