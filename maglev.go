@@ -3,7 +3,6 @@ package maglev
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 )
@@ -70,35 +69,15 @@ var (
 // New takes O(m log m + n log n) time in expectation and O(m + n) memory:
 // 2 bytes a slot for up to 65,535 backends, 4 bytes a slot beyond that.
 func New(backends []string, m int, h Hasher) (*Table, error) {
-	if err := checkSize(m); err != nil {
+	if err := checkCounts(len(backends), m); err != nil {
 		return nil, err
-	}
-	if len(backends) > m {
-		return nil, fmt.Errorf("%w: %d backends, %d slots", ErrTooManyBackends, len(backends), m)
 	}
 	names := slices.Clone(backends)
 	slices.Sort(names)
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
-	if h == nil {
-		h = xxh3Hasher{}
-	}
-	t := newTable(names, m, h)
-	if len(names) == 0 {
-		return t, nil
-	}
-	g := Generator{m: uint32(m), h: h}
-	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
-	cursors := make([]uint32, len(names))
-	if len(names) <= maxSmall {
-		t.slots16 = make([]uint16, m)
-		fill(t.slots16, perms, cursors)
-	} else {
-		t.slots32 = make([]uint32, m)
-		fill(t.slots32, perms, cursors)
-	}
-	return t, nil
+	return build(names, nil, m, h), nil
 }
 
 // A Backend is a backend name with a weight, for NewWeighted. Weight 0
@@ -131,15 +110,14 @@ type Backend struct {
 // 0. If every weight is 0 the table is empty: Lookup returns "". Errors are
 // as for New.
 //
-// Turns are scheduled by a priority queue keyed by the next round in which
-// each backend may turn, so NewWeighted takes O(m log n) time beyond New's
-// fill whatever the skew, and O(m + n) memory.
+// Turns follow that rule exactly, but are scheduled without visiting
+// backends that are not due: by a round scan when the weights are mild, and
+// by a priority queue keyed by (next round, index) under skew. NewWeighted
+// takes at most O(m log n) time beyond New's fill, whatever the skew, and
+// O(m + n) memory.
 func NewWeighted(backends []Backend, m int, h Hasher) (*Table, error) {
-	if err := checkSize(m); err != nil {
+	if err := checkCounts(len(backends), m); err != nil {
 		return nil, err
-	}
-	if len(backends) > m {
-		return nil, fmt.Errorf("%w: %d backends, %d slots", ErrTooManyBackends, len(backends), m)
 	}
 	order := make([]int32, len(backends))
 	for i := range order {
@@ -148,39 +126,48 @@ func NewWeighted(backends []Backend, m int, h Hasher) (*Table, error) {
 	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(backends[a].Name, backends[b].Name) })
 	names := make([]string, len(backends))
 	weights := make([]uint32, len(backends))
-	var maxWeight, minWeight uint32 = 0, math.MaxUint32
 	for i, j := range order {
-		b := backends[j]
-		names[i], weights[i] = b.Name, b.Weight
-		maxWeight = max(maxWeight, b.Weight)
-		minWeight = min(minWeight, b.Weight)
+		names[i], weights[i] = backends[j].Name, backends[j].Weight
 	}
 	if err := checkNames(names); err != nil {
 		return nil, err
 	}
+	return build(names, weights, m, h), nil
+}
+
+// build makes the table of m slots for sorted, checked names, hashed with
+// h (nil means XXH3). weights are the backends' weights, or nil for New's
+// equal turns.
+func build(names []string, weights []uint32, m int, h Hasher) *Table {
 	if h == nil {
 		h = xxh3Hasher{}
 	}
 	t := newTable(names, m, h)
 	t.weights = weights
-	if maxWeight == 0 {
-		return t, nil
+	turns := weights
+	if len(weights) > 0 {
+		hi := slices.Max(weights)
+		if hi == 0 {
+			return t // every backend drained
+		}
+		if slices.Min(weights) == hi {
+			turns = nil // every backend turns every round: New's fill
+		}
+	}
+	if len(names) == 0 {
+		return t
 	}
 	g := Generator{m: uint32(m), h: h}
 	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
 	cursors := make([]uint32, len(names))
-	if minWeight == maxWeight {
-		// Every backend turns every round: New's fill.
-		weights = nil
-	}
 	if len(names) <= maxSmall {
 		t.slots16 = make([]uint16, m)
-		fillWeighted(t.slots16, perms, weights, cursors)
+		fillWeighted(t.slots16, perms, turns, cursors)
 	} else {
 		t.slots32 = make([]uint32, m)
-		fillWeighted(t.slots32, perms, weights, cursors)
+		fillWeighted(t.slots32, perms, turns, cursors)
 	}
-	return t, nil
+	return t
 }
 
 // SizeFor returns a prime table size suited to n backends: DefaultSize when
@@ -200,6 +187,17 @@ func SizeFor(n int) int {
 		m++
 	}
 	return m
+}
+
+// checkCounts reports whether n backends fit a table of a supported size m.
+func checkCounts(n, m int) error {
+	if err := checkSize(m); err != nil {
+		return err
+	}
+	if n > m {
+		return fmt.Errorf("%w: %d backends, %d slots", ErrTooManyBackends, n, m)
+	}
+	return nil
 }
 
 // checkSize reports whether m is a supported table size.

@@ -300,7 +300,7 @@ func (t *Table) LookupBytes(key []byte) string {
 // themselves (with the table's Hasher, for Lookup's answers). It returns ""
 // if the table has no backends. It is O(1) and does not allocate.
 func (t *Table) LookupHash(h uint64) string {
-	if i := t.owner(uint32(h % uint64(t.m))); i >= 0 {
+	if i := t.LookupHashIndex(h); i >= 0 {
 		return t.backends[i]
 	}
 	return ""
