@@ -1,54 +1,8 @@
 package maglev
 
 import (
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
-)
-
-const (
-	// DefaultSize is the table size the Maglev paper uses: a prime, big
-	// enough for about 650 backends at the paper's recommended M > 100·N.
-	DefaultSize = 65537
-
-	// MaxSize is the largest supported table size: the smallest prime above
-	// 2^24 (16,777,259). A table of MaxSize slots takes 32 MiB with up to
-	// 65,535 backends and 64 MiB with more.
-	MaxSize = 1<<24 + 43
-
-	// maxSmall is the most backends a table with 2-byte slots can hold: one
-	// value of uint16 is reserved to mark empty slots while filling.
-	maxSmall = 1<<16 - 1
-)
-
-// The errors New, NewGenerator and Fill return wrap one of these, so that
-// callers can match them with errors.Is.
-var (
-	// ErrNotPrime means the table size is not a prime (sizes below 2
-	// included). A composite size would let some backends' preference
-	// sequences miss slots.
-	ErrNotPrime = errors.New("maglev: table size is not prime")
-
-	// ErrTooLarge means the table size exceeds MaxSize.
-	ErrTooLarge = errors.New("maglev: table size exceeds MaxSize")
-
-	// ErrTooManyBackends means there are more backends than slots.
-	ErrTooManyBackends = errors.New("maglev: more backends than slots")
-
-	// ErrEmptyName means a backend's name is the empty string.
-	ErrEmptyName = errors.New("maglev: empty backend name")
-
-	// ErrDuplicateName means two backends have the same name.
-	ErrDuplicateName = errors.New("maglev: duplicate backend name")
-
-	// ErrPermutation means a Permutation passed to Fill is out of range for
-	// the table: an Offset not below M or a Skip outside 1..M-1.
-	ErrPermutation = errors.New("maglev: permutation out of range")
-
-	// ErrShortBuffer means a scratch buffer passed to Fill is shorter than
-	// the list of permutations.
-	ErrShortBuffer = errors.New("maglev: buffer too short")
 )
 
 // New builds the Maglev table of m slots for the given backends, hashing
@@ -187,56 +141,4 @@ func SizeFor(n int) int {
 		m++
 	}
 	return m
-}
-
-// checkCounts reports whether n backends fit a table of a supported size m.
-func checkCounts(n, m int) error {
-	if err := checkSize(m); err != nil {
-		return err
-	}
-	if n > m {
-		return fmt.Errorf("%w: %d backends, %d slots", ErrTooManyBackends, n, m)
-	}
-	return nil
-}
-
-// checkSize reports whether m is a supported table size.
-func checkSize(m int) error {
-	if m > MaxSize {
-		return fmt.Errorf("%w: %d > %d", ErrTooLarge, m, MaxSize)
-	}
-	if !isPrime(m) {
-		return fmt.Errorf("%w: %d", ErrNotPrime, m)
-	}
-	return nil
-}
-
-// checkNames reports whether sorted names are non-empty and distinct.
-func checkNames(sorted []string) error {
-	if len(sorted) > 0 && sorted[0] == "" {
-		return ErrEmptyName
-	}
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return fmt.Errorf("%w: %q", ErrDuplicateName, sorted[i])
-		}
-	}
-	return nil
-}
-
-// isPrime reports whether n is prime, by trial division with 6k±1 steps.
-// It is O(√n): at most about 1,400 divisions for n ≤ MaxSize.
-func isPrime(n int) bool {
-	if n < 2 {
-		return false
-	}
-	if n%2 == 0 || n%3 == 0 {
-		return n == 2 || n == 3
-	}
-	for d := 5; d <= n/d; d += 6 {
-		if n%d == 0 || n%(d+2) == 0 {
-			return false
-		}
-	}
-	return true
 }
