@@ -1,0 +1,45 @@
+package main
+
+// A report is the result of compare, as -json prints it.
+type report struct {
+	N          int      `json:"n"`
+	K          int      `json:"k"`
+	Hash       string   `json:"hash"`
+	Seed       uint64   `json:"seed"`
+	KeySeed    uint64   `json:"key_seed"`
+	Weights    []uint32 `json:"weights,omitempty"`
+	Added      string   `json:"added_backend"`
+	Removed    string   `json:"removed_backend"`
+	NoiseFloor float64  `json:"noise_floor"` // √(N/K)
+	Go         string   `json:"go"`
+	Platform   string   `json:"platform"`
+	CPUs       int      `json:"cpus"`
+	Rows       []result `json:"rows"`
+}
+
+// A result is one row of a report: one algorithm's measurements.
+type result struct {
+	Name        string  `json:"name"`
+	Algorithm   string  `json:"algorithm"` // "maglev" or "ring"
+	M           int     `json:"m,omitempty"`
+	Vnodes      int     `json:"vnodes,omitempty"`
+	BuildNs     int64   `json:"build_ns"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	AllocBytes  uint64  `json:"alloc_bytes"`
+	LookupNs    float64 `json:"lookup_ns"`
+	LoadMax     float64 `json:"load_max_mean"`
+	LoadMin     float64 `json:"load_min_mean"`
+	LoadStddev  float64 `json:"load_stddev_mean"`
+	Add         moves   `json:"add"`
+	Remove      moves   `json:"remove"`
+
+	loads []float64 // per-backend load over fair share, NaN if drained
+}
+
+// moves is the disruption of one membership change, as fractions of the
+// keys.
+type moves struct {
+	Moved  float64 `json:"moved"`  // keys whose backend changed
+	Ideal  float64 `json:"ideal"`  // the least that must move
+	Excess float64 `json:"excess"` // keys moved between unchanged backends
+}
