@@ -51,7 +51,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "sim":
 		return runSim(args[1:], stdin, stdout, stderr)
 	case "compare":
-		return runCompare(args[1:], stdout, stderr)
+		return runCompare(args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -1,203 +1,181 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
-	"math/big"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/ring"
 )
 
-// A lookuper is a built Maglev table or ring.
-type lookuper interface {
-	Lookup(key string) string
-	LookupHash(h uint64) string
+// This file is the measurement: build every row, time its lookups, then
+// route every request through it, with the base backends, with one added
+// and with one removed, counting loads and moves.
+//
+// The keys are read once and every row sees each batch of them in turn,
+// so a key file can be standard input and need not fit in memory: what is
+// kept is the rows (three builds of each algorithm, alive at once), a
+// counter per backend per row and the first timingKeys keys, on which
+// lookups are timed.
+
+// timingKeys is how many keys, from the start of the stream, lookups are
+// timed on.
+const timingKeys = 1_000_000
+
+// batchSize is how many keys are hashed and routed at a time.
+const batchSize = 4096
+
+// A row is one algorithm's routers and counts while the requests stream
+// through.
+type row struct {
+	alg             algorithm
+	res             result
+	l               lookuper // built for the base backends, for timing
+	base, add, rm   router
+	counts          []int64 // requests per base backend
+	addMoved, addEx int64
+	rmMoved, rmEx   int64
 }
 
-// An algorithm is one row of the comparison.
-type algorithm struct {
-	name   string
-	kind   string // "maglev" or "ring"
-	m      int
-	vnodes int
-	build  func(backends []maglev.Backend) (lookuper, error)
-}
-
-// algorithms returns the rows to compare.
-func (c *compareConfig) algorithms() []algorithm {
-	weighted := c.weights != nil
-	var algs []algorithm
-	for _, m := range []int{c.m, nextPrime(10 * c.m)} {
-		if m > maglev.MaxSize {
-			continue
-		}
-		algs = append(algs, algorithm{
-			name: fmt.Sprintf("maglev M=%d", m), kind: "maglev", m: m,
-			build: func(backends []maglev.Backend) (lookuper, error) {
-				if weighted {
-					return maglev.NewWeighted(backends, m, c.h)
-				}
-				return maglev.New(names(backends), m, c.h)
-			},
-		})
+// compare runs the comparison c asks for on the keys ks.
+func compare(c *compareConfig, ks keyStream, p *progress) (*report, error) {
+	// Backend i is c.backends[i]; the base set is the first n, the added
+	// backend is n, and the removed one is c.removed.
+	n := len(c.backends) - 1
+	index := make(map[string]int32, n+1)
+	for i, b := range c.backends {
+		index[b.Name] = int32(i)
 	}
-	g := uint32(0)
-	for _, w := range c.weights {
-		g = gcd(g, w)
-	}
-	for _, v := range c.vnodes {
-		algs = append(algs, algorithm{
-			name: fmt.Sprintf("ring vnodes=%d", v), kind: "ring", vnodes: v,
-			build: func(backends []maglev.Backend) (lookuper, error) {
-				if weighted {
-					return weightedRing(backends, v, g, c.h)
-				}
-				return ring.New(names(backends), v, c.h)
-			},
-		})
-	}
-	return algs
-}
-
-// weightedRing builds a ring where each backend has vnodes·w/g points,
-// placed where ring.New places them: point j of backend name at
-// H(le64(j) + name). Drained backends have no points.
-func weightedRing(backends []maglev.Backend, vnodes int, g uint32, h maglev.Hasher) (lookuper, error) {
-	positions := make(map[string][]uint64, len(backends))
-	total := 0
-	for _, b := range backends {
-		if b.Weight == 0 {
-			continue
-		}
-		n := uint64(vnodes) * uint64(b.Weight/g)
-		if total += int(min(n, ring.MaxPoints+1)); total > ring.MaxPoints {
-			return nil, fmt.Errorf("%w: vnodes %d times the weights", ring.ErrTooManyPoints, vnodes)
-		}
-		pos := make([]uint64, n)
-		buf := append(make([]byte, 8, 8+len(b.Name)), b.Name...)
-		for j := range pos {
-			binary.LittleEndian.PutUint64(buf, uint64(j))
-			pos[j] = h.Hash(buf)
-		}
-		positions[b.Name] = pos
-	}
-	return ring.NewWithPositions(positions, h)
-}
-
-func names(backends []maglev.Backend) []string {
-	s := make([]string, len(backends))
-	for i, b := range backends {
-		s[i] = b.Name
-	}
-	return s
-}
-
-func gcd(a, b uint32) uint32 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
-
-// nextPrime returns the smallest prime at or above n.
-func nextPrime(n int) int {
-	for !big.NewInt(int64(n)).ProbablyPrime(0) { // exact below 2^64
-		n++
-	}
-	return n
-}
-
-// compare runs the comparison c asks for.
-func compare(c *compareConfig, p *progress) (*report, error) {
-	// Backend i is backends[i]; the base set is the first n, the added
-	// backend is n, and the removed one is 0.
-	backends := make([]maglev.Backend, c.n+1)
-	index := make(map[string]int32, c.n+1)
-	for i := range backends {
-		backends[i] = maglev.Backend{Name: backendName(i), Weight: c.weight(i)}
-		index[backends[i].Name] = int32(i)
-	}
-	base, added, removed := backends[:c.n], backends, backends[1:c.n]
+	base, added := c.backends[:n], c.backends
+	removed := slices.Concat(base[:c.removed], base[c.removed+1:])
 	var total uint64
 	for _, b := range base {
 		total += uint64(b.Weight)
 	}
 	r := &report{
-		N: c.n, K: c.k, Hash: c.hash, Seed: c.seed, KeySeed: c.keySeed, Weights: c.weights,
-		Added:      backends[c.n].Name,
-		Removed:    backends[0].Name,
-		NoiseFloor: math.Sqrt(float64(c.n) / float64(c.k)),
-		Go:         runtime.Version(),
-		Platform:   runtime.GOOS + "/" + runtime.GOARCH,
-		CPUs:       runtime.NumCPU(),
+		N: n, Hash: c.hash, Seed: c.seed, KeySeed: c.keySeed, Weights: c.weights,
+		BackendsFile: c.backendsFile, KeysFile: c.keysFile, Weighted: c.weighted, Zipf: c.zipf,
+		Added:    c.backends[n].Name,
+		Removed:  c.backends[c.removed].Name,
+		Go:       runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		CPUs:     runtime.NumCPU(),
+		names:    names(base),
 	}
-	addIdeal := float64(backends[c.n].Weight) / float64(total+uint64(backends[c.n].Weight))
-	removeIdeal := float64(backends[0].Weight) / float64(total)
-	if c.weights == nil {
-		addIdeal, removeIdeal = 1/float64(c.n+1), 1/float64(c.n)
-	}
+	addW := uint64(c.backends[n].Weight)
+	addIdeal := float64(addW) / float64(total+addW)
+	removeIdeal := float64(c.backends[c.removed].Weight) / float64(total)
 
-	p.say("generating %d keys", c.k)
-	ks := keys(c.k, c.keySeed)
-	hashes := make([]uint64, len(ks))
-	for i, k := range ks {
-		hashes[i] = c.h.HashString(k)
-	}
-	before := make([]int32, len(ks))
-	after := make([]int32, len(ks))
+	var rows []*row
 	for _, alg := range c.algorithms() {
-		res := result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes}
-
+		rw := &row{alg: alg, counts: make([]int64, n)}
+		rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes}
 		p.say("%s: building", alg.name)
-		var ms0, ms1 runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&ms0)
-		var l lookuper
-		for i := range 3 {
-			start := time.Now()
-			li, err := alg.build(base)
-			d := time.Since(start)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v", alg.name, err)
-			}
-			if i == 0 {
-				runtime.ReadMemStats(&ms1)
-				res.AllocBytes = ms1.TotalAlloc - ms0.TotalAlloc
-				res.BuildNs = d.Nanoseconds()
-				l = li
-			}
-			res.BuildNs = min(res.BuildNs, d.Nanoseconds())
+		l, err := measureBuild(&rw.res, alg, base)
+		if err != nil {
+			return nil, err
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&ms1)
-		res.MemoryBytes = int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc)
+		rw.l, rw.base = l, newRouter(alg, l, index)
+		p.say("%s: building with a backend added and one removed", alg.name)
+		if rw.add, err = buildRouter(alg, added, index); err != nil {
+			return nil, err
+		}
+		if rw.rm, err = buildRouter(alg, removed, index); err != nil {
+			return nil, err
+		}
+		rows = append(rows, rw)
+	}
 
-		p.say("%s: timing lookups", alg.name)
-		res.LookupNs = timeLookups(l, ks)
-		runtime.KeepAlive(l)
+	p.say("reading keys")
+	sample, err := readSample(ks, timingKeys)
+	if err != nil {
+		return nil, err
+	}
+	if len(sample) == 0 {
+		return nil, fmt.Errorf("%s: no keys", c.keysName)
+	}
+	for _, rw := range rows {
+		p.say("%s: timing lookups", rw.alg.name)
+		rw.res.LookupNs = timeLookups(rw.l, sample)
+	}
 
-		p.say("%s: measuring load", alg.name)
-		owners(before, l, hashes, index)
-		res.loads = loads(before, backends[:c.n], total, c.k)
+	k, err := route(rows, c.h, sample, ks, int32(n), int32(c.removed), p)
+	if err != nil {
+		return nil, err
+	}
+	r.K = k
+	r.NoiseFloor = math.Sqrt(float64(n) / float64(k))
+	if c.zipf != 0 {
+		r.HotKeyShare = 1 / zipfNorm(k, c.zipf)
+	}
+	for _, rw := range rows {
+		res := &rw.res
+		res.loads = loads(rw.counts, base, total, k)
 		res.LoadMax, res.LoadMin, res.LoadStddev = loadStats(res.loads)
-
-		p.say("%s: adding a backend", alg.name)
-		res.Add.Ideal = addIdeal
-		if err := diff(&res.Add, alg, added, before, after, hashes, index, int32(c.n)); err != nil {
-			return nil, err
-		}
-		p.say("%s: removing a backend", alg.name)
-		res.Remove.Ideal = removeIdeal
-		if err := diff(&res.Remove, alg, removed, before, after, hashes, index, 0); err != nil {
-			return nil, err
-		}
-		r.Rows = append(r.Rows, res)
+		res.Add = moves{Moved: frac(rw.addMoved, k), Ideal: addIdeal, Excess: frac(rw.addEx, k)}
+		res.Remove = moves{Moved: frac(rw.rmMoved, k), Ideal: removeIdeal, Excess: frac(rw.rmEx, k)}
+		r.Rows = append(r.Rows, *res)
 	}
 	return r, nil
+}
+
+func frac(n int64, k int) float64 { return float64(n) / float64(k) }
+
+// measureBuild builds alg for backends three times and sets res's build
+// time (the fastest), the bytes the first build allocated and the heap
+// what it built keeps. It returns what the first build built.
+func measureBuild(res *result, alg algorithm, backends []maglev.Backend) (lookuper, error) {
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	var l lookuper
+	for i := range 3 {
+		start := time.Now()
+		li, err := alg.build(backends)
+		d := time.Since(start)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", alg.name, err)
+		}
+		if i == 0 {
+			runtime.ReadMemStats(&ms1)
+			res.AllocBytes = ms1.TotalAlloc - ms0.TotalAlloc
+			res.BuildNs = d.Nanoseconds()
+			l = li
+		}
+		res.BuildNs = min(res.BuildNs, d.Nanoseconds())
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	res.MemoryBytes = int64(ms1.HeapAlloc) - int64(ms0.HeapAlloc)
+	return l, nil
+}
+
+// buildRouter builds alg for backends and returns its router.
+func buildRouter(alg algorithm, backends []maglev.Backend, index map[string]int32) (router, error) {
+	l, err := alg.build(backends)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", alg.name, err)
+	}
+	return newRouter(alg, l, index), nil
+}
+
+// readSample returns up to n keys from the start of ks, copied.
+func readSample(ks keyStream, n int) ([]string, error) {
+	var sample []string
+	for len(sample) < n {
+		key, err := ks.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		sample = append(sample, string(key))
+	}
+	return sample, nil
 }
 
 // timeLookups returns the average time of l.Lookup over ks, in
@@ -217,20 +195,88 @@ func timeLookups(l lookuper, ks []string) float64 {
 	}
 }
 
-// owners sets dst[i] to the index of the backend that owns hashes[i] in l.
-func owners(dst []int32, l lookuper, hashes []uint64, index map[string]int32) {
-	for i, h := range hashes {
-		dst[i] = index[l.LookupHash(h)]
+// route sends every request, the sample's keys and then the rest of ks,
+// through every row's three routers, in batches, and counts each row's
+// load and moves; added and removed are the indices of the backend added
+// and the one removed. It returns the number of requests.
+func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, removed int32, p *progress) (int, error) {
+	hashes := make([]uint64, 0, batchSize)
+	before := make([]int32, batchSize)
+	after := make([]int32, batchSize)
+	k := 0
+	last := time.Now()
+	flush := func() {
+		for _, rw := range rows {
+			rw.tally(hashes, before[:len(hashes)], after[:len(hashes)], added, removed)
+		}
+		k += len(hashes)
+		hashes = hashes[:0]
+		if time.Since(last) >= 100*time.Millisecond {
+			last = time.Now()
+			if f := ks.fraction(); f >= 0 {
+				p.say("routing keys: %s (%.0f%%)", thousands(k), 100*f)
+			} else {
+				p.say("routing keys: %s", thousands(k))
+			}
+		}
 	}
+	for _, key := range sample {
+		if hashes = append(hashes, h.HashString(key)); len(hashes) == batchSize {
+			flush()
+		}
+	}
+	for {
+		key, err := ks.next() // io.EOF again if the sample took every key
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+		if hashes = append(hashes, h.Hash(key)); len(hashes) == batchSize {
+			flush()
+		}
+	}
+	flush()
+	return k, nil
 }
 
-// loads returns each backend's count of keys in owners over its fair share
-// of k keys, K·w/total; NaN for a drained backend.
-func loads(owners []int32, backends []maglev.Backend, total uint64, k int) []float64 {
-	counts := make([]int, len(backends))
-	for _, o := range owners {
-		counts[o]++
+// tally routes one batch of requests, whose key hashes are hashes, through
+// rw's routers and adds to its counts. before and after are scratch space
+// as long as hashes.
+func (rw *row) tally(hashes []uint64, before, after []int32, added, removed int32) {
+	rw.base.route(before, hashes)
+	for _, o := range before {
+		rw.counts[o]++
 	}
+	rw.add.route(after, hashes)
+	moved, excess := countMoves(before, after, added)
+	rw.addMoved += moved
+	rw.addEx += excess
+	rw.rm.route(after, hashes)
+	moved, excess = countMoves(before, after, removed)
+	rw.rmMoved += moved
+	rw.rmEx += excess
+}
+
+// countMoves returns how many requests go to a different backend after
+// than before, and how many of those moved between two backends other than
+// changed, the one that joined or left.
+func countMoves(before, after []int32, changed int32) (moved, excess int64) {
+	for i, b := range before {
+		if a := after[i]; a != b {
+			moved++
+			if a != changed && b != changed {
+				excess++
+			}
+		}
+	}
+	return moved, excess
+}
+
+// loads returns each backend's count of requests over its fair share of k
+// requests, k·w/total; NaN for a drained backend.
+func loads(counts []int64, backends []maglev.Backend, total uint64, k int) []float64 {
 	ls := make([]float64, len(backends))
 	for i, b := range backends {
 		ls[i] = math.NaN()
@@ -260,25 +306,12 @@ func loadStats(loads []float64) (hi, lo, sd float64) {
 	return hi, lo, math.Sqrt(max(0, sum2/float64(n)-mean*mean))
 }
 
-// diff builds alg for backends and sets mv's Moved and Excess from the keys
-// whose owner differs from before: every one that moved, and those that
-// neither left nor joined backend changed.
-func diff(mv *moves, alg algorithm, backends []maglev.Backend, before, after []int32, hashes []uint64, index map[string]int32, changed int32) error {
-	l, err := alg.build(backends)
-	if err != nil {
-		return fmt.Errorf("%s: %v", alg.name, err)
+// zipfNorm returns the sum of 1/i^s for i from 1 to k: the most popular of
+// k keys under Zipf(s) draws 1/zipfNorm(k, s) of the requests.
+func zipfNorm(k int, s float64) float64 {
+	sum := 0.0
+	for i := k; i >= 1; i-- { // smallest terms first
+		sum += math.Pow(float64(i), -s)
 	}
-	owners(after, l, hashes, index)
-	moved, excess := 0, 0
-	for i, b := range before {
-		if a := after[i]; a != b {
-			moved++
-			if a != changed && b != changed {
-				excess++
-			}
-		}
-	}
-	mv.Moved = float64(moved) / float64(len(hashes))
-	mv.Excess = float64(excess) / float64(len(hashes))
-	return nil
+	return sum
 }

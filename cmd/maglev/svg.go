@@ -53,11 +53,7 @@ func chart(r *report) string {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n",
 		chartWidth, height, chartWidth, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", chartWidth, height)
-	title := fmt.Sprintf("Keys per backend over its fair share: N=%d backends, K=%s keys, hash %s",
-		r.N, thousands(r.K), hasherName(r.Hash, r.Seed))
-	if r.Weights != nil {
-		title += ", weights " + joinUints(r.Weights)
-	}
+	title := "Keys per backend over its fair share: " + describe(r)
 	text(&b, chartLeft, 24, "start", 15, "bold", textColor, title)
 	text(&b, chartLeft, 44, "start", 12, "normal", mutedColor,
 		fmt.Sprintf("1 is a perfect share (dashed). Sampling noise alone gives sd ≈ √(N/K) = %.3f.", r.NoiseFloor))
@@ -103,7 +99,7 @@ func chart(r *report) string {
 			chartLeft, chartWidth-chartRight, y(p, 1), y(p, 1), refColor)
 	}
 	text(&b, chartLeft+plotW/2, float64(height-14), "middle", 12, "normal", mutedColor,
-		fmt.Sprintf("backends %s to %s, in that order", backendName(0), backendName(r.N-1)))
+		fmt.Sprintf("backends %s to %s, in that order", r.names[0], r.names[len(r.names)-1]))
 	b.WriteString("</svg>\n")
 	return b.String()
 }

@@ -12,11 +12,7 @@ import (
 // writeText writes r as an aligned table with notes.
 func writeText(w io.Writer, r *report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "N=%d backends, K=%s keys, hash %s", r.N, thousands(r.K), hasherName(r.Hash, r.Seed))
-	if r.Weights != nil {
-		fmt.Fprintf(&b, ", weights %s", joinUints(r.Weights))
-	}
-	fmt.Fprintf(&b, "; %s %s, %d CPUs\n\n", r.Go, r.Platform, r.CPUs)
+	fmt.Fprintf(&b, "%s; %s %s, %d CPUs\n\n", describe(r), r.Go, r.Platform, r.CPUs)
 
 	header := []string{"algorithm", "build", "memory", "lookup", "max", "min", "sd", "moved", "ideal", "excess", "moved", "ideal", "excess"}
 	groups := []group{
@@ -45,11 +41,45 @@ func writeText(w io.Writer, r *report) error {
 	fmt.Fprintf(&b, "backends shows sd ≈ √(N/K) = %.3f and max, min about %.3f from 1; moved fractions\n", r.NoiseFloor, spread)
 	fmt.Fprintf(&b, "are ±%s. Smaller differences between rows are sampling noise.\n",
 		percent(math.Sqrt(1/(float64(r.N)*float64(r.K)))))
+	switch {
+	case r.Zipf != 0:
+		fmt.Fprintf(&b, "Zipf(%v): the most popular key alone draws %s of the requests, %.1f× an equal share\n",
+			r.Zipf, percent(r.HotKeyShare), r.HotKeyShare*float64(r.N))
+		b.WriteString("(1/N); its backend carries at least that under any consistent hash.\n")
+	case r.KeysFile != "":
+		b.WriteString("Keys from a file can repeat: a key on many lines is a hot key, which no consistent hash\n")
+		b.WriteString("spreads, so loads can lie well beyond this floor.\n")
+	}
 	b.WriteString("build: fastest of 3; memory: heap kept by the built value; lookup: Lookup(key) with hashing;\n")
 	b.WriteString("load/mean: keys per backend over the fair share; moved: fraction of keys whose backend\n")
 	b.WriteString("changes; excess: keys moved between backends that stayed. \"maglev compare -h\" explains.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// describe returns what r compared, as the first line of the text says
+// it: the backends, the keys and the hash.
+func describe(r *report) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "N=%d backends", r.N)
+	if r.BackendsFile != "" {
+		fmt.Fprintf(&b, " (%s)", r.BackendsFile)
+	}
+	fmt.Fprintf(&b, ", K=%s keys", thousands(r.K))
+	switch {
+	case r.KeysFile != "":
+		fmt.Fprintf(&b, " (%s)", r.KeysFile)
+	case r.Zipf != 0:
+		fmt.Fprintf(&b, " Zipf(%v)", r.Zipf)
+	}
+	fmt.Fprintf(&b, ", hash %s", hasherName(r.Hash, r.Seed))
+	switch {
+	case r.Weights != nil:
+		fmt.Fprintf(&b, ", weights %s", joinUints(r.Weights))
+	case r.Weighted:
+		b.WriteString(", weighted")
+	}
+	return b.String()
 }
 
 // A group is a label over columns first..last of a table.
