@@ -328,10 +328,14 @@ func (c *compareConfig) checkBackends(weights string) error {
 			return nil
 		}
 	}
-	if c.backendsFile == "" && c.removed == 0 {
+	gone := l.backends[c.removed].Name
+	switch {
+	case c.backendsFile != "":
+		return fmt.Errorf("%s: every backend left after removing %q has weight 0", c.backendsFile, gone)
+	case c.removed == 0:
 		return fmt.Errorf("-weights %q: backends 2 to %d would all be drained", weights, c.n)
 	}
-	return fmt.Errorf("%s: every backend left after removing %q has weight 0", source, l.backends[c.removed].Name)
+	return fmt.Errorf("-weights %q: every backend left after removing %q would be drained", weights, gone)
 }
 
 // openKeys returns the stream of keys c asks for, and a function that

@@ -20,9 +20,15 @@ func compareJSON(t *testing.T, args ...string) *report {
 	if status != 0 || stderr != "" {
 		t.Fatalf("compare %v: status %d, stderr %q", args, status, stderr)
 	}
+	return decodeReport(t, stdout)
+}
+
+// decodeReport decodes the report that compare -json printed.
+func decodeReport(t *testing.T, stdout string) *report {
+	t.Helper()
 	var r report
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-		t.Fatalf("compare %v: %v\n%s", args, err, stdout)
+		t.Fatalf("%v\n%s", err, stdout)
 	}
 	return &r
 }

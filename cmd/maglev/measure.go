@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/maglevlb/maglev"
@@ -23,10 +24,10 @@ import (
 
 // timingKeys is how many keys, from the start of the stream, lookups are
 // timed on.
-const timingKeys = 1_000_000
+var timingKeys = 1_000_000
 
 // batchSize is how many keys are hashed and routed at a time.
-const batchSize = 4096
+const batchSize = 1 << 14
 
 // A row is one algorithm's routers and counts while the requests stream
 // through.
@@ -35,7 +36,8 @@ type row struct {
 	res             result
 	l               lookuper // built for the base backends, for timing
 	base, add, rm   router
-	counts          []int64 // requests per base backend
+	counts          []int64    // requests per base backend
+	dst             [3][]int32 // one batch's backends: base, add, rm
 	addMoved, addEx int64
 	rmMoved, rmEx   int64
 }
@@ -201,13 +203,25 @@ func timeLookups(l lookuper, ks []string) float64 {
 // and the one removed. It returns the number of requests.
 func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, removed int32, p *progress) (int, error) {
 	hashes := make([]uint64, 0, batchSize)
-	before := make([]int32, batchSize)
-	after := make([]int32, batchSize)
+	for _, rw := range rows {
+		for i := range rw.dst {
+			rw.dst[i] = make([]int32, batchSize)
+		}
+	}
 	k := 0
 	last := time.Now()
 	flush := func() {
+		// The routers are independent: route the batch through all of them
+		// side by side, then count.
+		var wg sync.WaitGroup
 		for _, rw := range rows {
-			rw.tally(hashes, before[:len(hashes)], after[:len(hashes)], added, removed)
+			for i, rt := range [...]router{rw.base, rw.add, rw.rm} {
+				wg.Go(func() { rt.route(rw.dst[i][:len(hashes)], hashes) })
+			}
+		}
+		wg.Wait()
+		for _, rw := range rows {
+			rw.tally(len(hashes), added, removed)
 		}
 		k += len(hashes)
 		hashes = hashes[:0]
@@ -241,20 +255,17 @@ func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, r
 	return k, nil
 }
 
-// tally routes one batch of requests, whose key hashes are hashes, through
-// rw's routers and adds to its counts. before and after are scratch space
-// as long as hashes.
-func (rw *row) tally(hashes []uint64, before, after []int32, added, removed int32) {
-	rw.base.route(before, hashes)
+// tally adds the batch of n requests that rw's routers routed to its
+// counts.
+func (rw *row) tally(n int, added, removed int32) {
+	before, afterAdd, afterRm := rw.dst[0][:n], rw.dst[1][:n], rw.dst[2][:n]
 	for _, o := range before {
 		rw.counts[o]++
 	}
-	rw.add.route(after, hashes)
-	moved, excess := countMoves(before, after, added)
+	moved, excess := countMoves(before, afterAdd, added)
 	rw.addMoved += moved
 	rw.addEx += excess
-	rw.rm.route(after, hashes)
-	moved, excess = countMoves(before, after, removed)
+	moved, excess = countMoves(before, afterRm, removed)
 	rw.rmMoved += moved
 	rw.rmEx += excess
 }
