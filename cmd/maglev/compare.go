@@ -136,13 +136,11 @@ func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	c.set = make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
 	if err := c.check(*vnodes, *weights); err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	ks, closeKeys, err := c.openKeys(stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	var p progress
 	if isTerminal(stderr) {
@@ -152,13 +150,11 @@ func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	p.done()
 	closeKeys()
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	if *svg != "" {
 		if err := os.WriteFile(*svg, []byte(chart(r)), 0o666); err != nil {
-			fmt.Fprintf(stderr, "error: %v\n", err)
-			return 1
+			return reportError(stderr, err)
 		}
 	}
 	if *asJSON {
@@ -167,8 +163,7 @@ func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = writeText(stdout, r)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	return 0
 }

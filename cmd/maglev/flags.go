@@ -43,24 +43,39 @@ func parseFlags(fs *flag.FlagSet, args []string, help string, stdout, stderr io.
 	err := fs.Parse(args)
 	switch {
 	case err == flag.ErrHelp:
-		fmt.Fprint(stdout, help)
-		printDefaults(fs, stdout)
+		if _, err := io.WriteString(stdout, help+defaults(fs)); err != nil {
+			return reportError(stderr, err)
+		}
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "run \"maglev %s -h\" for usage\n", fs.Name())
+		warnf(stderr, "run \"maglev %s -h\" for usage\n", fs.Name())
 		return 2
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "maglev %s: unexpected argument %q\nrun \"maglev %s -h\" for usage\n",
+		warnf(stderr, "maglev %s: unexpected argument %q\nrun \"maglev %s -h\" for usage\n",
 			fs.Name(), fs.Arg(0), fs.Name())
 		return 2
 	}
 	return -1
 }
 
-// printDefaults prints fs's flags, as flag.PrintDefaults does, to w.
-func printDefaults(fs *flag.FlagSet, w io.Writer) {
+// defaults returns fs's flags as flag.PrintDefaults prints them, under a
+// heading.
+func defaults(fs *flag.FlagSet) string {
 	var b strings.Builder
 	fs.SetOutput(&b)
 	fs.PrintDefaults()
-	fmt.Fprintf(w, "\nFlags:\n%s", b.String())
+	return "\nFlags:\n" + b.String()
+}
+
+// reportError writes "error: " and err on a line to stderr and returns the
+// exit status 1.
+func reportError(stderr io.Writer, err error) int {
+	warnf(stderr, "error: %v\n", err)
+	return 1
+}
+
+// warnf writes a message to stderr. It ignores a failure to write, as
+// there is nowhere left to report one.
+func warnf(stderr io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(stderr, format, args...)
 }

@@ -189,7 +189,7 @@ func TestZipfKeys(t *testing.T) {
 	if sd := math.Sqrt(k * p * (1 - p)); math.Abs(float64(count[0])-k*p) > 5*sd {
 		t.Errorf("key 1 drawn %d times, want about %.0f ± %.0f", count[0], k*p, sd)
 	}
-	if !(count[0] > count[1] && count[1] > count[9]) {
+	if count[0] <= count[1] || count[1] <= count[9] {
 		t.Errorf("draws of keys 1, 2, 10: %d, %d, %d; want decreasing", count[0], count[1], count[9])
 	}
 }

@@ -16,7 +16,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 )
@@ -44,7 +43,7 @@ func main() {
 // exit status: 0 on success, 1 if something failed, 2 for a usage error.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		warnf(stderr, "%s", usage)
 		return 2
 	}
 	switch args[0] {
@@ -53,9 +52,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "compare":
 		return runCompare(args[1:], stdin, stdout, stderr)
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stdout, usage)
+		if _, err := io.WriteString(stdout, usage); err != nil {
+			return reportError(stderr, err)
+		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "maglev: unknown subcommand %q\n\n%s", args[0], usage)
+	warnf(stderr, "maglev: unknown subcommand %q\n\n%s", args[0], usage)
 	return 2
 }

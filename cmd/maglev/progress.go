@@ -14,6 +14,8 @@ type progress struct {
 	start time.Time
 }
 
+// say replaces the line with the time since the first say and the
+// message.
 func (p *progress) say(format string, args ...any) {
 	if p.w == nil {
 		return
@@ -21,12 +23,14 @@ func (p *progress) say(format string, args ...any) {
 	if p.start.IsZero() {
 		p.start = time.Now()
 	}
-	fmt.Fprintf(p.w, "\r\x1b[K%5.1fs  %s", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+	// Progress is best effort: a failed write is not worth stopping for.
+	_, _ = fmt.Fprintf(p.w, "\r\x1b[K%5.1fs  %s", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
+// done clears the line.
 func (p *progress) done() {
 	if p.w != nil {
-		fmt.Fprint(p.w, "\r\x1b[K")
+		_, _ = io.WriteString(p.w, "\r\x1b[K")
 	}
 }
 

@@ -66,19 +66,16 @@ func runSim(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	h, err := hasherFor(*hash, *seed)
 	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	s, err := newSim(*m, h, out)
 	if err != nil {
-		fmt.Fprintf(stderr, "error: -m: %v\n", err)
-		return 1
+		return reportError(stderr, fmt.Errorf("-m: %v", err))
 	}
 	failed := s.run(stdin, stderr)
 	if err := out.Flush(); err != nil {
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		return 1
+		return reportError(stderr, err)
 	}
 	if failed {
 		return 1
@@ -221,7 +218,7 @@ type sim struct {
 	weights map[string]uint32 // backend name to weight
 	table   *maglev.Table     // built from weights
 	churn   int               // slots changed by the last rebuild
-	out     *bufio.Writer
+	out     *bufio.Writer     // answers; a write error stays in it until runSim's last Flush reports it
 }
 
 // newSim returns a sim with no backends for tables of m slots hashed with h,
@@ -293,8 +290,8 @@ func readLine(br *bufio.Reader, buf *[]byte) (line []byte, tooLong bool, err err
 // flushed first, so that standard output and standard error interleave in
 // order when they go to the same place.
 func (s *sim) fail(stderr io.Writer, lineno int, err error) {
-	s.out.Flush()
-	fmt.Fprintf(stderr, "error: line %d: %v\n", lineno, err)
+	_ = s.out.Flush() // a failure stays in s.out, for runSim's last Flush
+	warnf(stderr, "error: line %d: %v\n", lineno, err)
 }
 
 // exec parses and executes one line.
@@ -314,8 +311,8 @@ func (s *sim) do(c command) error {
 		if owner == "" {
 			return s.noOwner("LOOKUP")
 		}
-		s.out.WriteString(owner)
-		s.out.WriteByte('\n')
+		_, _ = s.out.WriteString(owner)
+		_ = s.out.WriteByte('\n')
 	case opAdd:
 		if _, ok := s.weights[c.arg]; ok {
 			return fmt.Errorf("ADD_NODE: backend %q already exists", c.arg)
@@ -332,19 +329,19 @@ func (s *sim) do(c command) error {
 		}
 		return s.rebuild("SET_WEIGHT", c.arg, c.weight, true)
 	case opChurn:
-		s.out.WriteString(strconv.Itoa(s.churn))
-		s.out.WriteByte('\n')
+		_, _ = s.out.WriteString(strconv.Itoa(s.churn))
+		_ = s.out.WriteByte('\n')
 	case opTable:
 		if s.table.Len() == 0 || s.table.Owner(0) == "" {
 			return s.noOwner("TABLE")
 		}
 		for slot := range s.table.Size() {
 			if slot > 0 {
-				s.out.WriteByte(' ')
+				_ = s.out.WriteByte(' ')
 			}
-			s.out.WriteString(s.table.Owner(slot))
+			_, _ = s.out.WriteString(s.table.Owner(slot))
 		}
-		s.out.WriteByte('\n')
+		_ = s.out.WriteByte('\n')
 	case opCounts:
 		names := s.names()
 		counts := s.table.Counts()
@@ -353,10 +350,10 @@ func (s *sim) do(c command) error {
 			if i := s.table.Index(name); i >= 0 {
 				n = counts[i]
 			}
-			s.out.WriteString(name)
-			s.out.WriteByte(' ')
-			s.out.WriteString(strconv.Itoa(n))
-			s.out.WriteByte('\n')
+			_, _ = s.out.WriteString(name)
+			_ = s.out.WriteByte(' ')
+			_, _ = s.out.WriteString(strconv.Itoa(n))
+			_ = s.out.WriteByte('\n')
 		}
 	}
 	return nil

@@ -128,10 +128,9 @@ func writeTable(b *strings.Builder, groups []group, rows [][]string) {
 		var line strings.Builder
 		for c, cell := range row {
 			pad := strings.Repeat(" ", widths[c]-len([]rune(cell)))
-			switch {
-			case c == 0:
+			if c == 0 {
 				line.WriteString(cell + pad)
-			default:
+			} else {
 				line.WriteString(strings.Repeat(" ", gap) + pad + cell)
 			}
 		}
