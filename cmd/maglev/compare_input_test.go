@@ -103,6 +103,10 @@ func TestCompareKeysFile(t *testing.T) {
 	if got.KeysFile != "-" {
 		t.Errorf("keys_file %q, want -", got.KeysFile)
 	}
+	stdout, _, _ = maglevCmd(t, synthKeyLines(100, 1, "\n"), "compare", "-n", "20", "-keys", "-", "-vnodes", "5")
+	if want := "N=20 backends, K=100 keys (standard input), hash xxh3;"; !strings.HasPrefix(stdout, want) {
+		t.Errorf("output starts %.60q, want %q", stdout, want)
+	}
 }
 
 // Past the keys that lookups are timed on, the rest of the stream is

@@ -228,7 +228,7 @@ func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, r
 		if time.Since(last) >= 100*time.Millisecond {
 			last = time.Now()
 			if f := ks.fraction(); f >= 0 {
-				p.say("routing keys: %s (%.0f%%)", thousands(k), 100*f)
+				p.say("routing keys: %s (%.0f%% of the file read)", thousands(k), 100*f)
 			} else {
 				p.say("routing keys: %s", thousands(k))
 			}

@@ -67,6 +67,8 @@ func describe(r *report) string {
 	}
 	fmt.Fprintf(&b, ", K=%s keys", thousands(r.K))
 	switch {
+	case r.KeysFile == "-":
+		b.WriteString(" (standard input)")
 	case r.KeysFile != "":
 		fmt.Fprintf(&b, " (%s)", r.KeysFile)
 	case r.Zipf != 0:
