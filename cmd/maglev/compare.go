@@ -276,12 +276,16 @@ func (c *compareConfig) checkBackends(weights string) error {
 
 	added := maglev.Backend{Name: backendName(n), Weight: c.weight(n)}
 	if c.backendsFile != "" {
-		added.Weight = 1
-		for i := n; ; i++ { // the first synthetic name not taken
+		// The first synthetic name not taken, among n+1 (distinct unless
+		// there are more than 2^24 backends).
+		added = maglev.Backend{Weight: 1}
+		for i := n; i <= 2*n && added.Name == ""; i++ {
 			if _, taken := l.line[backendName(i)]; !taken {
 				added.Name = backendName(i)
-				break
 			}
+		}
+		if added.Name == "" && !c.set["add"] {
+			return fmt.Errorf("%s: no free name for the joining backend: give one with -add", c.backendsFile)
 		}
 	}
 	if c.set["add"] {
