@@ -203,3 +203,40 @@ func TestZipfNorm(t *testing.T) {
 		t.Errorf("zipfNorm(1, 3) = %v, want 1", got)
 	}
 }
+
+// FuzzReadBackends checks that any input gives either an error naming the
+// file or backends with distinct, non-empty names free of white space and
+// '#', and that the keys of any input are non-empty and hold no newline.
+func FuzzReadBackends(f *testing.F) {
+	for _, s := range []string{"", "a\nb 2\n", "a\na\n", "a x\n", "# c\n\n b 0 # d\r\n", "a 1 2", "\xff\x00 3\n", "a\rb\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := readBackends("b.txt", strings.NewReader(s))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "b.txt") {
+				t.Errorf("%q: error %q does not name the file", s, err)
+			}
+		} else {
+			seen := make(map[string]bool)
+			for _, b := range l.backends {
+				if b.Name == "" || strings.ContainsAny(b.Name, "# \t\n\r") || seen[b.Name] {
+					t.Errorf("%q: bad or repeated name %q", s, b.Name)
+				}
+				seen[b.Name] = true
+			}
+			if len(l.backends) == 0 {
+				t.Errorf("%q: no backends and no error", s)
+			}
+		}
+		keys, err := drain(newLineKeys("k.txt", strings.NewReader(s), int64(len(s))))
+		if err != nil {
+			t.Errorf("%q: %v", s, err)
+		}
+		for _, k := range keys {
+			if k == "" || strings.Contains(k, "\n") {
+				t.Errorf("%q: bad key %q", s, k)
+			}
+		}
+	})
+}
