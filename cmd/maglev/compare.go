@@ -13,7 +13,8 @@ import (
 )
 
 const compareHelp = `usage: maglev compare [-n backends | -backends file] [-k keys | -keys file]
-                      [-add name] [-remove name] [-zipf s] [-m size]
+                      [-add "name [weight]"] [-remove name] [-zipf s]
+                      [-m size]
                       [-vnodes list] [-hash xxh3|farm|fnv1a] [-seed n]
                       [-keyseed n] [-weights list] [-json] [-svg file]
 
