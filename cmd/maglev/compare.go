@@ -147,7 +147,7 @@ func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if isTerminal(stderr) {
 		p.w = stderr
 	}
-	r, err := compare(&c, ks, &p)
+	r, err := compare(&c, c.algorithms(), ks, &p)
 	p.done()
 	closeKeys()
 	if err != nil {

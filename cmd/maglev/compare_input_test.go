@@ -123,7 +123,7 @@ func TestCompareStreamsPastTimingKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer closeKeys()
-		r, err := compare(&c, ks, &progress{})
+		r, err := compare(&c, c.algorithms(), ks, &progress{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,5 +316,75 @@ func TestCompareInputErrors(t *testing.T) {
 				t.Errorf("got stdout %q, stderr %q, status %d; want \"\", %q, 1", stdout, stderr, status, want)
 			}
 		})
+	}
+}
+
+// A turnRouter sends requests to its backends in turn, and records the
+// hashes it was given: a router with state, as a bounded-load picker
+// would be.
+type turnRouter struct {
+	backends []int32
+	next     int
+	seen     *[]uint64
+}
+
+func (r *turnRouter) route(dst []int32, hashes []uint64) {
+	for i := range hashes {
+		dst[i] = r.backends[r.next%len(r.backends)]
+		r.next++
+	}
+	*r.seen = append(*r.seen, hashes...)
+}
+
+// A row may route through a router of its own, which sees every request
+// in stream order.
+func TestCompareRowWithState(t *testing.T) {
+	const n, k = 20, 50000 // more keys than timingKeys, below
+	defer func(n int) { timingKeys = n }(timingKeys)
+	timingKeys = 1000
+	c := compareConfig{n: n, k: k, m: 4099, hash: "xxh3", keySeed: 1, set: map[string]bool{}}
+	if err := c.check("5", ""); err != nil {
+		t.Fatal(err)
+	}
+	var seen []*[]uint64 // what each router saw
+	turns := algorithm{
+		name: "in turn", kind: "test",
+		build: c.algorithms()[0].build, // a Maglev table, for the timing
+		router: func(l lookuper, index map[string]int32) router {
+			r := &turnRouter{seen: new([]uint64)}
+			for _, name := range l.(interface{ Backends() []string }).Backends() {
+				r.backends = append(r.backends, index[name])
+			}
+			seen = append(seen, r.seen)
+			return r
+		},
+	}
+	ks, closeKeys, err := c.openKeys(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeKeys()
+	r, err := compare(&c, []algorithm{turns}, ks, &progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// k is a multiple of n: every backend gets exactly its share.
+	if res := r.Rows[0]; r.K != k || res.Name != "in turn" || res.LoadMax != 1 || res.LoadMin != 1 || res.LoadStddev != 0 {
+		t.Errorf("K %d, row %q: load max %v, min %v, sd %v; want %d, in turn, 1, 1, 0", r.K, res.Name, res.LoadMax, res.LoadMin, res.LoadStddev, k)
+	}
+	keys, _ := drain(newSynthKeys(k, 1))
+	if len(seen) != 3 {
+		t.Fatalf("%d routers made, want 3 (base, add, remove)", len(seen))
+	}
+	for i, p := range seen {
+		hs := *p
+		if len(hs) != k {
+			t.Fatalf("router %d saw %d requests, want %d", i, len(hs), k)
+		}
+		for j, h := range hs {
+			if h != c.h.HashString(keys[j]) {
+				t.Fatalf("router %d: request %d has hash %#x, want key %q's", i, j, h, keys[j])
+			}
+		}
 	}
 }

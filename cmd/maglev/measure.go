@@ -42,8 +42,9 @@ type row struct {
 	rmMoved, rmEx   int64
 }
 
-// compare runs the comparison c asks for on the keys ks.
-func compare(c *compareConfig, ks keyStream, p *progress) (*report, error) {
+// compare runs the comparison c asks for with the rows algs (normally
+// c.algorithms()) on the keys ks.
+func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*report, error) {
 	// Backend i is c.backends[i]; the base set is the first n, the added
 	// backend is n, and the removed one is c.removed.
 	n := len(c.backends) - 1
@@ -72,7 +73,7 @@ func compare(c *compareConfig, ks keyStream, p *progress) (*report, error) {
 	removeIdeal := float64(c.backends[c.removed].Weight) / float64(total)
 
 	var rows []*row
-	for _, alg := range c.algorithms() {
+	for _, alg := range algs {
 		rw := &row{alg: alg, counts: make([]int64, n)}
 		rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes}
 		p.say("%s: building", alg.name)
