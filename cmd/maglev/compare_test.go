@@ -224,6 +224,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"-weights", "0"}, "error: -weights \"0\": backends 2 to 100 would all be drained\n"},
 		{[]string{"-n", "2", "-weights", "1,0"}, "error: -weights \"1,0\": backends 2 to 2 would all be drained\n"},
 		{[]string{"-n", "10", "-vnodes", "2000000"}, "error: ring vnodes=2000000: ring: more than MaxPoints points: 10 backends × 2000000 vnodes\n"},
+		{[]string{"-n", "2", "-weights", "4,8", "-vnodes", "4611686018427387904"}, "error: ring vnodes=4611686018427387904: ring: more than MaxPoints points: vnodes 4611686018427387904\n"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

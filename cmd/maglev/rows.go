@@ -130,6 +130,9 @@ func (r nameRouter) route(dst []int32, hashes []uint64) {
 // placed where ring.New places them: point j of backend name at
 // H(le64(j) + name). Drained backends have no points.
 func weightedRing(backends []maglev.Backend, vnodes int, g uint32, h maglev.Hasher) (lookuper, error) {
+	if vnodes > ring.MaxPoints { // and vnodes·w cannot overflow below
+		return nil, fmt.Errorf("%w: vnodes %d", ring.ErrTooManyPoints, vnodes)
+	}
 	positions := make(map[string][]uint64, len(backends))
 	total := 0
 	for _, b := range backends {
