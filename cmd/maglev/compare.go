@@ -113,6 +113,8 @@ type compareConfig struct {
 	keysName string           // the keys file in messages
 }
 
+// runCompare runs compare with the command line args and returns the exit
+// status.
 func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
 	var c compareConfig

@@ -120,6 +120,8 @@ type synthKeys struct {
 	buf     []byte
 }
 
+// newSynthKeys returns the k synthetic keys drawn from a PCG seeded with
+// seed.
 func newSynthKeys(k int, seed uint64) *synthKeys {
 	return &synthKeys{r: rand.New(rand.NewPCG(seed, 0)), k: k}
 }
@@ -152,6 +154,8 @@ type zipfKeys struct {
 	k, done int
 }
 
+// newZipfKeys returns k requests for the k synthetic keys of seed, with
+// Zipf(s) popularity.
 func newZipfKeys(k int, seed uint64, s float64) *zipfKeys {
 	z := &zipfKeys{ends: make([]int, k), k: k}
 	gen := newSynthKeys(k, seed)

@@ -125,6 +125,7 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 	return r, nil
 }
 
+// frac returns n over k.
 func frac(n int64, k int) float64 { return float64(n) / float64(k) }
 
 // measureBuild builds alg for backends three times and sets res's build

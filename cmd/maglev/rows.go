@@ -154,6 +154,7 @@ func weightedRing(backends []maglev.Backend, vnodes int, g uint32, h maglev.Hash
 	return ring.NewWithPositions(positions, h)
 }
 
+// names returns the names of backends, in order.
 func names(backends []maglev.Backend) []string {
 	s := make([]string, len(backends))
 	for i, b := range backends {
@@ -162,6 +163,7 @@ func names(backends []maglev.Backend) []string {
 	return s
 }
 
+// gcd returns the greatest common divisor of a and b; gcd(0, b) is b.
 func gcd(a, b uint32) uint32 {
 	for b != 0 {
 		a, b = b, a%b

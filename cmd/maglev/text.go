@@ -140,6 +140,7 @@ func writeTable(b *strings.Builder, groups []group, rows [][]string) {
 	}
 }
 
+// percent formats a fraction as a percentage with two decimals.
 func percent(f float64) string { return fmt.Sprintf("%.2f%%", 100*f) }
 
 // duration formats ns with three significant digits.
@@ -180,6 +181,7 @@ func thousands(n int) string {
 	return s
 }
 
+// joinUints formats ws separated by commas.
 func joinUints(ws []uint32) string {
 	s := make([]string, len(ws))
 	for i, w := range ws {
