@@ -6,11 +6,21 @@
  * farm_fp64.cc when built with -DWITH_FARM).
  *
  * Usage:
- *   maglev_ref [-names] HASHER M < names.txt
- *       names.txt holds one backend name per line. Prints the table: by
- *       default each slot's owner index (in sorted order) as a little-endian
- *       uint32, M entries; with -names, the owners' names separated by
- *       spaces, then a newline.
+ *   maglev_ref [-names] [-hex] [-weighted] [-perms] HASHER M < names.txt
+ *       names.txt holds one backend name per line (with -hex, each name's
+ *       bytes in hex; with -weighted, the name is followed by a space and
+ *       its weight). Prints the table: by default each slot's owner index
+ *       (in sorted order) as a little-endian uint32, M entries, 0xffffffff
+ *       for a slot nobody owns; with -names, the owners' names separated by
+ *       spaces, then a newline. With -weighted, backends take turns by
+ *       Envoy's rule (see below). With -perms, prints instead one line per
+ *       backend in sorted order: the name in hex, its offset and its skip.
+ *   maglev_ref -ring [-hex] HASHER VNODES < names.txt
+ *       Prints the consistent-hash ring's points in ring order, one a line:
+ *       position (hex), backend index (in sorted order), j.
+ *   maglev_ref -hashes HASHER < hex.txt
+ *       Prints HASHER of each line's bytes, given in hex (an empty line is
+ *       the empty string), one hash a line in hex.
  *   maglev_ref -perm M NAME:OFFSET:SKIP ...
  *       Fills a table of M slots from hand-set permutations, taken in the
  *       order given, and prints the owners' names as with -names.
@@ -27,6 +37,15 @@
  * The table is filled round-robin: backends take turns in sorted order; on
  * its turn a backend walks on through its preferences from where it stopped
  * last time and claims the first empty slot; stop once all M slots are owned.
+ *
+ * Weighted (NewWeighted): W is the largest weight; in rounds k = 1, 2, ...
+ * backends go in sorted order and backend i (weight w_i > 0, counter t_i
+ * from 0) takes a turn iff k*w_i >= t_i, then adds W to t_i. Weight 0 takes
+ * no turns; if every weight is 0 the table is empty.
+ *
+ * Ring: point j (0 <= j < VNODES) of backend name is at H(le64(j) + name),
+ * le64(j) being j as 8 bytes, little-endian. Points are sorted by position,
+ * equal positions by backend (sorted order), then j.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -118,7 +137,9 @@ struct backend {
 	unsigned char *name;
 	size_t len;
 	uint64_t offset, skip;
-	uint64_t next; /* how many of its preferences it has looked at */
+	uint64_t next;   /* how many of its preferences it has looked at */
+	uint64_t weight; /* -weighted only */
+	uint64_t t;      /* the weighted rule's counter t_i */
 };
 
 /* Byte order: memcmp over the common prefix, then the shorter one first. */
@@ -136,8 +157,39 @@ static int cmp_backend(const void *a, const void *b)
 	return 0;
 }
 
-/* Reads one name per line from f (a trailing "\n" is not part of a name). */
-static struct backend *read_backends(FILE *f, size_t *count)
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Decodes len hex digits at p in place; returns the number of bytes. */
+static size_t unhex(char *p, size_t len)
+{
+	if (len % 2 != 0)
+		die("odd number of hex digits");
+	for (size_t k = 0; k < len / 2; k++) {
+		int hi = hexval((unsigned char)p[2 * k]), lo = hexval((unsigned char)p[2 * k + 1]);
+		if (hi < 0 || lo < 0)
+			die("bad hex digit");
+		p[k] = (char)(hi << 4 | lo);
+	}
+	return len / 2;
+}
+
+static uint64_t parse_u64(const char *s);
+
+/*
+ * Reads one name per line from f (a trailing "\n" is not part of a name).
+ * With hex, a line is the name's bytes in hex; with weighted, the name is
+ * followed by a space and a decimal weight.
+ */
+static struct backend *read_backends(FILE *f, size_t *count, int hex, int weighted)
 {
 	struct backend *bs = NULL;
 	size_t n = 0, cap = 0;
@@ -146,8 +198,26 @@ static struct backend *read_backends(FILE *f, size_t *count)
 	ssize_t got;
 	while ((got = getline(&line, &linecap, f)) != -1) {
 		size_t len = (size_t)got;
+		uint64_t weight = 1;
 		if (len > 0 && line[len - 1] == '\n')
 			len--;
+		if (weighted) {
+			char *sp = NULL;
+			for (size_t k = len; k > 0; k--)
+				if (line[k - 1] == ' ') {
+					sp = &line[k - 1];
+					break;
+				}
+			if (!sp)
+				die("-weighted wants NAME WEIGHT");
+			line[len] = '\0';
+			weight = parse_u64(sp + 1);
+			if (weight > 0xffffffffULL)
+				die("weight above 2^32-1");
+			len = (size_t)(sp - line);
+		}
+		if (hex)
+			len = unhex(line, len);
 		if (len == 0)
 			die("empty backend name");
 		if (n == cap) {
@@ -161,6 +231,7 @@ static struct backend *read_backends(FILE *f, size_t *count)
 			die("out of memory");
 		memcpy(bs[n].name, line, len);
 		bs[n].len = len;
+		bs[n].weight = weight;
 		n++;
 	}
 	free(line);
@@ -194,6 +265,47 @@ static void fill(struct backend *bs, size_t n, uint64_t m, int64_t *owner)
 					break;
 				}
 			}
+		}
+	}
+}
+
+/* Takes backend i's turn: claims the first empty slot of its preferences. */
+static void claim(struct backend *b, size_t i, uint64_t m, int64_t *owner)
+{
+	for (;;) {
+		uint64_t slot = (b->offset + b->next * b->skip) % m;
+		b->next++;
+		if (owner[slot] == -1) {
+			owner[slot] = (int64_t)i;
+			return;
+		}
+	}
+}
+
+/*
+ * Fills owner[0..m-1] by the weighted rule, round by round, visiting every
+ * backend every round.
+ */
+static void fill_weighted(struct backend *bs, size_t n, uint64_t m, int64_t *owner)
+{
+	uint64_t filled = 0, maxw = 0;
+	for (uint64_t s = 0; s < m; s++)
+		owner[s] = -1;
+	for (size_t i = 0; i < n; i++) {
+		bs[i].next = 0;
+		bs[i].t = 0;
+		if (bs[i].weight > maxw)
+			maxw = bs[i].weight;
+	}
+	if (maxw == 0)
+		return;
+	for (uint64_t k = 1; filled < m; k++) {
+		for (size_t i = 0; i < n && filled < m; i++) {
+			if (bs[i].weight == 0 || k * bs[i].weight < bs[i].t)
+				continue;
+			bs[i].t += maxw;
+			claim(&bs[i], i, m, owner);
+			filled++;
 		}
 	}
 }
@@ -250,12 +362,80 @@ static uint64_t parse_m(const char *s)
 	return m;
 }
 
+/* ---- the ring ---- */
+
+struct point {
+	uint64_t pos;
+	size_t backend;
+	uint64_t j;
+};
+
+static int cmp_point(const void *a, const void *b)
+{
+	const struct point *x = a, *y = b;
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	if (x->backend != y->backend)
+		return x->backend < y->backend ? -1 : 1;
+	if (x->j != y->j)
+		return x->j < y->j ? -1 : 1;
+	return 0;
+}
+
+static int run_ring(hash_fn h, uint64_t vnodes, const struct backend *bs, size_t n)
+{
+	size_t np = n * (size_t)vnodes, k = 0;
+	struct point *pts = malloc((np ? np : 1) * sizeof *pts);
+	if (!pts)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char *buf = malloc(8 + bs[i].len);
+		if (!buf)
+			die("out of memory");
+		memcpy(buf + 8, bs[i].name, bs[i].len);
+		for (uint64_t j = 0; j < vnodes; j++) {
+			for (int b = 0; b < 8; b++)
+				buf[b] = (unsigned char)(j >> (8 * b));
+			pts[k].pos = h(buf, 8 + bs[i].len);
+			pts[k].backend = i;
+			pts[k].j = j;
+			k++;
+		}
+		free(buf);
+	}
+	qsort(pts, np, sizeof *pts, cmp_point);
+	for (k = 0; k < np; k++)
+		printf("%016llx %zu %llu\n", (unsigned long long)pts[k].pos, pts[k].backend,
+		       (unsigned long long)pts[k].j);
+	free(pts);
+	return 0;
+}
+
+/* -hashes HASHER: the hash of every line of stdin, given in hex. */
+static int run_hashes(hash_fn h)
+{
+	char *line = NULL;
+	size_t linecap = 0;
+	ssize_t got;
+	while ((got = getline(&line, &linecap, stdin)) != -1) {
+		size_t len = (size_t)got;
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
+		len = unhex(line, len);
+		printf("%016llx\n", (unsigned long long)h((const unsigned char *)line, len));
+	}
+	free(line);
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: maglev_ref [-names] HASHER M < names.txt\n"
+		"usage: maglev_ref [-names] [-hex] [-weighted] [-perms] HASHER M < names.txt\n"
+		"       maglev_ref -ring [-hex] HASHER VNODES < names.txt\n"
 		"       maglev_ref -perm M NAME:OFFSET:SKIP ...\n"
-		"       maglev_ref -hash HASHER STRING\n");
+		"       maglev_ref -hash HASHER STRING\n"
+		"       maglev_ref -hashes HASHER < hex.txt\n");
 	exit(2);
 }
 
@@ -292,7 +472,7 @@ static int run_perm(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int names = 0;
+	int names = 0, hex = 0, weighted = 0, perms = 0, ring = 0;
 	int i = 1;
 
 	if (argc >= 3 && strcmp(argv[1], "-perm") == 0)
@@ -303,36 +483,60 @@ int main(int argc, char **argv)
 		       (unsigned long long)h((const unsigned char *)argv[3], strlen(argv[3])));
 		return 0;
 	}
-	if (i < argc && strcmp(argv[i], "-names") == 0) {
-		names = 1;
-		i++;
+	if (argc == 3 && strcmp(argv[1], "-hashes") == 0)
+		return run_hashes(pick_hasher(argv[2]));
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (strcmp(argv[i], "-names") == 0)
+			names = 1;
+		else if (strcmp(argv[i], "-hex") == 0)
+			hex = 1;
+		else if (strcmp(argv[i], "-weighted") == 0)
+			weighted = 1;
+		else if (strcmp(argv[i], "-perms") == 0)
+			perms = 1;
+		else if (strcmp(argv[i], "-ring") == 0)
+			ring = 1;
+		else
+			usage();
 	}
-	if (argc - i != 2)
+	if (argc - i != 2 || (ring && (names || weighted || perms)))
 		usage();
 	hash_fn h = pick_hasher(argv[i]);
-	uint64_t m = parse_m(argv[i + 1]);
-	if (m < 2)
-		die("M must be at least 2");
 
 	size_t n;
-	struct backend *bs = read_backends(stdin, &n);
-	if (n > m)
-		die("more backends than slots");
+	struct backend *bs = read_backends(stdin, &n, hex, weighted);
 	if (n > 0)
 		qsort(bs, n, sizeof *bs, cmp_backend);
 	for (size_t k = 1; k < n; k++)
 		if (cmp_backend(&bs[k - 1], &bs[k]) == 0)
 			die("duplicate backend name");
+	if (ring)
+		return run_ring(h, parse_u64(argv[i + 1]), bs, n);
 
+	uint64_t m = parse_m(argv[i + 1]);
+	if (n > m)
+		die("more backends than slots");
 	for (size_t k = 0; k < n; k++) {
 		bs[k].offset = hash_with_suffix(h, bs[k].name, bs[k].len, "|offset") % m;
 		bs[k].skip = hash_with_suffix(h, bs[k].name, bs[k].len, "|skip") % (m - 1) + 1;
+	}
+	if (perms) {
+		for (size_t k = 0; k < n; k++) {
+			for (size_t b = 0; b < bs[k].len; b++)
+				printf("%02x", bs[k].name[b]);
+			printf(" %llu %llu\n", (unsigned long long)bs[k].offset,
+			       (unsigned long long)bs[k].skip);
+		}
+		return 0;
 	}
 
 	int64_t *owner = malloc(m * sizeof *owner);
 	if (!owner)
 		die("out of memory");
-	fill(bs, n, m, owner);
+	if (weighted)
+		fill_weighted(bs, n, m, owner);
+	else
+		fill(bs, n, m, owner);
 	if (names)
 		print_names(bs, m, owner);
 	else
