@@ -43,6 +43,9 @@ func load(t *testing.T, id string) (*File, []byte) {
 // if it fails after a change to the maglev or ring packages, that change
 // moves tables or rings that deployed fleets compute.
 func TestUpToDate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine whole-file check; run without -race (see norace_test.go)")
+	}
 	for _, h := range Hashers {
 		f, err := Build(h)
 		if err != nil {
@@ -73,6 +76,9 @@ func TestUpToDate(t *testing.T) {
 
 // TestMarshal checks that the files' layout decodes to what was encoded.
 func TestMarshal(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine whole-file check; run without -race (see norace_test.go)")
+	}
 	f, err := Build(Hashers[0])
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +165,9 @@ func unhex(t *testing.T, s string) []byte {
 // check an implementer in another language makes. It shares no code with
 // packages maglev and ring.
 func TestSpec(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine whole-file check; run without -race (see norace_test.go)")
+	}
 	for _, h := range Hashers {
 		t.Run(h.ID, func(t *testing.T) {
 			f, _ := load(t, h.ID)
