@@ -211,6 +211,7 @@ func checkFile(t *testing.T, f *File, H func([]byte) uint64) {
 		sets[s.ID] = names
 	}
 	for _, tab := range f.Tables {
+		checkWeights(t, tab)
 		checkTable(t, tab, sets[tab.Set], H, hashes)
 	}
 	for _, r := range f.Rings {
@@ -237,6 +238,46 @@ func checkFile(t *testing.T, f *File, H func([]byte) uint64) {
 	for id, n := range map[string]int{"xyz": 3, "hostile-10": 10, "hosts-100": 100, "random-100": 100} {
 		if len(sets[id]) != n {
 			t.Errorf("set %s has %d names, want %d", id, len(sets[id]), n)
+		}
+	}
+}
+
+// ruleWeight is the weight rule of docs/spec.md: the weight of the set's
+// k-th name.
+func ruleWeight(rule string, k int) (uint32, bool) {
+	switch rule {
+	case "mod5":
+		return uint32(k % 5), true
+	case "1-2-3":
+		return uint32(1 + k%3), true
+	case "pow2":
+		return 1 << (k % 32), true
+	case "heavy":
+		if k == 0 {
+			return 1_000_000, true
+		}
+		return 1, true
+	case "equal":
+		return 7, true
+	case "zero":
+		return 0, true
+	}
+	return 0, false
+}
+
+// checkWeights checks a weighted table's weights against its rule, as
+// docs/spec.md defines the rules.
+func checkWeights(t *testing.T, tab Table) {
+	t.Helper()
+	if tab.Weighted != (tab.Weights != "") {
+		t.Errorf("%s: weighted %v with rule %q", tab.ID, tab.Weighted, tab.Weights)
+	}
+	if !tab.Weighted {
+		return
+	}
+	for i, b := range tab.Backends {
+		if w, ok := ruleWeight(tab.Weights, b.Name); !ok || w != b.Weight {
+			t.Errorf("%s: backend %d (name %d) has weight %d, rule %q gives %d", tab.ID, i, b.Name, b.Weight, tab.Weights, w)
 		}
 	}
 }
