@@ -3,14 +3,24 @@ module github.com/maglevlb/maglev/bench/peers
 go 1.26.8
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cilium/cilium v1.15.19
+	github.com/dgryski/go-jump v0.0.0-20170409065014-e1f439676b57
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f
+	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8
+	github.com/kkdai/maglev v0.2.0
 	github.com/maglevlb/maglev v0.0.0-00010101000000-000000000000
+	github.com/serialx/hashring v0.0.0-20200727003509-22c0c7ab6b1b
+	github.com/shirou/gopsutil/v3 v3.23.2
+	github.com/stathat/consistent v1.0.0
+	github.com/zeebo/xxh3 v1.1.0
 )
 
 require (
 	github.com/asaskevich/govalidator v0.0.0-20230301143203-a9d515a09cc2 // indirect
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cilium/workerpool v1.2.0 // indirect
+	github.com/dchest/siphash v1.2.2 // indirect
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/fsnotify/fsnotify v1.7.0 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
@@ -39,7 +49,6 @@ require (
 	github.com/sagikazarmark/locafero v0.4.0 // indirect
 	github.com/sagikazarmark/slog-shim v0.1.0 // indirect
 	github.com/sasha-s/go-deadlock v0.3.1 // indirect
-	github.com/shirou/gopsutil/v3 v3.23.2 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/sourcegraph/conc v0.3.0 // indirect
 	github.com/spf13/afero v1.11.0 // indirect
@@ -53,7 +62,6 @@ require (
 	github.com/vishvananda/netlink v1.2.1 // indirect
 	github.com/vishvananda/netns v0.0.4 // indirect
 	github.com/yusufpapurcu/wmi v1.2.3 // indirect
-	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.mongodb.org/mongo-driver v1.13.1 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go4.org/netipx v0.0.0-20231129151722-fdeea329fbba // indirect
