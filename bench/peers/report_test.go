@@ -36,7 +36,7 @@ var reportSizes = []int{10, 100, 1000}
 
 var (
 	reportFlag   = flag.Bool("report", false, "run TestReport: benchmark every peer and print the markdown table")
-	reportRounds = flag.Int("report.rounds", 5, "TestReport: interleaved rounds of benchmarks; the table shows medians")
+	reportRounds = flag.Int("report.rounds", 8, "TestReport: interleaved rounds of benchmarks; the table shows medians")
 	reportDoc    = flag.String("report.doc", "", "TestReport: replace the generated block of this markdown file instead of printing it")
 	reportRaw    = flag.String("report.raw", "", "TestReport: also write every round's results to this file, in the format benchstat reads")
 )
