@@ -193,6 +193,7 @@ type row struct {
 	impl                 string
 	buildNs, buildB      []float64 // one per round
 	lookupNs             []float64 // one per round; nil without a lookup
+	lookupAllocs         string    // allocations a lookup makes, and their bytes
 	kept, buffer         int64
 	maxMean, join, leave float64
 }
@@ -213,7 +214,7 @@ func TestReport(t *testing.T) {
 	if *reportRounds < 1 {
 		t.Fatalf("-report.rounds %d, want at least 1", *reportRounds)
 	}
-	start := time.Now()
+	start, loadStart := time.Now(), loadAverage()
 	keys := randomKeys()
 	// rows[n][i] is peers[i] at N=n.
 	rows := map[int][]*row{}
@@ -266,6 +267,10 @@ func TestReport(t *testing.T) {
 					res := testing.Benchmark(func(b *testing.B) { p.benchLookup(b, p.prepare(b, names)(), lookup) })
 					record(benchName("lookup", n, p.impl), res)
 					r.lookupNs = append(r.lookupNs, float64(res.T.Nanoseconds())/float64(res.N))
+					r.lookupAllocs = fmt.Sprint(res.AllocsPerOp())
+					if b := res.AllocedBytesPerOp(); b > 0 {
+						r.lookupAllocs += fmt.Sprintf(" (%d B)", b)
+					}
 				}
 			}
 		}
@@ -278,7 +283,7 @@ func TestReport(t *testing.T) {
 	}
 
 	var md strings.Builder
-	writeReport(&md, rows, floor, time.Since(start))
+	writeReport(&md, rows, floor, time.Since(start), loadStart, loadAverage())
 	if *reportDoc == "" {
 		fmt.Print(md.String())
 		return
@@ -312,28 +317,32 @@ func replaceBlock(file, block string) error {
 
 // writeReport writes the markdown table of rows, with the machine, the
 // versions and the exact settings.
-func writeReport(w *strings.Builder, rows map[int][]*row, floor map[int]float64, took time.Duration) {
+func writeReport(w *strings.Builder, rows map[int][]*row, floor map[int]float64, took time.Duration, loadStart, loadEnd string) {
 	fmt.Fprintf(w, "Machine: %s, %d logical CPUs (GOMAXPROCS %d), %s %s/%s. ",
 		cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "Timings are medians of %d interleaved rounds of `testing.Benchmark` at `-benchtime %s`; the whole run took %v.\n\n",
+	fmt.Fprintf(w, "Timings are medians of %d interleaved rounds of `testing.Benchmark` at `-benchtime %s`; the whole run took %v",
 		*reportRounds, flag.Lookup("test.benchtime").Value, took.Round(time.Second))
+	if loadStart != "" && loadEnd != "" {
+		fmt.Fprintf(w, ", with a load average (1, 5, 15 min) of %s at the start and %s at the end", loadStart, loadEnd)
+	}
+	w.WriteString(".\n\n")
 
-	w.WriteString("| N | impl | build | B/op | kept | lookup | max/mean | moved on join | moved on leave |\n")
-	w.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	w.WriteString("| N | impl | build | B/op | kept | lookup | lookup allocs | max/mean | moved on join | moved on leave |\n")
+	w.WriteString("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, n := range reportSizes {
-		fmt.Fprintf(w, "| %d | *ideal* | | | | | %.3f (mod N) | %s (1/(N+1)) | %s (1/N) |\n",
+		fmt.Fprintf(w, "| %d | *ideal* | | | | | | %.3f (mod N) | %s (1/(N+1)) | %s (1/N) |\n",
 			n, floor[n], pct(1/float64(n+1)), pct(1/float64(n)))
 		for _, r := range rows[n] {
 			kept := bytesString(float64(r.kept))
 			if r.buffer > 0 {
 				kept += " + " + bytesString(float64(r.buffer)) + " buffer"
 			}
-			lookup := "—"
+			lookup, allocs := "—", "—"
 			if r.lookupNs != nil {
-				lookup = nsString(median(r.lookupNs))
+				lookup, allocs = nsString(median(r.lookupNs)), r.lookupAllocs
 			}
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %.3f | %s | %s |\n",
-				n, r.impl, nsString(median(r.buildNs)), bytesString(median(r.buildB)), kept, lookup, r.maxMean, pct(r.join), pct(r.leave))
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %.3f | %s | %s |\n",
+				n, r.impl, nsString(median(r.buildNs)), bytesString(median(r.buildB)), kept, lookup, allocs, r.maxMean, pct(r.join), pct(r.leave))
 		}
 	}
 
@@ -420,6 +429,19 @@ func pct(f float64) string {
 		return "—"
 	}
 	return fmt.Sprintf("%.2f%%", 100*f)
+}
+
+// loadAverage returns Linux's 1-, 5- and 15-minute load averages, or "".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], ", ")
 }
 
 // cpuModel returns the CPU's model name as Linux reports it, or GOARCH.
