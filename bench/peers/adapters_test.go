@@ -279,16 +279,6 @@ func (j *jumpNames) lookup(key string) string {
 	return j.names[jump.Hash(xxh3.HashString(key), len(j.names))]
 }
 
-// peerByImpl returns the peer labelled impl.
-func peerByImpl(impl string) peer {
-	for _, p := range peers {
-		if p.impl == impl {
-			return p
-		}
-	}
-	panic(fmt.Sprintf("no peer %q", impl))
-}
-
 // minimal lists the peers whose every join moves keys only to the newcomer
 // and whose every leave moves only the leaver's keys: the rings,
 // rendezvous and jump. Maglev tables (ours, Cilium's, kkdai's) move a few
