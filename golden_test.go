@@ -191,6 +191,7 @@ func TestInlining(t *testing.T) {
 	for _, fn := range []string{
 		"(*Table).LookupHash", "(*Table).LookupHashIndex", "(*Table).SlotOf",
 		"(*Table).owner", "Permutation.Next", "claim[go.shape.uint16]",
+		"(*Table).Candidates", "(*Table).CandidatesHash", "(*Table).CandidatesBytes",
 	} {
 		if !strings.Contains(string(out), "can inline "+fn) {
 			t.Errorf("%s is no longer inlinable", fn)
