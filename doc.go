@@ -32,6 +32,17 @@
 // the turn rule Envoy uses; weight 0 drains a backend without forgetting
 // it, and equal weights give exactly New's table.
 //
+// # Hot keys
+//
+// [Table.Candidates] lists a key's backends in preference order: its
+// Lookup backend first, then later choices in proportion to slot counts,
+// each backend once. It serves replica placement (a key's first k
+// candidates) and fallback past unhealthy backends without a rebuild. The
+// order is pinned per hasher like tables. [Bounded] builds consistent
+// hashing with bounded loads on it: a request goes to the first candidate
+// holding fewer than factor × its share of the requests in flight, so a
+// hot key spills over instead of sinking its backend.
+//
 // # Costs
 //
 // Building takes O(M log M) expected time and O(M + N) memory (no N×M

@@ -1,0 +1,282 @@
+package maglev
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+)
+
+// ErrBalanceFactor means a balance factor passed to NewBounded is neither 0
+// (bounded loads off) nor a finite number at least 1: below 1 the
+// backends' capacities could not hold every request in flight.
+var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a finite number ≥ 1")
+
+// A Bounded picks backends from a Table with bounded loads: consistent
+// hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam, SODA
+// 2018), as Envoy's hash_balance_factor does it. It counts the requests in
+// flight on each backend, and sends a key to the first of its Candidates
+// that has room: whose in-flight count is below its capacity
+//
+//	ceil(factor × L × w_i / Σw)
+//
+// where L is the number of requests in flight through the Bounded,
+// counting the one being placed, w_i the backend's weight (1 for a table
+// built by New) and Σw the table's total weight. A hot key thus fills its
+// own backend up to factor times that backend's fair share of the load,
+// then spills to its second choice, and so on; keys whose backends have
+// room go exactly where Lookup sends them. With factor 0, bounded loads are
+// off: every request goes where Lookup sends it, and is still counted.
+//
+// Capacities are computed in float64, as math.Ceil(s_i × L) with s_i =
+// factor × w_i / Σw rounded once when the table is published.
+//
+// The guarantee: Acquire assigns a request to backend i only by raising
+// i's in-flight count from c to c+1, in one atomic step, where c is below
+// i's capacity at an L read during that Acquire; so at the moment a
+// request is assigned, its backend holds at most its capacity, that is at
+// most factor × L × w_i/Σw + 1 requests (the +1 is the ceiling's). The capacities of a table's backends
+// add up to at least factor × L ≥ L, more than the requests that hold
+// them, so sequential Acquires always find room. Concurrent ones, whose
+// counts move while they look, can find every candidate full: an Acquire
+// that finds no room in two passes over the candidates takes the key's
+// first candidate regardless, and counts it in Stats.Forced.
+//
+// A Bounded is safe for concurrent use by multiple goroutines. Acquire and
+// Release take no lock and do not allocate; Update takes a lock that only
+// other Updates wait for. In-flight counts are kept per backend name, so a
+// backend that stays in the table across an Update keeps its count: a
+// lease taken before the swap is released into the count the new table
+// sees, and no request is lost or counted twice. A backend that leaves
+// keeps its count until its last lease is released, after an Update; L
+// counts every lease not yet released, on any table.
+type Bounded struct {
+	factor  float64
+	state   atomic.Pointer[boundedState]
+	_       [64]byte     // keeps total off the cache line of the fields every Acquire reads
+	total   atomic.Int64 // L: leases not yet released
+	_       [56]byte
+	spilled atomic.Uint64           // Stats.Spilled
+	forced  atomic.Uint64           // Stats.Forced
+	mu      sync.Mutex              // serializes Update
+	byName  map[string]*backendLoad // counts of the current backends, and of departed ones still in flight
+}
+
+// boundedState is one published table with its backends' counts.
+type boundedState struct {
+	table *Table
+	loads []*backendLoad // by table index
+	share []float64      // by table index: factor × w_i / Σw
+}
+
+// A backendLoad is one backend's counts, alone on its cache line so that
+// goroutines counting different backends do not contend.
+type backendLoad struct {
+	inflight atomic.Int64
+	spilled  atomic.Uint64 // requests it was the first candidate of, placed elsewhere
+	_        [48]byte
+}
+
+// NewBounded returns a bounded-load picker over table t with the given
+// balance factor: 0 turns bounded loads off (every pick is Lookup's), and
+// otherwise the factor must be at least 1; Envoy's users commonly set 1.25.
+// A nil t is an empty table: every Acquire returns a lease with Index -1
+// until Update publishes one with backends. NewBounded returns an error
+// wrapping ErrBalanceFactor for a factor that is NaN, infinite, negative,
+// or in (0, 1). It is O(N) and allocates O(N).
+func NewBounded(t *Table, factor float64) (*Bounded, error) {
+	if factor != 0 && !(factor >= 1 && factor <= math.MaxFloat64) {
+		return nil, fmt.Errorf("%w: %v", ErrBalanceFactor, factor)
+	}
+	b := &Bounded{factor: factor, byName: map[string]*backendLoad{}}
+	b.Update(t)
+	return b, nil
+}
+
+// Factor returns the balance factor; 0 means bounded loads are off.
+func (b *Bounded) Factor() float64 { return b.factor }
+
+// Table returns the table Acquire picks from: the last one published.
+func (b *Bounded) Table() *Table { return b.state.Load().table }
+
+// Update publishes t (nil for an empty table) as the table later Acquires
+// pick from. Backends of t that were in the previous table keep their
+// in-flight counts; leases taken from the previous table stay valid and
+// are released into those counts. Update is O(N) for N backends, old and
+// new, allocates O(N), and is safe to call concurrently with Acquire,
+// Release and other Updates.
+func (b *Bounded) Update(t *Table) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := &boundedState{table: t}
+	if t != nil {
+		n := len(t.backends)
+		st.loads = make([]*backendLoad, n)
+		st.share = make([]float64, n)
+		var sum float64
+		for i := range n {
+			sum += float64(t.weight(i))
+		}
+		for i, name := range t.backends {
+			l := b.byName[name]
+			if l == nil {
+				l = new(backendLoad)
+				b.byName[name] = l
+			}
+			st.loads[i] = l
+			if sum > 0 {
+				st.share[i] = b.factor * float64(t.weight(i)) / sum
+			}
+		}
+	}
+	for name, l := range b.byName {
+		if (t == nil || t.Index(name) < 0) && l.inflight.Load() == 0 {
+			delete(b.byName, name)
+		}
+	}
+	b.state.Store(st)
+}
+
+// weight returns backend i's weight: 1 for a table built by New.
+func (t *Table) weight(i int) uint32 {
+	if t.weights == nil {
+		return 1
+	}
+	return t.weights[i]
+}
+
+// A Lease is one request placed by a Bounded: where it goes, and the count
+// it holds until Release. The zero Lease holds nothing, and its Release
+// does nothing. A Lease is a small value; copying it copies the right to
+// release it, which must be used exactly once.
+type Lease struct {
+	Table   *Table // the table Index refers to; nil if there was no backend
+	Index   int    // the backend's index in Table (see Table.Backends), or -1
+	Backend string // the backend's name, or ""
+	Spilled bool   // the key's first candidate was full: Index is a later one
+
+	load  *backendLoad
+	total *atomic.Int64
+}
+
+// Release ends the lease's request: it lowers its backend's in-flight
+// count, and L. Call it exactly once per lease that Acquire returned, from
+// any goroutine (a gRPC picker's Done callback, say): a second Release
+// would undercount. Release is O(1), takes no lock and does not allocate.
+func (l Lease) Release() {
+	if l.load == nil {
+		return
+	}
+	l.load.inflight.Add(-1)
+	l.total.Add(-1)
+}
+
+// Acquire places a request for key: it picks the first of the key's
+// Candidates (hashed with the table's Hasher) whose in-flight count is
+// below its capacity, counts the request there, and returns the lease.
+// Release the lease when the request ends. With no backend to pick (an
+// empty table, or every backend drained) it returns a lease with Index -1,
+// which need not be released. Acquire is O(k) for the k candidates it
+// looks at, takes no lock and does not allocate.
+func (b *Bounded) Acquire(key string) Lease {
+	st := b.state.Load()
+	if st.table == nil || st.table.empty() {
+		return Lease{Index: -1}
+	}
+	return b.acquire(st, st.table.keyHash(key))
+}
+
+// AcquireHash is Acquire for a key hash h, for callers that hash keys
+// themselves (with the table's Hasher, for Acquire's answers).
+func (b *Bounded) AcquireHash(h uint64) Lease {
+	st := b.state.Load()
+	if st.table == nil || st.table.empty() {
+		return Lease{Index: -1}
+	}
+	return b.acquire(st, h)
+}
+
+// acquire places key hash h on st's table, which has slot owners.
+func (b *Bounded) acquire(st *boundedState, h uint64) Lease {
+	t := st.table
+	if b.factor == 0 {
+		i := t.LookupHashIndex(h)
+		st.loads[i].inflight.Add(1)
+		b.total.Add(1)
+		return b.lease(st, i, false)
+	}
+	total := b.total.Add(1)
+	first := -1
+	for range 2 {
+		for i := range t.CandidatesHash(h) {
+			if first < 0 {
+				first = i
+			}
+			l := st.loads[i]
+			for {
+				c := l.inflight.Load()
+				if float64(c) >= math.Ceil(st.share[i]*float64(total)) {
+					break // full
+				}
+				if l.inflight.CompareAndSwap(c, c+1) {
+					if i != first {
+						st.loads[first].spilled.Add(1)
+						b.spilled.Add(1)
+					}
+					return b.lease(st, i, i != first)
+				}
+			}
+			total = b.total.Load() // the freshest L for the next candidate
+		}
+	}
+	st.loads[first].inflight.Add(1)
+	b.forced.Add(1)
+	return b.lease(st, first, false)
+}
+
+func (b *Bounded) lease(st *boundedState, i int, spilled bool) Lease {
+	return Lease{Table: st.table, Index: i, Backend: st.table.backends[i], Spilled: spilled, load: st.loads[i], total: &b.total}
+}
+
+// BoundedStats are a Bounded's counters, for observability.
+type BoundedStats struct {
+	InFlight int64  // leases not yet released: L, less the next request
+	Spilled  uint64 // requests placed on a later candidate because the first was full
+	Forced   uint64 // requests placed on a full first candidate because every candidate was full
+}
+
+// Stats returns the counters. It is O(1) and does not allocate; under
+// concurrent use each counter is read atomically, but not all at once.
+func (b *Bounded) Stats() BoundedStats {
+	return BoundedStats{InFlight: b.total.Load(), Spilled: b.spilled.Load(), Forced: b.forced.Load()}
+}
+
+// A BackendLoad is one backend's counters, from Bounded.Loads.
+type BackendLoad struct {
+	Backend  string
+	InFlight int64  // requests holding a lease on it
+	Capacity int64  // its capacity at the current L, for one more request; 0 when bounded loads are off
+	Spilled  uint64 // requests whose first candidate it was, placed on a later one because it was full
+}
+
+// Loads appends the counters of the current table's backends, in table
+// order, to dst and returns the extended slice. Spilled counts since the
+// backend's name last entered the Bounded's tables. Loads is O(N) and
+// allocates only to grow dst.
+func (b *Bounded) Loads(dst []BackendLoad) []BackendLoad {
+	st := b.state.Load()
+	if st.table == nil {
+		return dst
+	}
+	next := float64(b.total.Load() + 1)
+	for i, name := range st.table.backends {
+		l := st.loads[i]
+		bl := BackendLoad{Backend: name, InFlight: l.inflight.Load(), Spilled: l.spilled.Load()}
+		if b.factor != 0 {
+			bl.Capacity = int64(math.Ceil(st.share[i] * next))
+		}
+		dst = append(dst, bl)
+	}
+	return dst
+}
