@@ -82,3 +82,26 @@ func ExampleNew_errors() {
 	// ring: vnodes out of range: 0, want 1..16777216
 	// true
 }
+
+// Replicas on a ring are the classic way: a key lives on the first three
+// distinct backends clockwise from its position.
+func ExampleRing_Candidates() {
+	r, err := ring.New([]string{"store-a", "store-b", "store-c", "store-d", "store-e"}, ring.DefaultVnodes, nil)
+	if err != nil {
+		panic(err)
+	}
+	backends := r.Backends()
+	for _, key := range []string{"user:1", "user:2"} {
+		var replicas []string
+		for i := range r.Candidates(key) {
+			replicas = append(replicas, backends[i])
+			if len(replicas) == 3 {
+				break
+			}
+		}
+		fmt.Println(key, replicas, "primary is Lookup:", replicas[0] == r.Lookup(key))
+	}
+	// Output:
+	// user:1 [store-d store-a store-e] primary is Lookup: true
+	// user:2 [store-c store-d store-a] primary is Lookup: true
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/maglevlb/maglev"
 	"github.com/zeebo/xxh3"
@@ -88,6 +89,9 @@ type Ring struct {
 	vnodes   int      // points per backend, or 0 if placed by NewWithPositions
 	xxh3     bool     // h is maglev.XXH3(), called directly on lookups
 	h        maglev.Hasher
+
+	backOnce sync.Once // builds back, on the first Candidates
+	back     []uint32  // per point, see backDistances
 }
 
 // New builds the ring of vnodes points per backend, hashing with h (nil
