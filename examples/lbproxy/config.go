@@ -78,7 +78,7 @@ func readBackendsFile(path string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lbproxy: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only: Close cannot lose data
 	var specs []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

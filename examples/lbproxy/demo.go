@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -30,17 +31,17 @@ func (d *demoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ok")
+		_, _ = fmt.Fprintln(w, "ok")
 	case r.URL.Path == "/down" || r.URL.Path == "/up":
 		d.down.Store(r.URL.Path == "/down")
-		fmt.Fprintf(w, "%s: health check now answers %s\n", d.id, map[bool]string{true: "503", false: "200"}[d.down.Load()])
+		_, _ = fmt.Fprintf(w, "%s: health check now answers %s\n", d.id, map[bool]string{true: "503", false: "200"}[d.down.Load()])
 	case r.URL.Path == "/stop" && d.stop != nil:
-		fmt.Fprintf(w, "%s: stopping\n", d.id)
+		_, _ = fmt.Fprintf(w, "%s: stopping\n", d.id)
 		go d.stop()
 	default:
 		n, _ := io.Copy(io.Discard, r.Body)
 		w.Header().Set("X-Backend", d.id)
-		fmt.Fprintf(w, "%s: %s %s (%d bytes)\n", d.id, r.Method, r.URL.Path, n)
+		_, _ = fmt.Fprintf(w, "%s: %s %s (%d bytes)\n", d.id, r.Method, r.URL.Path, n)
 	}
 }
 
@@ -51,7 +52,7 @@ func startDemo(n int, healthPath string, logger *log.Logger) (specs []string, st
 	var servers []*http.Server
 	stop = func() {
 		for _, srv := range servers {
-			srv.Close()
+			_ = srv.Close() // closing listeners; the demo is over
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -62,9 +63,13 @@ func startDemo(n int, healthPath string, logger *log.Logger) (specs []string, st
 		}
 		d := &demoBackend{id: fmt.Sprintf("d%d", i), healthPath: healthPath}
 		srv := &http.Server{Handler: d, ReadHeaderTimeout: 5 * time.Second}
-		d.stop = func() { srv.Shutdown(context.Background()) }
+		d.stop = func() { _ = srv.Shutdown(context.Background()) } // waits for requests in flight; no deadline to miss
 		servers = append(servers, srv)
-		go srv.Serve(ln)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				logger.Printf("demo backend %s: %v", d.id, err)
+			}
+		}()
 		url := "http://" + ln.Addr().String()
 		specs = append(specs, d.id+"="+url)
 		logger.Printf("demo backend %s on %s (GET %s/down or /up switches its health, /stop stops it)", d.id, url, url)

@@ -178,8 +178,9 @@ func (c *checker) probe(ctx context.Context, b *backend) error {
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
+	// Drain a little so the connection can be reused; the status decides.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	_ = resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("GET %s: %s", b.health, resp.Status)
 	}

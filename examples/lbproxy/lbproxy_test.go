@@ -119,7 +119,7 @@ func (h *harness) do(method, key, body string, header ...string) (status int, ba
 	if err != nil {
 		h.t.Fatalf("%s key %q: %v", method, key, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		h.t.Fatalf("%s key %q: reading body: %v", method, key, err)
@@ -190,7 +190,7 @@ func (h *harness) checkDebug(want *maglev.Table, churn int, rebuilds int64, sinc
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/json" {
 		h.t.Fatalf("/debug/maglev: %s, Content-Type %q", resp.Status, ct)
 	}

@@ -161,7 +161,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		ln, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
 			for _, ln := range listeners {
-				ln.Close()
+				_ = ln.Close() // never served; the listen error is the one to report
 			}
 			return fmt.Errorf("lbproxy: %w", err)
 		}
@@ -188,7 +188,9 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, srv := range servers {
-		srv.Shutdown(shutdown)
+		if err := srv.Shutdown(shutdown); err != nil {
+			logger.Printf("shutting down %s: %v", srv.Addr, err)
+		}
 	}
 	p.transport.CloseIdleConnections()
 	return err
