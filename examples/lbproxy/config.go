@@ -20,6 +20,7 @@ type config struct {
 	Rise           int           // consecutive passed probes that re-add it
 	TableSize      int           // Maglev table size M, a prime
 	Seed           uint64        // XXH3 seed of the table; 0 is plain XXH3
+	BalanceFactor  float64       // bounded loads: 0 for off, else at least 1; see maglev.NewBounded
 }
 
 // A backend is one configured backend, healthy or not.

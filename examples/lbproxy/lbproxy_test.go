@@ -165,10 +165,13 @@ func (h *harness) waitTable(want *maglev.Table, r0 int64, within int) *snapshot 
 // debugState.
 type wireState struct {
 	Backends []struct {
-		Name    string `json:"name"`
-		URL     string `json:"url"`
-		Healthy bool   `json:"healthy"`
-		Slots   int    `json:"slots"`
+		Name     string `json:"name"`
+		URL      string `json:"url"`
+		Healthy  bool   `json:"healthy"`
+		Slots    int    `json:"slots"`
+		InFlight int64  `json:"in_flight"`
+		Capacity int64  `json:"capacity"`
+		Spilled  uint64 `json:"spilled"`
 	} `json:"backends"`
 	Healthy     int       `json:"healthy"`
 	TableSize   int       `json:"table_size"`
@@ -178,8 +181,12 @@ type wireState struct {
 		Slots    int     `json:"slots"`
 		Fraction float64 `json:"fraction"`
 	} `json:"last_churn"`
-	Rebuilds int64 `json:"rebuilds"`
-	Retries  int64 `json:"retries"`
+	Rebuilds      int64   `json:"rebuilds"`
+	Retries       int64   `json:"retries"`
+	BalanceFactor float64 `json:"balance_factor"`
+	Requests      int64   `json:"requests"`
+	InFlight      int64   `json:"in_flight"`
+	Spilled       uint64  `json:"spilled"`
 }
 
 // checkDebug fetches /debug/maglev and checks it against want, the
@@ -216,7 +223,16 @@ func (h *harness) checkDebug(want *maglev.Table, churn int, rebuilds int64, sinc
 			h.t.Errorf("/debug/maglev: backend %d: %+v, want %s at %s, healthy %t, %d slots",
 				i, b, h.backends[i].id, h.servers[i].URL, wantSlots > 0, wantSlots)
 		}
+		// Between requests nothing is in flight; bounded loads are off.
+		if b.InFlight != 0 || b.Capacity != 0 || b.Spilled != 0 {
+			h.t.Errorf("/debug/maglev: backend %s: in flight %d, capacity %d, spilled %d; want all 0",
+				b.Name, b.InFlight, b.Capacity, b.Spilled)
+		}
 		sum += b.Slots
+	}
+	if got.BalanceFactor != 0 || got.InFlight != 0 || got.Spilled != 0 || got.Requests != h.p.requests.Load() {
+		h.t.Errorf("/debug/maglev: balance_factor %v, in_flight %d, spilled %d, requests %d; want 0, 0, 0, %d",
+			got.BalanceFactor, got.InFlight, got.Spilled, got.Requests, h.p.requests.Load())
 	}
 	if want.Len() > 0 && sum != m {
 		h.t.Errorf("/debug/maglev: slots sum to %d, want %d", sum, m)

@@ -37,8 +37,20 @@
 // response cut off midway, which cannot be retried. With no healthy backend,
 // every request gets 503 "no healthy backend".
 //
+// With -balance-factor F (0, the default, is off; F must otherwise be at
+// least 1, and Envoy's users commonly set 1.25), the proxy bounds loads
+// (consistent hashing with bounded loads, as Envoy's hash_balance_factor):
+// a backend takes at most ceil(F × L / N) of the L requests in flight, and
+// a request whose backend is full goes to the key's next choice in the
+// table's candidate order (see maglev.Table.Candidates). A hot key then
+// spills over instead of sinking its backend, while every other key stays
+// where Maglev puts it. A retried request keeps its place in its first
+// backend's count.
+//
 // The admin listener (-admin) serves /debug/maglev: the backends with their
-// health and slot counts, the table size, and the last rebuild and its
+// health, slot counts, requests in flight and requests spilled away from
+// them, the table size, the balance factor, the totals of requests, of
+// requests in flight and of spilled requests, and the last rebuild and its
 // churn, as JSON.
 package main
 
@@ -95,6 +107,8 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
 	fs.IntVar(&o.cfg.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
+	fs.Float64Var(&o.cfg.BalanceFactor, "balance-factor", 0,
+		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -36,9 +37,11 @@ type proxy struct {
 	log       *log.Logger
 	health    checker
 
-	cur     atomic.Pointer[snapshot] // what requests read
-	mu      sync.Mutex               // serializes rebuilds
-	retries atomic.Int64             // requests sent a second time
+	cur      atomic.Pointer[snapshot] // what requests read
+	loads    *maglev.Bounded          // requests in flight per backend, over cur's table
+	mu       sync.Mutex               // serializes rebuilds
+	retries  atomic.Int64             // requests sent a second time
+	requests atomic.Int64             // requests routed to a backend
 }
 
 // route is what ServeHTTP hands, in the request's context, to the
@@ -73,7 +76,11 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	case cfg.Fall < 1 || cfg.Rise < 1:
 		return nil, errors.New("lbproxy: fall and rise must be at least 1")
 	}
-	p := &proxy{cfg: cfg, keyOf: keyOf, hasher: maglev.XXH3Seed(cfg.Seed), log: logger}
+	loads, err := maglev.NewBounded(nil, cfg.BalanceFactor)
+	if err != nil {
+		return nil, fmt.Errorf("lbproxy: -balance-factor: %w", err)
+	}
+	p := &proxy{cfg: cfg, keyOf: keyOf, hasher: maglev.XXH3Seed(cfg.Seed), log: logger, loads: loads}
 	for _, spec := range cfg.Backends {
 		name, u, err := parseBackend(spec)
 		if err != nil {
@@ -91,6 +98,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.loads.Update(s.table)
 	p.cur.Store(s)
 
 	p.transport = &http.Transport{
@@ -114,20 +122,40 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	return p, nil
 }
 
-// ServeHTTP routes r to the backend that owns its key, or answers 503 if
-// no backend is healthy. See retryTransport for what happens when that
-// backend fails.
+// ServeHTTP routes r to the backend that owns its key (or, with bounded
+// loads, to the key's first candidate with room), or answers 503 if no
+// backend is healthy. The request counts as in flight on its backend until
+// ServeHTTP returns. See retryTransport for what happens when that backend
+// fails.
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s := p.cur.Load()
 	key := p.keyOf(r)
-	i := s.table.LookupIndex(key)
-	if i < 0 {
+	s, lease := p.pick(key)
+	if lease.Index < 0 {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no healthy backend", http.StatusServiceUnavailable)
 		return
 	}
-	rt := &route{snap: s, key: key, index: i, retry: idempotent(r) && bufferBody(r)}
+	defer lease.Release()
+	p.requests.Add(1)
+	rt := &route{snap: s, key: key, index: lease.Index, retry: idempotent(r) && bufferBody(r)}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, rt)))
+}
+
+// pick places a request for key: it returns the snapshot to route by and
+// the lease on the request's backend in the snapshot's table. A rebuild
+// publishes its table to p.loads just before it stores the snapshot, so a
+// lease taken in between is on a table newer than the snapshot just
+// loaded; pick then lets the rebuild finish and picks again.
+func (p *proxy) pick(key string) (*snapshot, maglev.Lease) {
+	for {
+		s := p.cur.Load()
+		lease := p.loads.Acquire(key)
+		if lease.Table == s.table || lease.Index < 0 && s.table.Len() == 0 {
+			return s, lease
+		}
+		lease.Release()
+		runtime.Gosched()
+	}
 }
 
 // idempotent reports whether r may be sent twice: its method is GET, HEAD,

@@ -94,6 +94,7 @@ func (p *proxy) rebuild(healthy []*backend, round int64) error {
 	s.churn = old.table.Diff(s.table)
 	s.rebuilds = old.rebuilds + 1
 	s.round = round
+	p.loads.Update(s.table) // before the snapshot: see pick
 	p.cur.Store(s)
 
 	was, now := old.table.Backends(), s.table.Backends()
