@@ -375,6 +375,9 @@ func TestEndToEnd(t *testing.T) {
 	if status != http.StatusOK || got != two.Lookup(k) || !strings.HasSuffix(text, "(13 bytes)\n") {
 		t.Errorf("PUT key %q on dead b2: %d from %s %q, want 200 from %s with 13 bytes", k, status, got, text, two.Lookup(k))
 	}
+	if strings.Contains(h.log.String(), "<nil>; retrying") {
+		t.Errorf("a retry logged a nil error instead of the failure:\n%s", h.log)
+	}
 	if n := p.retries.Load() - retries; n != int64(len(onB2))+2 {
 		t.Errorf("%d retries, want %d", n, len(onB2)+2)
 	}

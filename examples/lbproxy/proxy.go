@@ -220,9 +220,11 @@ func (t retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	next := backends[j]
 	again := req.Clone(req.Context())
 	if req.Body != nil && req.GetBody != nil {
-		if again.Body, err = req.GetBody(); err != nil {
-			return nil, err
+		body, berr := req.GetBody()
+		if berr != nil {
+			return nil, berr
 		}
+		again.Body = body
 	}
 	again.URL.Scheme, again.URL.Host, again.Host = next.url.Scheme, next.url.Host, ""
 	p.retries.Add(1)
