@@ -7,6 +7,7 @@ package maglev
 
 import (
 	"iter"
+	"math/bits"
 
 	"github.com/zeebo/xxh3"
 )
@@ -18,6 +19,9 @@ const (
 
 	// candidateProbes is P, the most slots the first phase probes.
 	candidateProbes = 4 * candidateWalk
+
+	// golden64 is SplitMix64's increment, 2^64 divided by the golden ratio.
+	golden64 = 0x9e3779b97f4a7c15
 )
 
 // Candidates returns an iterator over the indices (see Backends) of the
@@ -29,23 +33,24 @@ const (
 // For the key hash h (the table's Hasher applied to key) the order is:
 //
 //  1. The owner of slot s₀ = h mod M: LookupIndex(key).
-//  2. The key's walk over the slots. With h₂ the SplitMix64 finalizer of h
-//     (z ^= z>>30; z *= 0xbf58476d1ce4e5b9; z ^= z>>27;
-//     z *= 0x94d049bb133111eb; z ^= z>>31) and step = h₂ mod (M−1) + 1, the
-//     slots s_j = (s₀ + j·step) mod M for j = 1, 2, ..., 64, in that order;
-//     each slot's owner is yielded unless it was yielded before. The walk
-//     stops early once 16 backends in all have been yielded.
+//  2. The key's probes: up to 64 slots drawn by SplitMix64 seeded with h.
+//     For j = 1, 2, ..., 64 in turn: x_j = h + j·0x9e3779b97f4a7c15 (mod
+//     2^64), z_j = mix(x_j) with mix the SplitMix64 finalizer (z ^= z>>30;
+//     z *= 0xbf58476d1ce4e5b9; z ^= z>>27; z *= 0x94d049bb133111eb;
+//     z ^= z>>31), and slot s_j = ⌊z_j · M / 2^64⌋; the owner of s_j is
+//     yielded unless it was yielded before. The probes stop early once 16
+//     backends in all have been yielded.
 //  3. Every other backend with a non-zero weight, in index order, starting
 //     after the first candidate and wrapping around.
 //
-// Since M is prime, the walk visits distinct slots, and for a random key
-// each of them is uniform over the slots not visited before; so a key's
-// second choice is backend j with probability in proportion to j's slot
-// count (for keys first owned by A: count_j / (M − count_A)), as are the
-// later choices of the walk. The first k candidates, for k ≤ min(16, N/2)
-// with N slot-owning backends of about equal shares, cost O(k) expected:
-// each probe finds a new backend with probability at least 1/2. Beyond
-// the walk, each candidate costs a scan of up to 16 earlier ones.
+// Each probe picks a slot uniformly at random, whatever the table's
+// layout, so a key's second choice is backend j with probability in
+// proportion to j's slot count (for keys first owned by A,
+// count_j / (M − count_A)), and so are the later choices of the probes.
+// The first k candidates, for k ≤ min(16, N/2) with N slot-owning backends
+// of about equal shares, cost O(k) expected: each probe finds a new
+// backend with probability at least 1/2. Beyond the probes, each
+// candidate costs a scan of up to 16 earlier ones.
 //
 // Ranging over the iterator does not allocate: Candidates and
 // CandidatesHash are inlinable, so the iterator stays on the caller's
@@ -84,7 +89,7 @@ func (t *Table) keyHashBytes(key []byte) uint64 {
 }
 
 // mix64 is the SplitMix64 finalizer (Stafford's Mix13), a bijection of
-// uint64 that decorrelates a key's walk step from its first slot.
+// uint64 that turns SplitMix64's counter into its output.
 func mix64(z uint64) uint64 {
 	z ^= z >> 30
 	z *= 0xbf58476d1ce4e5b9
@@ -101,8 +106,7 @@ func (t *Table) candidates(h uint64, yield func(int) bool) {
 		return
 	}
 	m := uint64(t.m)
-	s := uint32(h % m)
-	first := t.owner(s)
+	first := t.owner(uint32(h % m))
 	if !yield(first) {
 		return
 	}
@@ -124,13 +128,12 @@ func (t *Table) candidates(h uint64, yield func(int) bool) {
 	var seen [candidateWalk]int32
 	seen[0] = int32(first)
 	n := 1
-	step := uint32(mix64(h)%(m-1) + 1) // m ≥ 2, being prime
+	x := h
 walk:
 	for range candidateProbes {
-		if s += step; s >= t.m {
-			s -= t.m
-		}
-		o := int32(t.owner(s))
+		x += golden64
+		hi, _ := bits.Mul64(mix64(x), m)
+		o := int32(t.owner(uint32(hi)))
 		for _, x := range seen[:n] {
 			if x == o {
 				continue walk

@@ -27,9 +27,9 @@ func ExampleTable_Candidates_replicas() {
 		fmt.Println(key, replicas, "primary is Lookup:", replicas[0] == t.Lookup(key))
 	}
 	// Output:
-	// user:1 [store-a store-e store-c] primary is Lookup: true
-	// user:2 [store-c store-d store-b] primary is Lookup: true
-	// user:3 [store-d store-a store-c] primary is Lookup: true
+	// user:1 [store-a store-d store-b] primary is Lookup: true
+	// user:2 [store-c store-a store-e] primary is Lookup: true
+	// user:3 [store-d store-e store-c] primary is Lookup: true
 }
 
 // A key whose backend is unhealthy goes to its first healthy candidate,
@@ -55,16 +55,17 @@ func ExampleTable_Candidates_fallback() {
 	}
 	// Output:
 	// 192.0.2.1: Lookup 10.0.0.2:80, routed to 10.0.0.2:80
-	// 192.0.2.2: Lookup 10.0.0.4:80, routed to 10.0.0.1:80
-	// 192.0.2.3: Lookup 10.0.0.4:80, routed to 10.0.0.1:80
+	// 192.0.2.2: Lookup 10.0.0.4:80, routed to 10.0.0.2:80
+	// 192.0.2.3: Lookup 10.0.0.4:80, routed to 10.0.0.3:80
 	// 192.0.2.4: Lookup 10.0.0.1:80, routed to 10.0.0.1:80
 }
 
 // A Bounded spills a hot key past its backend's capacity to the key's next
 // candidates; Release ends each request. With factor 1.25 and 4 backends,
 // a backend's capacity is ceil(1.25 × L / 4) for L requests in flight, so
-// the hot key's backend a takes the 1st request (capacity 1), c the 2nd,
-// b the 3rd (capacity 1 while L < 4), a the 4th (capacity 2), and so on.
+// the hot key's backend a takes the 1st request (capacity 1), its second
+// choice d the 2nd, its third c the 3rd (capacity 1 while L < 4), a the
+// 4th (capacity 2), and so on.
 func ExampleBounded() {
 	t, err := maglev.New([]string{"a", "b", "c", "d"}, maglev.DefaultSize, nil)
 	if err != nil {
@@ -100,8 +101,8 @@ func ExampleBounded() {
 	_, err = maglev.NewBounded(t, 0.8)
 	fmt.Println(err)
 	// Output:
-	// picks (* spilled): a c* b* a c* b* a c*
-	// candidates: [a c b d]
+	// picks (* spilled): a d* c* a d* c* a d*
+	// candidates: [a d c b]
 	// {InFlight:8 Spilled:5 Forced:0}
 	// in flight after release: 0
 	// maglev: balance factor must be 0 (off) or a finite number ≥ 1: 0.8
