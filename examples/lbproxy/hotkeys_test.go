@@ -331,6 +331,12 @@ func TestBalanceFactorConfig(t *testing.T) {
 	if o, _ := parseFlags([]string{"-demo", "2"}); o.cfg.BalanceFactor != 0 {
 		t.Fatalf("default balance factor %v, want 0 (off)", o.cfg.BalanceFactor)
 	}
+	for _, f := range []string{"0.5", "-1", "NaN", "+Inf"} {
+		_, err := parseFlags([]string{"-demo", "2", "-balance-factor", f})
+		if !errors.Is(err, maglev.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: -balance-factor: ") {
+			t.Errorf("parseFlags(-balance-factor %s): %v, want an error wrapping maglev.ErrBalanceFactor", f, err)
+		}
+	}
 	cfg := config{
 		Backends: []string{"http://127.0.0.1:9"}, Key: "ip", HealthPath: "/healthz",
 		HealthInterval: time.Second, HealthTimeout: time.Second, Fall: 1, Rise: 1, TableSize: 7,

@@ -126,6 +126,10 @@ func parseFlags(args []string) (options, error) {
 		}
 		o.cfg.Backends = append(o.cfg.Backends, specs...)
 	}
+	// Checked here too, before -demo starts anything, as a flag error.
+	if _, err := maglev.NewBounded(nil, o.cfg.BalanceFactor); err != nil {
+		return o, fmt.Errorf("lbproxy: -balance-factor: %w", err)
+	}
 	if len(o.cfg.Backends) == 0 && o.demo <= 0 {
 		return o, errors.New("lbproxy: no backends: use -backend, -backends-file or -demo")
 	}
