@@ -36,9 +36,10 @@ var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a f
 // i's in-flight count from c to c+1, in one atomic step, where c is below
 // i's capacity at an L read during that Acquire; so at the moment a
 // request is assigned, its backend holds at most its capacity, that is at
-// most factor × L × w_i/Σw + 1 requests (the +1 is the ceiling's). The capacities of a table's backends
-// add up to at least factor × L ≥ L, more than the requests that hold
-// them, so sequential Acquires always find room. Concurrent ones, whose
+// most factor × L × w_i/Σw + 1 requests (the +1 is the ceiling's). The
+// capacities of a table's backends add up to at least factor × L ≥ L,
+// more than the requests that hold them, so sequential Acquires always
+// find room. Concurrent ones, whose
 // counts move while they look, can find every candidate full: an Acquire
 // that finds no room in two passes over the candidates takes the key's
 // first candidate regardless, and counts it in Stats.Forced.
@@ -49,8 +50,11 @@ var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a f
 // backend that stays in the table across an Update keeps its count: a
 // lease taken before the swap is released into the count the new table
 // sees, and no request is lost or counted twice. A backend that leaves
-// keeps its count until its last lease is released, after an Update; L
-// counts every lease not yet released, on any table.
+// keeps its count while leases on it are outstanding, and the first Update
+// that finds it at zero forgets it; L counts every lease not yet released,
+// on any table. (An Acquire that loaded the old table just before such an
+// Update can still place a request on the forgotten count; should the
+// backend return, its new count starts without that request.)
 type Bounded struct {
 	factor  float64
 	state   atomic.Pointer[boundedState]
