@@ -54,10 +54,14 @@ type Backend struct {
 // A backend of the heaviest weight takes a turn every round, and every
 // backend with a non-zero weight takes one in round 1, so it owns at least
 // one slot. With N' non-drained backends and total weight Σw, backend i
-// owns about (m − N')·w_i/Σw + 1 slots (within 2). That is within 2 slots
-// of its proportional share m·w_i/Σw unless its weight is more than about 3
-// times the mean; at extreme skews the at-least-one-slot rule takes slots
-// from the heaviest backends.
+// owns (m − N')·w_i/Σw + 1 slots, give or take 1 + (N' − 2)·w_i/Σw: each
+// count is a rounded share plus one, and the others' rounding falls on i
+// in proportion to its weight. That is under 2 slots unless one backend
+// holds more than 1/(N' − 2) of the total weight, and at most N' − 1 slots
+// for a backend holding nearly all of it. The count is within about 2
+// slots of the proportional share m·w_i/Σw unless its weight is more than
+// about 3 times the mean; at extreme skews the at-least-one-slot rule takes
+// slots from the heaviest backends.
 //
 // With all weights equal the table is identical, slot for slot, to New's.
 // Weight-0 backends take no turns; they appear in Backends with a count of

@@ -153,7 +153,12 @@ func TestWeightedProperties(t *testing.T) {
 
 // checkShares checks the documented shares: every non-zero weight owns at
 // least one slot, a drained backend none, and backend i owns
-// (M − N')·w_i/Σw + 1 slots within 2.
+// (M − N')·w_i/Σw + 1 slots within 1 + (N' − 2)·w_i/Σw. That bound is
+// exact: backend i turns ⌊K·w_i/W⌋ + 1 times in K whole rounds, plus at
+// most once in the last, partial one, so its rounding error e_i − 1 is in
+// (−1, 1], and its count is off by (e_i − 1)(1 − s_i) − s_i·Σ_{j≠i}(e_j − 1)
+// with s_i = w_i/Σw. FuzzNewWeighted found a heavy backend beside three
+// light ones 2.03 slots off (testdata/fuzz/FuzzNewWeighted/heavy-beside-three).
 func checkShares(t *testing.T, tab *Table) {
 	t.Helper()
 	counts, ws := tab.Counts(), tab.Weights()
@@ -175,9 +180,11 @@ func checkShares(t *testing.T, tab *Table) {
 		if c < 1 {
 			t.Fatalf("backend %d (weight %d) owns no slot", i, ws[i])
 		}
-		want := float64(tab.Size()-active)*float64(ws[i])/sum + 1
-		if d := float64(c) - want; d > 2 || d < -2 {
-			t.Fatalf("backend %d (weight %d of %v) owns %d slots, want %.1f ± 2", i, ws[i], ws, c, want)
+		share := float64(ws[i]) / sum
+		want := float64(tab.Size()-active)*share + 1
+		bound := 1 + float64(active-2)*share + 1e-9
+		if d := float64(c) - want; d > bound || d < -bound {
+			t.Fatalf("backend %d (weight %d of %v) owns %d slots, want %.2f ± %.2f", i, ws[i], ws, c, want, bound)
 		}
 	}
 }
