@@ -1,0 +1,177 @@
+package grpcmaglev_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/grpcmaglev"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver/ringhash"
+)
+
+// TestAffinity: with every server up, each of 300 keys, called repeatedly
+// through the header and through WithKey, reaches the server the library's
+// table names, from the first RPC on.
+func TestAffinity(t *testing.T) {
+	ss := startServers(t, 5, 0)
+	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user"`, false))
+	tb := tableOf(t, ss)
+	ks := keys(300)
+	checkRouting(t, c, tb, ks, 3, viaHeader, nil)
+	checkRouting(t, c, tb, ks, 3, viaWithKey, nil)
+	// Every server owns some of the keys, so the test saw them all.
+	seen := map[string]bool{}
+	for _, k := range ks {
+		seen[tb.Lookup(k)] = true
+	}
+	if len(seen) != len(ss) {
+		t.Fatalf("the keys reach %d of %d servers", len(seen), len(ss))
+	}
+}
+
+// TestAffinityConfig: tableSize and seed choose the table, and an
+// upper-case header name in the config matches the lower-cased metadata key.
+func TestAffinityConfig(t *testing.T) {
+	ss := startServers(t, 4, 0)
+	const size, seed = 4093, 18446744073709551557 // 2^64-59, beyond float64's exact integers
+	c := newClient(t, endpoints(ss), serviceConfig(fmt.Sprintf(`"requestHashHeader": "X-User", "tableSize": %d, "seed": %d`, size, uint64(seed)), false))
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.addr
+	}
+	tb, err := maglev.New(names, size, maglev.XXH3Seed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := keys(200)
+	checkRouting(t, c, tb, ks, 2, viaHeader, nil)
+	// The default table routes some of these keys elsewhere, so the
+	// check above tells the tables apart.
+	def := tableOf(t, ss)
+	differ := 0
+	for _, k := range ks {
+		if def.Lookup(k) != tb.Lookup(k) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Fatal("the configured table routes every key like the default one")
+	}
+}
+
+// TestAffinityWeighted: endpoint weights and ring-hash hash keys name a
+// weighted table, with weight 0 counting as 1.
+func TestAffinityWeighted(t *testing.T) {
+	ss := startServers(t, 5, 0)
+	weights := []uint32{1, 2, 3, 0, 5}
+	hashKeys := []string{"alpha", "", "gamma", "delta", ""}
+	es := endpoints(ss)
+	var backends []maglev.Backend
+	toServer := map[string]string{} // table name -> server address
+	for i := range es {
+		es[i] = weight.Set(es[i], weight.EndpointInfo{Weight: weights[i]})
+		es[i] = ringhash.SetHashKey(es[i], hashKeys[i])
+		name := hashKeys[i]
+		if name == "" {
+			name = ss[i].addr
+		}
+		w := max(weights[i], 1)
+		backends = append(backends, maglev.Backend{Name: name, Weight: w})
+		toServer[name] = ss[i].addr
+	}
+	tb, err := maglev.NewWeighted(backends, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, es, serviceConfig(`"requestHashHeader": "x-user"`, false))
+	ks := keys(300)
+	checkRouting(t, c, tb, ks, 2, viaHeader, toServer)
+	checkRouting(t, c, tb, ks, 2, viaWithKey, toServer)
+	// The weights shape the table: the weight-5 backend owns more than the
+	// weight-1 ones.
+	counts := tb.Counts()
+	if heavy, light := counts[tb.Index(ss[4].addr)], counts[tb.Index("alpha")]; heavy < 4*light {
+		t.Fatalf("weight 5 owns %d slots, weight 1 owns %d", heavy, light)
+	}
+}
+
+// TestKeyPrecedence: WithKey wins over the header; several header values
+// are joined with ","; an RPC with no key reaches some READY server.
+func TestKeyPrecedence(t *testing.T) {
+	ss := startServers(t, 4, 0)
+	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user"`, false))
+	tb := tableOf(t, ss)
+	ks := keys(100)
+	ctx := context.Background()
+
+	// Two keys with different owners.
+	k1, k2 := ks[0], ""
+	for _, k := range ks[1:] {
+		if tb.Lookup(k) != tb.Lookup(k1) {
+			k2 = k
+			break
+		}
+	}
+	if k2 == "" {
+		t.Fatal("all keys have one owner")
+	}
+	both := grpcmaglev.WithKey(metadata.AppendToOutgoingContext(ctx, "x-user", k1), k2)
+	for range 10 {
+		got, err := c.call(both, "", viaNone)
+		if err != nil || got != tb.Lookup(k2) {
+			t.Fatalf("header %q and WithKey %q: got %q, %v; want WithKey's owner %q", k1, k2, got, err, tb.Lookup(k2))
+		}
+	}
+
+	// Values "a" and "b,c" of the header make the key "a,b,c".
+	for i := range 50 {
+		a, b := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d,c%d", i, i)
+		md := metadata.AppendToOutgoingContext(ctx, "x-user", a, "x-user", b)
+		got, err := c.call(md, "", viaNone)
+		if want := tb.Lookup(a + "," + b); err != nil || got != want {
+			t.Fatalf("header values %q, %q: got %q, %v; want %q", a, b, got, err, want)
+		}
+	}
+
+	// No key: random READY servers, so 200 calls reach more than one of
+	// the 4 (all reaching one has probability 4·4^-200).
+	seen := map[string]bool{}
+	for range 200 {
+		got, err := c.call(ctx, "", viaNone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("200 calls with no key all reached %v", seen)
+	}
+}
+
+// TestEmptyAndUnusedHeader: with no requestHashHeader configured, a header
+// is not a key; the empty string set with WithKey is a key.
+func TestEmptyAndUnusedHeader(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	c := newClient(t, endpoints(ss), serviceConfig(``, false))
+	tb := tableOf(t, ss)
+	for range 5 {
+		got, err := c.call(context.Background(), "", viaWithKey)
+		if err != nil || got != tb.Lookup("") {
+			t.Fatalf("WithKey(\"\"): got %q, %v; want %q", got, err, tb.Lookup(""))
+		}
+	}
+	seen := map[string]bool{}
+	for range 200 {
+		got, err := c.call(context.Background(), "same-key", viaHeader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[got] = true
+	}
+	if len(seen) < 2 {
+		t.Fatalf("with no requestHashHeader, one header value reached only %v: it was used as a key", seen)
+	}
+}

@@ -1,0 +1,332 @@
+package grpcmaglev
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/maglevlb/maglev"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
+	"google.golang.org/grpc/grpclog"
+	_ "google.golang.org/grpc/health" // client-side health checking, when the service config asks for it
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/ringhash"
+	"google.golang.org/grpc/serviceconfig"
+)
+
+// Name is the policy's name in a service config's loadBalancingConfig.
+const Name = "maglev"
+
+// ErrBadResolverUpdate is wrapped by the error a resolver update is
+// rejected with: an endpoint with no address, two endpoints with the same
+// name, or more endpoints than table slots. The error also wraps
+// balancer.ErrBadResolverState, so that gRPC asks the resolver again, and,
+// for names and counts, the maglev error (maglev.ErrDuplicateName,
+// maglev.ErrEmptyName, maglev.ErrTooManyBackends). The policy keeps using
+// the last good update; before there is one, picks fail with the error.
+var ErrBadResolverUpdate = errors.New("grpcmaglev: resolver update rejected")
+
+// errNoAddress is the reason for rejecting an endpoint with no address.
+var errNoAddress = errors.New("endpoint has no address")
+
+var logger = grpclog.Component("maglev")
+
+func init() { balancer.Register(builder{}) }
+
+// builder builds the policy and parses its config.
+type builder struct{}
+
+// Name returns Name.
+func (builder) Name() string { return Name }
+
+// ParseConfig parses the policy's JSON config (see the package doc). Every
+// error wraps ErrInvalidConfig and is a *ConfigError naming the field.
+func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	return parseConfig(js)
+}
+
+// Build returns a new policy instance for one channel: an endpointsharding
+// balancer with one pick_first child per endpoint, whose picker updates the
+// instance turns into Maglev pickers.
+func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
+	b := &maglevBalancer{
+		ClientConn: cc,
+		failSeqs:   resolver.NewEndpointMap[*failRecord](),
+	}
+	pf := balancer.Get(pickfirst.Name)
+	b.child = endpointsharding.NewBalancer(b, opts, pf.Build, endpointsharding.Options{})
+	return b
+}
+
+// maglevBalancer is one channel's policy instance. gRPC calls its
+// Balancer methods from one goroutine; the children call UpdateState from
+// theirs. mu serializes both and guards every field after it; picks never
+// take it.
+type maglevBalancer struct {
+	balancer.ClientConn                   // the channel; UpdateState is intercepted
+	child               balancer.Balancer // endpointsharding over pick_first children
+
+	mu          sync.Mutex
+	cfg         *lbConfig                          // nil until the first good update
+	inhibit     bool                               // children's updates wait for the end of UpdateClientConnState
+	children    []endpointsharding.ChildState      // as the children last reported
+	resolverErr error                              // the last resolver error, until the next good update
+	failSeqs    *resolver.EndpointMap[*failRecord] // when each endpoint last reported TRANSIENT_FAILURE
+	seq         uint64                             // counts TRANSIENT_FAILURE reports
+	table       *maglev.Table                      // over usable, built with tableCfg
+	usable      []maglev.Backend                   // sorted by name
+	tableCfg    *lbConfig
+}
+
+// failRecord remembers what an endpoint last reported, to find the one that
+// failed last.
+type failRecord struct {
+	state  connectivity.State
+	picker balancer.Picker
+	seq    uint64 // when it last reported TRANSIENT_FAILURE; 0 if never
+}
+
+// UpdateClientConnState takes a new resolver state and config. It rejects
+// an update whose endpoints cannot name a table (see ErrBadResolverUpdate)
+// and otherwise passes the endpoints, with pick_first's health listener
+// enabled, to the children, then publishes one picker.
+func (b *maglevBalancer) UpdateClientConnState(ccs balancer.ClientConnState) error {
+	cfg, ok := ccs.BalancerConfig.(*lbConfig)
+	if !ok {
+		return fmt.Errorf("%w: config of type %T (%w)", ErrBadResolverUpdate, ccs.BalancerConfig, balancer.ErrBadResolverState)
+	}
+	if err := checkEndpoints(ccs.ResolverState.Endpoints, cfg.size); err != nil {
+		err = fmt.Errorf("%w: %w (%w)", ErrBadResolverUpdate, err, balancer.ErrBadResolverState)
+		logger.Errorf("[maglev %p] %v", b, err)
+		b.mu.Lock()
+		if b.cfg == nil {
+			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
+		}
+		b.mu.Unlock()
+		return err
+	}
+
+	b.mu.Lock()
+	b.inhibit = true
+	b.mu.Unlock()
+	err := b.child.UpdateClientConnState(balancer.ClientConnState{
+		ResolverState: pickfirst.EnableHealthListener(ccs.ResolverState),
+	})
+	b.mu.Lock()
+	b.cfg = cfg
+	b.resolverErr = nil
+	b.inhibit = false
+	b.publishLocked()
+	b.mu.Unlock()
+	return err
+}
+
+// ResolverError passes a resolver error to the children, which keep their
+// endpoints; with none, picks fail with it.
+func (b *maglevBalancer) ResolverError(err error) {
+	b.mu.Lock()
+	b.resolverErr = err
+	b.mu.Unlock()
+	b.child.ResolverError(err)
+}
+
+// UpdateSubConnState is never called: pick_first children listen to their
+// own SubConns.
+func (b *maglevBalancer) UpdateSubConnState(sc balancer.SubConn, state balancer.SubConnState) {
+	logger.Errorf("[maglev %p] UpdateSubConnState(%v, %+v) called unexpectedly", b, sc, state)
+}
+
+// ExitIdle asks every IDLE child to connect.
+func (b *maglevBalancer) ExitIdle() { b.child.ExitIdle() }
+
+// Close closes the children.
+func (b *maglevBalancer) Close() { b.child.Close() }
+
+// UpdateState takes the children's states from endpointsharding and
+// publishes a new picker for them, unless UpdateClientConnState is under
+// way and will publish one itself.
+func (b *maglevBalancer) UpdateState(state balancer.State) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.children = endpointsharding.ChildStatesFromPicker(state.Picker)
+	if !b.inhibit && b.cfg != nil {
+		b.publishLocked()
+	}
+}
+
+// publishLocked rebuilds the table if the usable children, their weights or
+// the config changed, logging how many slots moved, and publishes a picker
+// over it. The rebuild is maglev.NewWeighted's O(M log M) build, done here,
+// on the goroutine that reported the change, never in a pick. Caller holds
+// b.mu.
+func (b *maglevBalancer) publishLocked() {
+	b.recordFailuresLocked()
+	usable := make([]maglev.Backend, 0, len(b.children))
+	for _, cs := range b.children {
+		if cs.State.ConnectivityState != connectivity.TransientFailure {
+			usable = append(usable, maglev.Backend{Name: endpointName(cs.Endpoint), Weight: endpointWeight(cs.Endpoint)})
+		}
+	}
+	slices.SortFunc(usable, func(x, y maglev.Backend) int { return strings.Compare(x.Name, y.Name) })
+	if b.table == nil || !b.tableCfg.sameTable(b.cfg) || !slices.Equal(usable, b.usable) {
+		t, err := maglev.NewWeighted(usable, b.cfg.size, b.cfg.hasher())
+		if err != nil {
+			// checkEndpoints vetted the names and their number.
+			err = fmt.Errorf("grpcmaglev: building the table: %w", err)
+			logger.Errorf("[maglev %p] %v", b, err)
+			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
+			return
+		}
+		if b.table == nil {
+			logger.Infof("[maglev %p] table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
+		} else {
+			logger.Infof("[maglev %p] table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
+		}
+		b.table, b.usable, b.tableCfg = t, usable, b.cfg
+	}
+	p, state := b.newPickerLocked()
+	b.ClientConn.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
+}
+
+// recordFailuresLocked stamps each child that reported TRANSIENT_FAILURE
+// (again, with a new error) since the last call, and forgets removed
+// endpoints. Caller holds b.mu.
+func (b *maglevBalancer) recordFailuresLocked() {
+	present := resolver.NewEndpointMap[bool]()
+	for _, cs := range b.children {
+		present.Set(cs.Endpoint, true)
+		r, ok := b.failSeqs.Get(cs.Endpoint)
+		if !ok {
+			r = &failRecord{}
+			b.failSeqs.Set(cs.Endpoint, r)
+		}
+		st := cs.State
+		if st.ConnectivityState == connectivity.TransientFailure && (r.state != st.ConnectivityState || r.picker != st.Picker) {
+			b.seq++
+			r.seq = b.seq
+		}
+		r.state, r.picker = st.ConnectivityState, st.Picker
+	}
+	for e := range b.failSeqs.All() {
+		if _, ok := present.Get(e); !ok {
+			b.failSeqs.Delete(e)
+		}
+	}
+}
+
+// newPickerLocked returns a picker over the children's current states and
+// b.table, and the channel's aggregate state: READY if any child is,
+// else CONNECTING, IDLE or TRANSIENT_FAILURE, in that order of precedence.
+// Caller holds b.mu.
+func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State) {
+	p := &picker{
+		table:  b.table,
+		owners: make([]*child, b.table.Len()),
+		header: b.cfg.header,
+		err:    ErrNoUsableEndpoint,
+	}
+	if len(b.children) == 0 {
+		p.err = errNoEndpoints
+		if b.resolverErr != nil {
+			p.err = fmt.Errorf("%w: resolver error: %w", ErrNoUsableEndpoint, b.resolverErr)
+		}
+	}
+	var counts [connectivity.Shutdown + 1]int
+	var lastFail uint64
+	for _, cs := range b.children {
+		c := &child{
+			name:     endpointName(cs.Endpoint),
+			state:    cs.State.ConnectivityState,
+			picker:   cs.State.Picker,
+			exitIdle: cs.ExitIdle,
+		}
+		counts[c.state]++
+		switch c.state {
+		case connectivity.Ready:
+			p.ready = append(p.ready, c)
+		case connectivity.Idle:
+			p.idle = append(p.idle, c)
+			p.waiting = true
+		case connectivity.Connecting:
+			p.waiting = true
+		case connectivity.TransientFailure:
+			if r, ok := b.failSeqs.Get(cs.Endpoint); ok && r.seq >= lastFail {
+				p.failed, lastFail = c, r.seq
+			}
+			continue
+		}
+		if i := b.table.Index(c.name); i >= 0 {
+			p.owners[i] = c
+		}
+	}
+	switch {
+	case counts[connectivity.Ready] > 0:
+		return p, connectivity.Ready
+	case counts[connectivity.Connecting] > 0:
+		return p, connectivity.Connecting
+	case counts[connectivity.Idle] > 0:
+		return p, connectivity.Idle
+	}
+	return p, connectivity.TransientFailure
+}
+
+// endpointName returns the name an endpoint has in the table: its ring-hash
+// hash key if the resolver set one, else its first address ("" if it has
+// none, which checkEndpoints rejects).
+func endpointName(e resolver.Endpoint) string {
+	if k := ringhash.HashKey(e); k != "" {
+		return k
+	}
+	if len(e.Addresses) == 0 {
+		return ""
+	}
+	return e.Addresses[0].Addr
+}
+
+// endpointWeight returns an endpoint's weight attribute, or 1 if it is unset
+// or 0.
+func endpointWeight(e resolver.Endpoint) uint32 {
+	if w := weight.FromEndpoint(e).Weight; w > 0 {
+		return w
+	}
+	return 1
+}
+
+// checkEndpoints reports whether endpoints (after dropping exact duplicates,
+// as endpointsharding does) can name a table of size slots: each has an
+// address, and their names are non-empty, distinct, and no more than size.
+// It is O(n log n).
+func checkEndpoints(endpoints []resolver.Endpoint, size int) error {
+	seen := resolver.NewEndpointMap[bool]()
+	names := make([]string, 0, len(endpoints))
+	for i, e := range endpoints {
+		if len(e.Addresses) == 0 {
+			return fmt.Errorf("endpoint %d: %w", i, errNoAddress)
+		}
+		if _, dup := seen.Get(e); dup {
+			continue
+		}
+		seen.Set(e, true)
+		names = append(names, endpointName(e))
+	}
+	if len(names) > size {
+		return fmt.Errorf("%w: %d endpoints, tableSize %d", maglev.ErrTooManyBackends, len(names), size)
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		if n == "" {
+			return maglev.ErrEmptyName
+		}
+		if i > 0 && n == names[i-1] {
+			return fmt.Errorf("%w: %q", maglev.ErrDuplicateName, n)
+		}
+	}
+	return nil
+}

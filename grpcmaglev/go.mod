@@ -1,0 +1,21 @@
+module github.com/maglevlb/maglev/grpcmaglev
+
+go 1.26.0
+
+require (
+	github.com/maglevlb/maglev v0.0.0-00010101000000-000000000000
+	google.golang.org/grpc v1.85.0
+)
+
+require (
+	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+)
+
+replace github.com/maglevlb/maglev => ../

@@ -1,0 +1,288 @@
+package grpcmaglev_test
+
+// Real gRPC servers and clients on 127.0.0.1 for the end-to-end tests:
+// each server runs the interop TestService, answering UnaryCall with its own
+// address in SimpleResponse.Hostname, and the standard health service; each
+// client resolves through resolver/manual.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/grpcmaglev"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+)
+
+// Bounds of the tests' waits. They are generous because the machines that
+// run the tests may be slow and loaded; none is a timing assertion except
+// failoverBound, which TestHardStop states.
+const (
+	rpcTimeout    = 10 * time.Second // one RPC, queueing included
+	settleTimeout = 15 * time.Second // the client noticing a change
+	pollInterval  = 5 * time.Millisecond
+)
+
+// testBackoff makes a client retry failed connections within half a second,
+// so that a restarted server is found quickly (grpc's default backoff grows
+// to two minutes).
+var testBackoff = grpc.WithConnectParams(grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+	MinConnectTimeout: 5 * time.Second,
+})
+
+// A server is one backend: a gRPC server on 127.0.0.1.
+type server struct {
+	addr   string
+	srv    *grpc.Server
+	health *health.Server
+	svc    *testService
+}
+
+// testService answers UnaryCall with the server's name, after an optional
+// delay, counting the calls in flight.
+type testService struct {
+	testgrpc.UnimplementedTestServiceServer
+	name     string
+	delay    time.Duration
+	inFlight atomic.Int64
+	served   atomic.Int64
+}
+
+func (s *testService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+	s.inFlight.Add(1)
+	defer s.inFlight.Add(-1)
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.served.Add(1)
+	return &testpb.SimpleResponse{Hostname: s.name}, nil
+}
+
+// startServer starts a server listening on addr ("127.0.0.1:0" for a fresh
+// port), stopped at the end of the test.
+func startServer(t testing.TB, addr string, delay time.Duration, opts ...grpc.ServerOption) *server {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	s := &server{
+		addr:   lis.Addr().String(),
+		srv:    grpc.NewServer(opts...),
+		health: health.NewServer(),
+	}
+	s.svc = &testService{name: s.addr, delay: delay}
+	testgrpc.RegisterTestServiceServer(s.srv, s.svc)
+	healthgrpc.RegisterHealthServer(s.srv, s.health)
+	go s.srv.Serve(lis)
+	t.Cleanup(s.srv.Stop)
+	return s
+}
+
+// startServers starts n servers on fresh ports.
+func startServers(t testing.TB, n int, delay time.Duration, opts ...grpc.ServerOption) []*server {
+	t.Helper()
+	ss := make([]*server, n)
+	for i := range ss {
+		ss[i] = startServer(t, "127.0.0.1:0", delay, opts...)
+	}
+	return ss
+}
+
+// setServing sets the server's health status for every service.
+func (s *server) setServing(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+}
+
+// drainAge makes servers drain every connection (GOAWAY) after about age.
+func drainAge(age time.Duration) grpc.ServerOption {
+	return grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: 10 * time.Second})
+}
+
+// endpoints returns one endpoint per server, at its address.
+func endpoints(ss []*server) []resolver.Endpoint {
+	es := make([]resolver.Endpoint, len(ss))
+	for i, s := range ss {
+		es[i] = resolver.Endpoint{Addresses: []resolver.Address{{Addr: s.addr}}}
+	}
+	return es
+}
+
+// serviceConfig returns a service config choosing the policy with the given
+// fields, and client-side health checks if health is set.
+func serviceConfig(fields string, health bool) string {
+	hc := ""
+	if health {
+		hc = `, "healthCheckConfig": {"serviceName": ""}`
+	}
+	return fmt.Sprintf(`{"loadBalancingConfig": [{"maglev": {%s}}]%s}`, fields, hc)
+}
+
+// A client is a channel using the policy, and its manual resolver.
+type client struct {
+	cc  *grpc.ClientConn
+	tc  testgrpc.TestServiceClient
+	res *manual.Resolver
+}
+
+// newClient returns a client of the given endpoints with the given service
+// config, connecting at once, closed at the end of the test.
+func newClient(t testing.TB, es []resolver.Endpoint, sc string) *client {
+	t.Helper()
+	r := manual.NewBuilderWithScheme("maglevtest")
+	r.InitialState(resolver.State{Endpoints: es})
+	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(sc),
+		testBackoff,
+	)
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	cc.Connect()
+	return &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+}
+
+// How an RPC carries its key.
+type via int
+
+const (
+	viaHeader  via = iota // the x-user metadata header
+	viaWithKey            // WithKey
+	viaNone               // no key: ctx as given
+)
+
+// call makes one fail-fast UnaryCall with the key and returns the name of
+// the server that answered.
+func (c *client) call(ctx context.Context, key string, v via, opts ...grpc.CallOption) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	switch v {
+	case viaHeader:
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-user", key)
+	case viaWithKey:
+		ctx = grpcmaglev.WithKey(ctx, key)
+	}
+	resp, err := c.tc.UnaryCall(ctx, &testpb.SimpleRequest{}, opts...)
+	if err != nil {
+		return "", err
+	}
+	return resp.GetHostname(), nil
+}
+
+// keys returns n distinct keys.
+func keys(n int) []string {
+	ks := make([]string, n)
+	for i := range ks {
+		ks[i] = fmt.Sprintf("user-%d", i)
+	}
+	return ks
+}
+
+// tableOf returns the library's table for the servers, named by address,
+// all with weight 1, at the default size and hasher.
+func tableOf(t testing.TB, ss []*server) *maglev.Table {
+	t.Helper()
+	names := make([]string, len(ss))
+	for i, s := range ss {
+		names[i] = s.addr
+	}
+	tb, err := maglev.New(names, maglev.DefaultSize, maglev.XXH3Seed(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// checkRouting calls every key reps times through v and fails the test
+// unless each call succeeds at the server want names for it (want maps a
+// table name to a server name; nil is the identity).
+func checkRouting(t testing.TB, c *client, tb *maglev.Table, ks []string, reps int, v via, want map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	bad := 0
+	for _, k := range ks {
+		owner := tb.Lookup(k)
+		if want != nil {
+			owner = want[owner]
+		}
+		for range reps {
+			got, err := c.call(ctx, k, v)
+			if err != nil || got != owner {
+				if bad++; bad <= 5 {
+					t.Errorf("key %q: got server %q, err %v; want %q", k, got, err, owner)
+				}
+			}
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d calls went astray", bad, len(ks)*reps)
+	}
+}
+
+// waitRouted polls with fail-fast calls of key until one succeeds at the
+// server want, and returns how long that took. It fails the test after
+// settleTimeout.
+func waitRouted(t testing.TB, c *client, key, want string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var got string
+	var err error
+	for time.Since(start) < settleTimeout {
+		if got, err = c.call(context.Background(), key, viaWithKey); err == nil && got == want {
+			return time.Since(start)
+		}
+		time.Sleep(pollInterval)
+	}
+	t.Fatalf("key %q still reaches %q (err %v) after %v; want %q", key, got, err, settleTimeout, want)
+	return 0
+}
+
+// keyOwnedBy returns a key among ks that tb gives to name.
+func keyOwnedBy(t testing.TB, tb *maglev.Table, ks []string, name string) string {
+	t.Helper()
+	for _, k := range ks {
+		if tb.Lookup(k) == name {
+			return k
+		}
+	}
+	t.Fatalf("no key owned by %s", name)
+	return ""
+}
+
+// without returns ss without s.
+func without(ss []*server, s *server) []*server {
+	var out []*server
+	for _, x := range ss {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
