@@ -48,10 +48,25 @@ var testBackoff = grpc.WithConnectParams(grpc.ConnectParams{
 
 // A server is one backend: a gRPC server on 127.0.0.1.
 type server struct {
-	addr   string
-	srv    *grpc.Server
-	health *health.Server
-	svc    *testService
+	addr    string
+	srv     *grpc.Server
+	health  *health.Server
+	svc     *testService
+	accepts *atomic.Int64 // connections accepted
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // testService answers UnaryCall with the server's name, after an optional
@@ -87,14 +102,15 @@ func startServer(t testing.TB, addr string, delay time.Duration, opts ...grpc.Se
 		t.Fatalf("listen %s: %v", addr, err)
 	}
 	s := &server{
-		addr:   lis.Addr().String(),
-		srv:    grpc.NewServer(opts...),
-		health: health.NewServer(),
+		addr:    lis.Addr().String(),
+		srv:     grpc.NewServer(opts...),
+		health:  health.NewServer(),
+		accepts: new(atomic.Int64),
 	}
 	s.svc = &testService{name: s.addr, delay: delay}
 	testgrpc.RegisterTestServiceServer(s.srv, s.svc)
 	healthgrpc.RegisterHealthServer(s.srv, s.health)
-	go s.srv.Serve(lis)
+	go s.srv.Serve(countingListener{lis, s.accepts})
 	t.Cleanup(s.srv.Stop)
 	return s
 }
