@@ -104,7 +104,7 @@ func (b *maglevBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 	}
 	if err := checkEndpoints(ccs.ResolverState.Endpoints, cfg.size); err != nil {
 		err = fmt.Errorf("%w: %w (%w)", ErrBadResolverUpdate, err, balancer.ErrBadResolverState)
-		logger.Errorf("[maglev %p] %v", b, err)
+		logger.Errorf("balancer %p: %v", b, err)
 		b.mu.Lock()
 		if b.cfg == nil {
 			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
@@ -140,7 +140,7 @@ func (b *maglevBalancer) ResolverError(err error) {
 // UpdateSubConnState is never called: pick_first children listen to their
 // own SubConns.
 func (b *maglevBalancer) UpdateSubConnState(sc balancer.SubConn, state balancer.SubConnState) {
-	logger.Errorf("[maglev %p] UpdateSubConnState(%v, %+v) called unexpectedly", b, sc, state)
+	logger.Errorf("balancer %p: UpdateSubConnState(%v, %+v) called unexpectedly", b, sc, state)
 }
 
 // ExitIdle asks every IDLE child to connect.
@@ -180,14 +180,14 @@ func (b *maglevBalancer) publishLocked() {
 		if err != nil {
 			// checkEndpoints vetted the names and their number.
 			err = fmt.Errorf("grpcmaglev: building the table: %w", err)
-			logger.Errorf("[maglev %p] %v", b, err)
+			logger.Errorf("balancer %p: %v", b, err)
 			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
 			return
 		}
 		if b.table == nil {
-			logger.Infof("[maglev %p] table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
+			logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
 		} else {
-			logger.Infof("[maglev %p] table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
+			logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
 		}
 		b.table, b.usable, b.tableCfg = t, usable, b.cfg
 	}

@@ -63,7 +63,7 @@ const (
 )
 
 // parseConfig parses the policy's JSON config: an object whose fields are
-// all optional. Absent or null fields take their defaults; unknown fields
+// all optional (null means {}). Absent or null fields take their defaults; unknown fields
 // are rejected, so that a config written for a later version of the policy
 // fails loudly instead of being half applied. Every error is a *ConfigError
 // naming the field. parseConfig takes O(len(js)) time plus O(√tableSize) to

@@ -1,0 +1,161 @@
+package grpcmaglev_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/grpcmaglev"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/ringhash"
+	"google.golang.org/grpc/status"
+)
+
+func parser(t *testing.T) balancer.ConfigParser {
+	t.Helper()
+	b := balancer.Get(grpcmaglev.Name)
+	if b == nil {
+		t.Fatalf("no balancer registered as %q", grpcmaglev.Name)
+	}
+	p, ok := b.(balancer.ConfigParser)
+	if !ok {
+		t.Fatalf("the %q builder does not parse configs", grpcmaglev.Name)
+	}
+	return p
+}
+
+// TestParseConfigGood: valid configs parse, and make a client whose
+// routing follows them (TestAffinityConfig checks the routing).
+func TestParseConfigGood(t *testing.T) {
+	if grpcmaglev.Name != "maglev" {
+		t.Fatalf("Name = %q", grpcmaglev.Name)
+	}
+	p := parser(t)
+	for _, js := range []string{
+		`{}`,
+		`{"requestHashHeader": "x-user", "tableSize": 65537, "seed": 0}`,
+		`{"requestHashHeader": "X-User_1.a"}`,
+		`{"requestHashHeader": ""}`,
+		`{"tableSize": 2}`,
+		`{"tableSize": 16777259}`, // maglev.MaxSize
+		`{"seed": 18446744073709551615}`,
+		`{"requestHashHeader": null, "tableSize": null, "seed": null}`,
+		`null`, // like {}
+	} {
+		if _, err := p.ParseConfig([]byte(js)); err != nil {
+			t.Errorf("ParseConfig(%s): %v", js, err)
+		}
+	}
+}
+
+// TestParseConfigBad: every bad field is rejected with an error that starts
+// with "maglev: ", names the field, and wraps ErrInvalidConfig (and, for a
+// bad size, the maglev error).
+func TestParseConfigBad(t *testing.T) {
+	p := parser(t)
+	for _, c := range []struct {
+		js    string
+		field string
+		is    error // also wrapped, besides ErrInvalidConfig
+		text  string
+	}{
+		{`{"tableSize": 100}`, "tableSize", maglev.ErrNotPrime, "100"},
+		{`{"tableSize": 65536}`, "tableSize", maglev.ErrNotPrime, "65536"},
+		{`{"tableSize": 1}`, "tableSize", maglev.ErrNotPrime, "1"},
+		{`{"tableSize": 0}`, "tableSize", maglev.ErrNotPrime, "0"},
+		{`{"tableSize": -7}`, "tableSize", maglev.ErrNotPrime, "-7"},
+		{`{"tableSize": 16777289}`, "tableSize", maglev.ErrTooLarge, "16777289"}, // prime > MaxSize
+		{`{"tableSize": 99999999999999999999999}`, "tableSize", maglev.ErrTooLarge, "99999999999999999999999"},
+		{`{"tableSize": 65537.5}`, "tableSize", nil, "integer"},
+		{`{"tableSize": 6.5537e4}`, "tableSize", nil, "integer"},
+		{`{"tableSize": "65537"}`, "tableSize", nil, "JSON number"},
+		{`{"requestHashHeader": "x-user-bin"}`, "requestHashHeader", nil, "-bin"},
+		{`{"requestHashHeader": "X-User-Bin"}`, "requestHashHeader", nil, "-bin"},
+		{`{"requestHashHeader": "x user"}`, "requestHashHeader", nil, "not a metadata key"},
+		{`{"requestHashHeader": ":path"}`, "requestHashHeader", nil, "not a metadata key"},
+		{`{"requestHashHeader": "ключ"}`, "requestHashHeader", nil, "not a metadata key"},
+		{`{"requestHashHeader": 42}`, "requestHashHeader", nil, "JSON string"},
+		{`{"seed": -1}`, "seed", nil, "integer from 0"},
+		{`{"seed": 1.5}`, "seed", nil, "integer from 0"},
+		{`{"seed": 18446744073709551616}`, "seed", nil, "integer from 0"},
+		{`{"seed": "1"}`, "seed", nil, "JSON number"},
+		{`{"balanceFactor": 1.25}`, "balanceFactor", nil, "unknown field"},
+		{`{"tablesize": 65537}`, "tablesize", nil, "unknown field"},
+		{`[]`, "", nil, "not a JSON object"},
+		{`"x"`, "", nil, "not a JSON object"},
+	} {
+		_, err := p.ParseConfig([]byte(c.js))
+		if err == nil {
+			t.Errorf("ParseConfig(%s) = nil error", c.js)
+			continue
+		}
+		msg := err.Error()
+		var ce *grpcmaglev.ConfigError
+		switch {
+		case !errors.Is(err, grpcmaglev.ErrInvalidConfig):
+			t.Errorf("ParseConfig(%s) = %v: does not wrap ErrInvalidConfig", c.js, err)
+		case c.is != nil && !errors.Is(err, c.is):
+			t.Errorf("ParseConfig(%s) = %v: does not wrap %v", c.js, err, c.is)
+		case !errors.As(err, &ce) || ce.Field != c.field:
+			t.Errorf("ParseConfig(%s) = %v: want a ConfigError for field %q", c.js, err, c.field)
+		case !strings.HasPrefix(msg, "maglev: invalid config: "+c.field):
+			t.Errorf("ParseConfig(%s) = %q: want it to start with \"maglev: invalid config: %s\"", c.js, msg, c.field)
+		case !strings.Contains(msg, c.text):
+			t.Errorf("ParseConfig(%s) = %q: want it to say %q", c.js, msg, c.text)
+		}
+	}
+}
+
+// TestNewClientBadConfig: grpc.NewClient fails with a default service
+// config whose policy config is bad, and the error names the field.
+func TestNewClientBadConfig(t *testing.T) {
+	for _, c := range []struct{ fields, field string }{
+		{`"tableSize": 65536`, "tableSize"},
+		{`"tableSize": 33554467`, "tableSize"},
+		{`"requestHashHeader": "x-user-bin"`, "requestHashHeader"},
+	} {
+		cc, err := grpc.NewClient("passthrough:///127.0.0.1:1",
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultServiceConfig(serviceConfig(c.fields, false)))
+		if err == nil {
+			cc.Close()
+			t.Errorf("grpc.NewClient with config {%s} succeeded", c.fields)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "maglev: invalid config: "+c.field) {
+			t.Errorf("grpc.NewClient with config {%s}: %q does not name the field", c.fields, msg)
+		}
+	}
+}
+
+// TestBadResolverUpdate: endpoints that cannot name a table (two with one
+// hash key) are rejected: before any good update, RPCs fail with the reason;
+// after one, the policy keeps routing by the last good update.
+func TestBadResolverUpdate(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	dup := endpoints(ss)
+	dup[0] = ringhash.SetHashKey(dup[0], "same")
+	dup[1] = ringhash.SetHashKey(dup[1], "same")
+	c := newClient(t, dup, serviceConfig(`"requestHashHeader": "x-user"`, false))
+	_, err := c.call(context.Background(), "k", viaWithKey)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `grpcmaglev: resolver update rejected: maglev: duplicate backend name: "same"`) {
+		t.Fatalf("RPC with two endpoints named \"same\": got %v", err)
+	}
+
+	c.res.UpdateState(resolver.State{Endpoints: endpoints(ss)})
+	tb := tableOf(t, ss)
+	ks := keys(100)
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
+
+	// A bad update now leaves the routing as it was: the rejected list
+	// would drop a server and rename another.
+	bad := append(dup[:2:2], resolver.Endpoint{})
+	c.res.UpdateState(resolver.State{Endpoints: bad})
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
+}
