@@ -161,13 +161,25 @@ func (b *maglevBalancer) UpdateState(state balancer.State) {
 	}
 }
 
-// publishLocked rebuilds the table if the usable children, their weights or
-// the config changed, logging how many slots moved, and publishes a picker
-// over it. The rebuild is maglev.NewWeighted's O(M log M) build, done here,
-// on the goroutine that reported the change, never in a pick. Caller holds
-// b.mu.
+// publishLocked rebuilds the table if needed (rebuildLocked) and publishes a
+// picker over it. Caller holds b.mu.
 func (b *maglevBalancer) publishLocked() {
 	b.recordFailuresLocked()
+	if err := b.rebuildLocked(); err != nil {
+		// checkEndpoints vetted the names and their number.
+		logger.Errorf("balancer %p: %v", b, err)
+		b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
+		return
+	}
+	p, state := b.newPickerLocked()
+	b.ClientConn.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
+}
+
+// rebuildLocked rebuilds the table if the usable children, their weights or
+// the config changed, logging how many slots moved. The rebuild is
+// maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
+// reported the change, never in a pick. Caller holds b.mu.
+func (b *maglevBalancer) rebuildLocked() error {
 	usable := make([]maglev.Backend, 0, len(b.children))
 	for _, cs := range b.children {
 		if cs.State.ConnectivityState != connectivity.TransientFailure {
@@ -175,24 +187,20 @@ func (b *maglevBalancer) publishLocked() {
 		}
 	}
 	slices.SortFunc(usable, func(x, y maglev.Backend) int { return strings.Compare(x.Name, y.Name) })
-	if b.table == nil || !b.tableCfg.sameTable(b.cfg) || !slices.Equal(usable, b.usable) {
-		t, err := maglev.NewWeighted(usable, b.cfg.size, b.cfg.hasher())
-		if err != nil {
-			// checkEndpoints vetted the names and their number.
-			err = fmt.Errorf("grpcmaglev: building the table: %w", err)
-			logger.Errorf("balancer %p: %v", b, err)
-			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
-			return
-		}
-		if b.table == nil {
-			logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
-		} else {
-			logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
-		}
-		b.table, b.usable, b.tableCfg = t, usable, b.cfg
+	if b.table != nil && b.tableCfg.sameTable(b.cfg) && slices.Equal(usable, b.usable) {
+		return nil
 	}
-	p, state := b.newPickerLocked()
-	b.ClientConn.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
+	t, err := maglev.NewWeighted(usable, b.cfg.size, b.cfg.hasher())
+	if err != nil {
+		return fmt.Errorf("grpcmaglev: building the table: %w", err)
+	}
+	if b.table == nil {
+		logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
+	} else {
+		logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
+	}
+	b.table, b.usable, b.tableCfg = t, usable, b.cfg
+	return nil
 }
 
 // recordFailuresLocked stamps each child that reported TRANSIENT_FAILURE

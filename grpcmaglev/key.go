@@ -23,9 +23,9 @@ func WithKey(ctx context.Context, key string) context.Context {
 // rpcKey returns the key of the RPC whose context is ctx, and whether it has
 // one: the key WithKey set, else the values of the metadata key header (if
 // header is not ""), joined with ",". With WithKey or no header it does
-// not allocate; reading the header costs the one copy of its values that
-// metadata.ValueFromOutgoingContext makes, plus the join when there are
-// several.
+// not allocate; reading the header costs the copy of its values that
+// metadata.ValueFromOutgoingContext makes (one allocation for one value),
+// plus the join when there are several.
 func rpcKey(ctx context.Context, header string) (string, bool) {
 	if k, ok := ctx.Value(keyContextKey{}).(string); ok {
 		return k, true

@@ -86,9 +86,10 @@ type picker struct {
 // ErrNoUsableEndpoint.
 //
 // Pick is O(1): it hashes the key once and indexes the table. It does not
-// allocate for a key set with WithKey or for no key; reading the key from
-// the request header costs the one copy grpc's metadata package makes (two
-// allocations with several values, for the join). Failing picks allocate
+// allocate for a key set with WithKey or for no key. Reading the key from
+// the request header costs the copy of its values that grpc's metadata
+// package makes (one allocation for one value; more for values appended
+// one by one) and, for several values, the join. Failing picks allocate
 // their error.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	key, ok := rpcKey(info.Ctx, p.header)

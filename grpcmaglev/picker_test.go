@@ -1,0 +1,272 @@
+package grpcmaglev
+
+// Tests of the picker as the balancer builds it (recordFailuresLocked,
+// rebuildLocked, newPickerLocked) from the child states endpointsharding
+// reports. The children's pickers here answer like pick_first's: a READY
+// one returns its stored result, a failed one its stored error.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/maglevlb/maglev"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/balancer/endpointsharding"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+)
+
+// storedPicker answers every pick with a stored result or error, as
+// pick_first's picker does, and counts its picks.
+type storedPicker struct {
+	err   error
+	picks atomic.Int64
+}
+
+func (p *storedPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	p.picks.Add(1)
+	return balancer.PickResult{}, p.err
+}
+
+// fakeChild is one endpoint's state, for childStates.
+type fakeChild struct {
+	state    connectivity.State
+	picker   *storedPicker
+	exitIdle atomic.Int64
+}
+
+// testBalancer returns a balancer with no channel (it never publishes) and
+// the given config, and n endpoints at 10.0.0.i:80 whose states are set
+// with update.
+func testBalancer(t testing.TB, n int, cfg *lbConfig) (*maglevBalancer, []*fakeChild) {
+	t.Helper()
+	b := &maglevBalancer{cfg: cfg, failSeqs: resolver.NewEndpointMap[*failRecord]()}
+	kids := make([]*fakeChild, n)
+	for i := range kids {
+		kids[i] = &fakeChild{state: connectivity.Ready, picker: &storedPicker{}}
+	}
+	return b, kids
+}
+
+// update gives b the children's current states and returns the picker it
+// builds.
+func update(t testing.TB, b *maglevBalancer, kids []*fakeChild) *picker {
+	t.Helper()
+	b.children = b.children[:0]
+	for i, k := range kids {
+		b.children = append(b.children, endpointsharding.ChildState{
+			Endpoint: resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr(i)}}},
+			State:    balancer.State{ConnectivityState: k.state, Picker: k.picker},
+			ExitIdle: func() { k.exitIdle.Add(1) },
+		})
+	}
+	b.recordFailuresLocked()
+	if err := b.rebuildLocked(); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.newPickerLocked()
+	return p.(*picker)
+}
+
+func addr(i int) string { return fmt.Sprintf("10.0.%d.%d:80", i/256, i%256) }
+
+// index returns the endpoint number of a table name made by addr.
+func index(t testing.TB, name string) int {
+	t.Helper()
+	var a, b int
+	if _, err := fmt.Sscanf(name, "10.0.%d.%d:80", &a, &b); err != nil {
+		t.Fatalf("name %q: %v", name, err)
+	}
+	return a*256 + b
+}
+
+func defaultConfig() *lbConfig { return &lbConfig{header: "x-user", size: maglev.DefaultSize} }
+
+func pickKey(p *picker, key string) error {
+	_, err := p.Pick(balancer.PickInfo{Ctx: WithKey(context.Background(), key)})
+	return err
+}
+
+// TestPickOwnerStates: a READY owner's picker answers; a CONNECTING owner
+// queues the pick; an IDLE owner queues it and is asked to connect once per
+// picker; a TRANSIENT_FAILURE endpoint leaves the table.
+func TestPickOwnerStates(t *testing.T) {
+	b, kids := testBalancer(t, 4, defaultConfig())
+	p := update(t, b, kids)
+	all := p.table
+	key := "k"
+	owner := index(t, all.Lookup(key))
+	if err := pickKey(p, key); err != nil || kids[owner].picker.picks.Load() != 1 {
+		t.Fatalf("READY owner: err %v, owner's picks %d", err, kids[owner].picker.picks.Load())
+	}
+
+	kids[owner].state = connectivity.Connecting
+	p = update(t, b, kids)
+	if p.table != all {
+		t.Fatal("a CONNECTING endpoint changed the table")
+	}
+	for range 3 {
+		if err := pickKey(p, key); err != balancer.ErrNoSubConnAvailable {
+			t.Fatalf("CONNECTING owner: err %v; want ErrNoSubConnAvailable", err)
+		}
+	}
+
+	kids[owner].state = connectivity.Idle
+	p = update(t, b, kids)
+	for range 3 {
+		if err := pickKey(p, key); err != balancer.ErrNoSubConnAvailable {
+			t.Fatalf("IDLE owner: err %v; want ErrNoSubConnAvailable", err)
+		}
+	}
+	if n := kids[owner].exitIdle.Load(); n != 1 {
+		t.Fatalf("IDLE owner asked to connect %d times by 3 picks; want 1", n)
+	}
+
+	kids[owner].state = connectivity.TransientFailure
+	kids[owner].picker = &storedPicker{err: errors.New("connection refused")}
+	p = update(t, b, kids)
+	if p.table.Len() != 3 || p.table.Index(addr(owner)) >= 0 {
+		t.Fatalf("table after TRANSIENT_FAILURE: %v", p.table.Backends())
+	}
+	next := index(t, p.table.Lookup(key))
+	if err := pickKey(p, key); err != nil || next == owner || kids[next].picker.picks.Load() != 1 {
+		t.Fatalf("key of a failed owner: err %v, new owner %d (old %d)", err, next, owner)
+	}
+}
+
+// TestPickNoUsable: with every endpoint failed, picks fail with
+// ErrNoUsableEndpoint wrapping the error of the endpoint that failed last;
+// with none at all, with the resolver's.
+func TestPickNoUsable(t *testing.T) {
+	b, kids := testBalancer(t, 3, defaultConfig())
+	errs := []error{errors.New("first"), errors.New("second"), errors.New("third")}
+	for _, i := range []int{1, 2, 0} { // endpoint 0 fails last
+		kids[i].state = connectivity.TransientFailure
+		kids[i].picker = &storedPicker{err: errs[i]}
+		update(t, b, kids)
+	}
+	p := update(t, b, kids)
+	for _, ctx := range []context.Context{WithKey(context.Background(), "k"), context.Background()} {
+		_, err := p.Pick(balancer.PickInfo{Ctx: ctx})
+		if !errors.Is(err, ErrNoUsableEndpoint) || !errors.Is(err, errs[0]) {
+			t.Fatalf("every endpoint failed: err %v; want ErrNoUsableEndpoint wrapping %v", err, errs[0])
+		}
+	}
+
+	b.children = nil
+	b.resolverErr = errors.New("no such host")
+	if err := b.rebuildLocked(); err != nil {
+		t.Fatal(err)
+	}
+	pp, state := b.newPickerLocked()
+	_, err := pp.Pick(balancer.PickInfo{Ctx: context.Background()})
+	if state != connectivity.TransientFailure || !errors.Is(err, ErrNoUsableEndpoint) || !errors.Is(err, b.resolverErr) {
+		t.Fatalf("no endpoints: state %v, err %v", state, err)
+	}
+}
+
+// TestPickNoKey: an RPC with no key goes to a READY endpoint; with none
+// READY but one connecting it queues, asking IDLE ones to connect.
+func TestPickNoKey(t *testing.T) {
+	b, kids := testBalancer(t, 3, defaultConfig())
+	kids[0].state, kids[1].state = connectivity.Connecting, connectivity.TransientFailure
+	p := update(t, b, kids)
+	for range 20 {
+		if _, err := p.Pick(balancer.PickInfo{Ctx: context.Background()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := kids[2].picker.picks.Load(); n != 20 {
+		t.Fatalf("the only READY endpoint got %d of 20 keyless picks", n)
+	}
+	kids[2].state = connectivity.Idle
+	p = update(t, b, kids)
+	if _, err := p.Pick(balancer.PickInfo{Ctx: context.Background()}); err != balancer.ErrNoSubConnAvailable {
+		t.Fatalf("none READY, one CONNECTING: err %v", err)
+	}
+	if kids[2].exitIdle.Load() != 1 {
+		t.Fatal("a keyless pick with none READY did not ask the IDLE endpoint to connect")
+	}
+}
+
+// TestRebuildOnlyOnUsableChange: the table is rebuilt when the usable set,
+// a weight or the config changes, and not for other state changes.
+func TestRebuildOnlyOnUsableChange(t *testing.T) {
+	b, kids := testBalancer(t, 5, defaultConfig())
+	t0 := update(t, b, kids).table
+	kids[1].state = connectivity.Connecting
+	kids[2].state = connectivity.Idle
+	if update(t, b, kids).table != t0 {
+		t.Fatal("rebuilt for CONNECTING and IDLE")
+	}
+	kids[3].state = connectivity.TransientFailure
+	t1 := update(t, b, kids).table
+	if t1 == t0 || t1.Len() != 4 {
+		t.Fatalf("not rebuilt without a failed endpoint: %d backends", t1.Len())
+	}
+	kids[3].state = connectivity.Ready
+	t2 := update(t, b, kids).table
+	if t2 == t1 || t2.Diff(t0) != 0 {
+		t.Fatal("the endpoint's return did not restore the first table")
+	}
+	b.cfg = &lbConfig{header: "x-user", size: maglev.DefaultSize, seed: 7}
+	if t3 := update(t, b, kids).table; t3 == t2 || t3.Diff(t2) == 0 {
+		t.Fatal("a new seed did not rebuild the table")
+	}
+}
+
+// TestPickAllocs: a pick with a WithKey key or no key allocates nothing; one
+// reading a single header value allocates only grpc's copy of the values.
+func TestPickAllocs(t *testing.T) {
+	b, kids := testBalancer(t, 10, defaultConfig())
+	p := update(t, b, kids)
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want float64
+	}{
+		{"WithKey", WithKey(context.Background(), "user-42"), 0},
+		{"no key", context.Background(), 0},
+		{"header", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-42"), 1},
+	} {
+		info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
+		if got := testing.AllocsPerRun(1000, func() { p.Pick(info) }); got != c.want {
+			t.Errorf("%s: %v allocations a pick; want %v", c.name, got, c.want)
+		}
+	}
+}
+
+var sinkResult balancer.PickResult
+
+// BenchmarkPick measures one pick through the picker the balancer builds,
+// over READY endpoints whose pickers return a stored result (as
+// pick_first's READY picker does): the key, one hash, one table index.
+func BenchmarkPick(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		bal, kids := testBalancer(b, n, defaultConfig())
+		p := update(b, bal, kids)
+		for _, c := range []struct {
+			name string
+			ctx  context.Context
+		}{
+			{"WithKey", WithKey(context.Background(), "user-1234567")},
+			{"header", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567")},
+			{"header2", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567", "x-user", "eu")},
+			{"nokey", context.Background()},
+		} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) {
+				b.ReportAllocs()
+				info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
+				var r balancer.PickResult
+				for b.Loop() {
+					r, _ = p.Pick(info)
+				}
+				sinkResult = r
+			})
+		}
+	}
+}
