@@ -20,9 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthgrpc "google.golang.org/grpc/health/grpc_health_v1"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
-	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
@@ -79,7 +77,7 @@ type testService struct {
 	served   atomic.Int64
 }
 
-func (s *testService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+func (s *testService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	if s.delay > 0 {
@@ -90,7 +88,7 @@ func (s *testService) UnaryCall(ctx context.Context, _ *testpb.SimpleRequest) (*
 		}
 	}
 	s.served.Add(1)
-	return &testpb.SimpleResponse{Hostname: s.name}, nil
+	return &testgrpc.SimpleResponse{Hostname: s.name}, nil
 }
 
 // startServer starts a server listening on addr ("127.0.0.1:0" for a fresh
@@ -127,9 +125,9 @@ func startServers(t testing.TB, n int, delay time.Duration, opts ...grpc.ServerO
 
 // setServing sets the server's health status for every service.
 func (s *server) setServing(serving bool) {
-	st := healthpb.HealthCheckResponse_NOT_SERVING
+	st := healthgrpc.HealthCheckResponse_NOT_SERVING
 	if serving {
-		st = healthpb.HealthCheckResponse_SERVING
+		st = healthgrpc.HealthCheckResponse_SERVING
 	}
 	s.health.SetServingStatus("", st)
 }
@@ -205,7 +203,7 @@ func (c *client) call(ctx context.Context, key string, v via, opts ...grpc.CallO
 	case viaWithKey:
 		ctx = grpcmaglev.WithKey(ctx, key)
 	}
-	resp, err := c.tc.UnaryCall(ctx, &testpb.SimpleRequest{}, opts...)
+	resp, err := c.tc.UnaryCall(ctx, &testgrpc.SimpleRequest{}, opts...)
 	if err != nil {
 		return "", err
 	}
