@@ -58,7 +58,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &maglevBalancer{
 		ClientConn: cc,
-		failSeqs:   resolver.NewEndpointMap[*failRecord](),
+		records:    resolver.NewEndpointMap[*record](),
 	}
 	pf := balancer.Get(pickfirst.Name)
 	b.child = endpointsharding.NewBalancer(b, opts, pf.Build, endpointsharding.Options{})
@@ -74,23 +74,24 @@ type maglevBalancer struct {
 	child               balancer.Balancer // endpointsharding over pick_first children
 
 	mu          sync.Mutex
-	cfg         *lbConfig                          // nil until the first good update
-	inhibit     bool                               // children's updates wait for the end of UpdateClientConnState
-	children    []endpointsharding.ChildState      // as the children last reported
-	resolverErr error                              // the last resolver error, until the next good update
-	failSeqs    *resolver.EndpointMap[*failRecord] // when each endpoint last reported TRANSIENT_FAILURE
-	seq         uint64                             // counts TRANSIENT_FAILURE reports
-	table       *maglev.Table                      // over usable, built with tableCfg
-	usable      []maglev.Backend                   // sorted by name
+	cfg         *lbConfig                      // nil until the first good update
+	inhibit     bool                           // children's updates wait for the end of UpdateClientConnState
+	children    []endpointsharding.ChildState  // as the children last reported
+	resolverErr error                          // the last resolver error, until the next good update
+	records     *resolver.EndpointMap[*record] // what each endpoint last reported
+	seq         uint64                         // counts TRANSIENT_FAILURE reports
+	table       *maglev.Table                  // over usable, built with tableCfg
+	usable      []maglev.Backend               // sorted by name
 	tableCfg    *lbConfig
 }
 
-// failRecord remembers what an endpoint last reported, to find the one that
-// failed last.
-type failRecord struct {
+// A record remembers what an endpoint last reported: whether it is down, and
+// when it last failed, to find the endpoint that failed last.
+type record struct {
 	state  connectivity.State
 	picker balancer.Picker
 	seq    uint64 // when it last reported TRANSIENT_FAILURE; 0 if never
+	down   bool   // it reported TRANSIENT_FAILURE and has not been READY since
 }
 
 // UpdateClientConnState takes a new resolver state and config. It rejects
@@ -182,7 +183,7 @@ func (b *maglevBalancer) publishLocked() {
 func (b *maglevBalancer) rebuildLocked() error {
 	usable := make([]maglev.Backend, 0, len(b.children))
 	for _, cs := range b.children {
-		if cs.State.ConnectivityState != connectivity.TransientFailure {
+		if b.usableLocked(cs.Endpoint) {
 			usable = append(usable, maglev.Backend{Name: endpointName(cs.Endpoint), Weight: endpointWeight(cs.Endpoint)})
 		}
 	}
@@ -203,30 +204,48 @@ func (b *maglevBalancer) rebuildLocked() error {
 	return nil
 }
 
-// recordFailuresLocked stamps each child that reported TRANSIENT_FAILURE
-// (again, with a new error) since the last call, and forgets removed
-// endpoints. Caller holds b.mu.
+// recordFailuresLocked updates each child's record: a child that reported
+// TRANSIENT_FAILURE (again, with a new error) since the last call is
+// stamped and marked down, one that is READY is up; records of removed
+// endpoints are dropped. Caller holds b.mu.
 func (b *maglevBalancer) recordFailuresLocked() {
 	present := resolver.NewEndpointMap[bool]()
 	for _, cs := range b.children {
 		present.Set(cs.Endpoint, true)
-		r, ok := b.failSeqs.Get(cs.Endpoint)
+		r, ok := b.records.Get(cs.Endpoint)
 		if !ok {
-			r = &failRecord{}
-			b.failSeqs.Set(cs.Endpoint, r)
+			r = &record{}
+			b.records.Set(cs.Endpoint, r)
 		}
 		st := cs.State
-		if st.ConnectivityState == connectivity.TransientFailure && (r.state != st.ConnectivityState || r.picker != st.Picker) {
-			b.seq++
-			r.seq = b.seq
+		switch st.ConnectivityState {
+		case connectivity.TransientFailure:
+			if r.state != st.ConnectivityState || r.picker != st.Picker {
+				b.seq++
+				r.seq = b.seq
+			}
+			r.down = true
+		case connectivity.Ready:
+			r.down = false
 		}
 		r.state, r.picker = st.ConnectivityState, st.Picker
 	}
-	for e := range b.failSeqs.All() {
+	for e := range b.records.All() {
 		if _, ok := present.Get(e); !ok {
-			b.failSeqs.Delete(e)
+			b.records.Delete(e)
 		}
 	}
+}
+
+// usableLocked reports whether endpoint e belongs in the table: it is not
+// down. An endpoint is down from its TRANSIENT_FAILURE until it is READY
+// again, so one that comes back but waits for its first health check
+// (pick_first reports CONNECTING meanwhile) does not take keys yet; a new
+// endpoint is usable while it first connects. Caller holds b.mu, after
+// recordFailuresLocked.
+func (b *maglevBalancer) usableLocked(e resolver.Endpoint) bool {
+	r, ok := b.records.Get(e)
+	return ok && !r.down
 }
 
 // newPickerLocked returns a picker over the children's current states and
@@ -265,7 +284,7 @@ func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State)
 		case connectivity.Connecting:
 			p.waiting = true
 		case connectivity.TransientFailure:
-			if r, ok := b.failSeqs.Get(cs.Endpoint); ok && r.seq >= lastFail {
+			if r, ok := b.records.Get(cs.Endpoint); ok && r.seq >= lastFail {
 				p.failed, lastFail = c, r.seq
 			}
 			continue

@@ -41,8 +41,9 @@
 // google.golang.org/grpc/experimental/balancer/weight, with 0 or unset
 // meaning 1. The table is maglev.NewWeighted(names, tableSize,
 // maglev.XXH3Seed(seed)) over every endpoint that is not in
-// TRANSIENT_FAILURE, so with every server up a key goes exactly where the
-// library's Lookup says, from the first RPC on.
+// TRANSIENT_FAILURE (one that was counts as failed until it is READY
+// again), so with every server up a key goes exactly where the library's
+// Lookup says, from the first RPC on.
 //
 // Each endpoint has a pick_first child (through grpc's endpointsharding),
 // with pick_first's health listener on: with a healthCheckConfig in the

@@ -56,7 +56,8 @@ func (c *child) connect() {
 }
 
 // A picker routes RPCs by key through a Maglev table over the usable
-// children: those not in TRANSIENT_FAILURE. The balancer builds a new
+// children: those not down (in TRANSIENT_FAILURE, or back from it but not
+// READY yet). The balancer builds a new
 // picker on every change of a child's state and rebuilds the table only when
 // the set of usable children, a weight or the config changes; a picker
 // itself is immutable but for atomic flags, so picks take no lock and share
@@ -98,7 +99,7 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	}
 	i := p.ownerOf(key)
 	if i < 0 {
-		return p.fail(info)
+		return p.none(info)
 	}
 	return p.owners[i].pick(info)
 }
@@ -107,13 +108,19 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // usable. It is O(1) and does not allocate.
 func (p *picker) ownerOf(key string) int { return p.table.LookupIndex(key) }
 
-// pickAny picks a random READY child for an RPC with no key. With none
-// READY it queues while some child is connecting (asking IDLE ones to
-// connect), and fails when none is.
+// pickAny picks a random READY child for an RPC with no key, or, with none
+// READY, answers as none does.
 func (p *picker) pickAny(info balancer.PickInfo) (balancer.PickResult, error) {
 	if n := len(p.ready); n > 0 {
 		return p.ready[rand.IntN(n)].pick(info)
 	}
+	return p.none(info)
+}
+
+// none answers a pick that found no endpoint to take it: it queues while
+// some child is connecting (asking IDLE ones to connect), and fails when
+// none is.
+func (p *picker) none(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.waiting {
 		for _, c := range p.idle {
 			c.connect()

@@ -44,7 +44,7 @@ type fakeChild struct {
 // with update.
 func testBalancer(t testing.TB, n int, cfg *lbConfig) (*maglevBalancer, []*fakeChild) {
 	t.Helper()
-	b := &maglevBalancer{cfg: cfg, failSeqs: resolver.NewEndpointMap[*failRecord]()}
+	b := &maglevBalancer{cfg: cfg, records: resolver.NewEndpointMap[*record]()}
 	kids := make([]*fakeChild, n)
 	for i := range kids {
 		kids[i] = &fakeChild{state: connectivity.Ready, picker: &storedPicker{}}
@@ -207,6 +207,10 @@ func TestRebuildOnlyOnUsableChange(t *testing.T) {
 	t1 := update(t, b, kids).table
 	if t1 == t0 || t1.Len() != 4 {
 		t.Fatalf("not rebuilt without a failed endpoint: %d backends", t1.Len())
+	}
+	kids[3].state = connectivity.Connecting // back, its health check pending
+	if update(t, b, kids).table != t1 {
+		t.Fatal("rebuilt for a failed endpoint that is not READY yet")
 	}
 	kids[3].state = connectivity.Ready
 	t2 := update(t, b, kids).table
