@@ -67,6 +67,65 @@ func TestHardStop(t *testing.T) {
 	checkMoves(t, before, after, dead.addr)
 }
 
+// TestHardStopInFlight: RPCs in flight on a server that stops hard fail
+// with Unavailable; with a retry policy in the service config, gRPC retries
+// them and they succeed at the keys' new owners.
+func TestHardStopInFlight(t *testing.T) {
+	const retry = `, "methodConfig": [{"name": [{"service": "grpc.testing.TestService"}], "retryPolicy": {
+		"maxAttempts": 3, "initialBackoff": "0.05s", "maxBackoff": "0.5s", "backoffMultiplier": 2,
+		"retryableStatusCodes": ["UNAVAILABLE"]}}]}`
+	for _, withRetry := range []bool{false, true} {
+		t.Run(map[bool]string{false: "no retry", true: "retry policy"}[withRetry], func(t *testing.T) {
+			ss := startServers(t, 3, 0)
+			ss[0].svc.delay.Store(int64(time.Minute)) // its RPCs stay in flight until the stop
+			sc := serviceConfig(`"requestHashHeader": "x-user"`, false)
+			if withRetry {
+				sc = sc[:len(sc)-1] + retry
+			}
+			c := newClient(t, endpoints(ss), sc)
+			victim := ss[0]
+			before, after := tableOf(t, ss), tableOf(t, without(ss, victim))
+			var mine []string // keys the victim owns
+			for _, k := range keys(100) {
+				if before.Lookup(k) == victim.addr {
+					mine = append(mine, k)
+				}
+				if len(mine) == 4 {
+					break
+				}
+			}
+			type result struct {
+				key, host string
+				err       error
+			}
+			results := make(chan result, len(mine))
+			for _, k := range mine {
+				go func() {
+					h, err := c.call(context.Background(), k, viaWithKey)
+					results <- result{k, h, err}
+				}()
+			}
+			deadline := time.Now().Add(settleTimeout)
+			for victim.svc.inFlight.Load() < int64(len(mine)) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d RPCs reached the server", victim.svc.inFlight.Load(), len(mine))
+				}
+				time.Sleep(time.Millisecond)
+			}
+			victim.srv.Stop()
+			for range mine {
+				r := <-results
+				switch {
+				case !withRetry && status.Code(r.err) != codes.Unavailable:
+					t.Errorf("key %q in flight at a hard stop: got %q, %v; want Unavailable", r.key, r.host, r.err)
+				case withRetry && (r.err != nil || r.host != after.Lookup(r.key)):
+					t.Errorf("key %q in flight at a hard stop, retried: got %q, %v; want %q", r.key, r.host, r.err, after.Lookup(r.key))
+				}
+			}
+		})
+	}
+}
+
 // load runs fail-fast keyed RPCs from g goroutines until stop is closed,
 // counting calls and failures and checking each answer against the owner
 // want gives (nil: don't check).

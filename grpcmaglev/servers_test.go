@@ -72,7 +72,7 @@ func (l countingListener) Accept() (net.Conn, error) {
 type testService struct {
 	testgrpc.UnimplementedTestServiceServer
 	name     string
-	delay    time.Duration
+	delay    atomic.Int64 // nanoseconds
 	inFlight atomic.Int64
 	served   atomic.Int64
 }
@@ -80,9 +80,9 @@ type testService struct {
 func (s *testService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
-	if s.delay > 0 {
+	if d := time.Duration(s.delay.Load()); d > 0 {
 		select {
-		case <-time.After(s.delay):
+		case <-time.After(d):
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
@@ -105,7 +105,8 @@ func startServer(t testing.TB, addr string, delay time.Duration, opts ...grpc.Se
 		health:  health.NewServer(),
 		accepts: new(atomic.Int64),
 	}
-	s.svc = &testService{name: s.addr, delay: delay}
+	s.svc = &testService{name: s.addr}
+	s.svc.delay.Store(int64(delay))
 	testgrpc.RegisterTestServiceServer(s.srv, s.svc)
 	healthgrpc.RegisterHealthServer(s.srv, s.health)
 	go s.srv.Serve(countingListener{lis, s.accepts})
