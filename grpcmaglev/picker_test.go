@@ -274,3 +274,24 @@ func BenchmarkPick(b *testing.B) {
 		}
 	}
 }
+
+var sinkPicker *picker
+
+// BenchmarkRebuild measures what one endpoint's failure or return costs the
+// balancer, off the pick path: a real maglev.NewWeighted rebuild at the
+// default size, the Diff for the log line, and the new picker.
+func BenchmarkRebuild(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			bal, kids := testBalancer(b, n, defaultConfig())
+			update(b, bal, kids)
+			b.ReportAllocs()
+			var p *picker
+			for i := 0; b.Loop(); i++ {
+				kids[0].state = []connectivity.State{connectivity.TransientFailure, connectivity.Ready}[i%2]
+				p = update(b, bal, kids)
+			}
+			sinkPicker = p
+		})
+	}
+}
