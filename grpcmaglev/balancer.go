@@ -47,14 +47,18 @@ type builder struct{}
 func (builder) Name() string { return Name }
 
 // ParseConfig parses the policy's JSON config (see the package doc). Every
-// error wraps ErrInvalidConfig and is a *ConfigError naming the field.
+// error wraps ErrInvalidConfig and is a *ConfigError naming the field. It
+// takes O(len(js)) time plus O(√tableSize) for the primality check, and
+// allocates the parsed config.
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	return parseConfig(js)
 }
 
 // Build returns a new policy instance for one channel: an endpointsharding
 // balancer with one pick_first child per endpoint, whose picker updates the
-// instance turns into Maglev pickers.
+// instance turns into Maglev pickers. It allocates the instance; tables
+// are built when endpoints arrive. builder is stateless and safe for
+// concurrent use.
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &maglevBalancer{
 		ClientConn: cc,
@@ -85,7 +89,7 @@ type maglevBalancer struct {
 	tableCfg    *lbConfig
 }
 
-// A record remembers what an endpoint last reported: whether it is down, and
+// A record remembers, under maglevBalancer.mu, what an endpoint last reported: whether it is down, and
 // when it last failed, to find the endpoint that failed last.
 type record struct {
 	state  connectivity.State

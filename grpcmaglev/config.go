@@ -20,13 +20,15 @@ var ErrInvalidConfig = errors.New("maglev: invalid config")
 
 // A ConfigError reports the field of the policy's service config that is
 // wrong, and why. Its message starts with "maglev: invalid config: " and
-// names the field as it is spelled in the JSON.
+// names the field as it is spelled in the JSON. A ConfigError is not
+// changed after ParseConfig returns it, so it is safe for concurrent use.
 type ConfigError struct {
 	Field string // the JSON field: "tableSize", "requestHashHeader", ...; "" for the whole config
 	Err   error  // the reason
 }
 
-// Error returns "maglev: invalid config: <field>: <reason>".
+// Error returns "maglev: invalid config: <field>: <reason>". It builds the
+// string on each call.
 func (e *ConfigError) Error() string {
 	reason := strings.TrimPrefix(e.Err.Error(), "maglev: ")
 	if e.Field == "" {
@@ -39,7 +41,8 @@ func (e *ConfigError) Error() string {
 // errors.As.
 func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
 
-// lbConfig is the parsed policy config. It is immutable once parsed.
+// lbConfig is the parsed policy config. It is immutable once parsed, and so
+// safe for concurrent use.
 type lbConfig struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 

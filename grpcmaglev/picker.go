@@ -24,7 +24,7 @@ var errNoEndpoints = fmt.Errorf("%w: the resolver gave no endpoints", ErrNoUsabl
 
 // A child is one endpoint's pick_first child as a picker sees it: a
 // snapshot of its state taken when the picker was built. Only kicked
-// changes afterwards.
+// changes afterwards, atomically, so a child is safe for concurrent use.
 type child struct {
 	name     string
 	state    connectivity.State
@@ -145,7 +145,8 @@ func (p *picker) fail(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, fmt.Errorf("%w: last error: %w", ErrNoUsableEndpoint, err)
 }
 
-// errPicker fails every pick with err.
+// errPicker fails every pick with err. It is immutable and safe for
+// concurrent use.
 type errPicker struct{ err error }
 
 // Pick returns the picker's error. It does not allocate.
