@@ -7,8 +7,13 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/grpcmaglev"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental/balancer/weight"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/resolver/ringhash"
 )
 
@@ -30,6 +35,28 @@ func TestAffinity(t *testing.T) {
 	if len(seen) != len(ss) {
 		t.Fatalf("the keys reach %d of %d servers", len(seen), len(ss))
 	}
+}
+
+// TestAffinityAddresses: a resolver that gives addresses, not endpoints
+// (grpc makes one endpoint of each), gets the same table.
+func TestAffinityAddresses(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	r := manual.NewBuilderWithScheme("maglevtest")
+	var addrs []resolver.Address
+	for _, s := range ss {
+		addrs = append(addrs, resolver.Address{Addr: s.addr})
+	}
+	r.InitialState(resolver.State{Addresses: addrs})
+	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultServiceConfig(serviceConfig(`"requestHashHeader": "x-user"`, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+	checkRouting(t, c, tableOf(t, ss), keys(100), 2, viaHeader, nil)
 }
 
 // TestAffinityConfig: tableSize and seed choose the table, and an

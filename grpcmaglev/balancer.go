@@ -89,8 +89,9 @@ type maglevBalancer struct {
 	tableCfg    *lbConfig
 }
 
-// A record remembers, under maglevBalancer.mu, what an endpoint last reported: whether it is down, and
-// when it last failed, to find the endpoint that failed last.
+// A record remembers what an endpoint last reported: whether it is down,
+// and when it last failed, to find the endpoint that failed last. Records
+// are guarded by maglevBalancer.mu.
 type record struct {
 	state  connectivity.State
 	picker balancer.Picker
