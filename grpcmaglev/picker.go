@@ -57,11 +57,10 @@ func (c *child) connect() {
 
 // A picker routes RPCs by key through a Maglev table over the usable
 // children: those not down (in TRANSIENT_FAILURE, or back from it but not
-// READY yet). The balancer builds a new
-// picker on every change of a child's state and rebuilds the table only when
-// the set of usable children, a weight or the config changes; a picker
-// itself is immutable but for atomic flags, so picks take no lock and share
-// nothing with rebuilds.
+// READY yet). The balancer builds a new picker on every change of a
+// child's state, and rebuilds the table only when the set of usable
+// children, a weight or the config changes. A picker is immutable but for
+// atomic flags, so picks take no lock and share nothing with rebuilds.
 //
 // A pick is three steps: the key (rpcKey), the owner's table index
 // (ownerOf), and the owner's pick (child.pick). The table's backend indices
