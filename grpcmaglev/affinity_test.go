@@ -3,6 +3,7 @@ package grpcmaglev_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/maglevlb/maglev"
@@ -19,7 +20,7 @@ import (
 
 // TestAffinity: with every server up, each of 300 keys, called repeatedly
 // through the header and through WithKey, reaches the server the library's
-// table names, from the first RPC on.
+// table names, from the first RPC on, and so does it from another client.
 func TestAffinity(t *testing.T) {
 	ss := startServers(t, 5, 0)
 	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user"`, false))
@@ -27,6 +28,10 @@ func TestAffinity(t *testing.T) {
 	ks := keys(300)
 	checkRouting(t, c, tb, ks, 3, viaHeader, nil)
 	checkRouting(t, c, tb, ks, 3, viaWithKey, nil)
+	// A second client, given the endpoints in another order, agrees.
+	es := endpoints(ss)
+	slices.Reverse(es)
+	checkRouting(t, newClient(t, es, serviceConfig(`"requestHashHeader": "x-user"`, false)), tb, ks, 1, viaHeader, nil)
 	// Every server owns some of the keys, so the test saw them all.
 	seen := map[string]bool{}
 	for _, k := range ks {
