@@ -11,11 +11,12 @@ import (
 	"google.golang.org/grpc/connectivity"
 )
 
-// ErrNoUsableEndpoint is the error of picks made when every endpoint is in
-// TRANSIENT_FAILURE, or there are none. It wraps the last connection (or
-// health-check) error an endpoint reported. gRPC fails fail-fast RPCs with
-// status Unavailable and this error's message, and makes WaitForReady RPCs
-// wait for a usable endpoint.
+// ErrNoUsableEndpoint is wrapped by the error of picks made when every
+// endpoint is down, or there are none. That error also wraps the last
+// connection (or health-check) error an endpoint reported, or the
+// resolver's error. gRPC fails fail-fast RPCs with status Unavailable and
+// the error's message, and makes WaitForReady RPCs wait for a usable
+// endpoint.
 var ErrNoUsableEndpoint = errors.New("grpcmaglev: no usable endpoint")
 
 // errNoEndpoints is the pick error while the resolver has given no
