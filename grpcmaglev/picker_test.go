@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 )
@@ -34,6 +35,7 @@ func (p *storedPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
 
 // fakeChild is one endpoint's state, for childStates.
 type fakeChild struct {
+	weight   uint32 // the endpoint's weight attribute; 0 for none
 	state    connectivity.State
 	picker   *storedPicker
 	exitIdle atomic.Int64
@@ -58,8 +60,12 @@ func update(t testing.TB, b *maglevBalancer, kids []*fakeChild) *picker {
 	t.Helper()
 	b.children = b.children[:0]
 	for i, k := range kids {
+		e := resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr(i)}}}
+		if k.weight > 0 {
+			e = weight.Set(e, weight.EndpointInfo{Weight: k.weight})
+		}
 		b.children = append(b.children, endpointsharding.ChildState{
-			Endpoint: resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr(i)}}},
+			Endpoint: e,
 			State:    balancer.State{ConnectivityState: k.state, Picker: k.picker},
 			ExitIdle: func() { k.exitIdle.Add(1) },
 		})
@@ -194,7 +200,8 @@ func TestPickNoKey(t *testing.T) {
 }
 
 // TestRebuildOnlyOnUsableChange: the table is rebuilt when the usable set,
-// a weight or the config changes, and not for other state changes.
+// a weight or the config changes, and not for other state changes; a failed
+// endpoint rejoins only when READY.
 func TestRebuildOnlyOnUsableChange(t *testing.T) {
 	b, kids := testBalancer(t, 5, defaultConfig())
 	t0 := update(t, b, kids).table
@@ -217,8 +224,13 @@ func TestRebuildOnlyOnUsableChange(t *testing.T) {
 	if t2 == t1 || t2.Diff(t0) != 0 {
 		t.Fatal("the endpoint's return did not restore the first table")
 	}
+	kids[2].weight = 3
+	t3 := update(t, b, kids).table
+	if t3 == t2 || t3.Counts()[t3.Index(addr(2))] < 2*t3.Counts()[t3.Index(addr(1))] {
+		t.Fatal("a new weight did not rebuild the table with it")
+	}
 	b.cfg = &lbConfig{header: "x-user", size: maglev.DefaultSize, seed: 7}
-	if t3 := update(t, b, kids).table; t3 == t2 || t3.Diff(t2) == 0 {
+	if t4 := update(t, b, kids).table; t4 == t3 || t4.Diff(t3) == 0 {
 		t.Fatal("a new seed did not rebuild the table")
 	}
 }
