@@ -93,10 +93,9 @@ type maglevBalancer struct {
 // and when it last failed, to find the endpoint that failed last. Records
 // are guarded by maglevBalancer.mu.
 type record struct {
-	state  connectivity.State
-	picker balancer.Picker
-	seq    uint64 // when it last reported TRANSIENT_FAILURE; 0 if never
-	down   bool   // it reported TRANSIENT_FAILURE and has not been READY since
+	state connectivity.State
+	seq   uint64 // when it last entered TRANSIENT_FAILURE; 0 if never
+	down  bool   // it reported TRANSIENT_FAILURE and has not been READY since
 }
 
 // UpdateClientConnState takes a new resolver state and config. It rejects
@@ -209,10 +208,9 @@ func (b *maglevBalancer) rebuildLocked() error {
 	return nil
 }
 
-// recordFailuresLocked updates each child's record: a child that reported
-// TRANSIENT_FAILURE (again, with a new error) since the last call is
-// stamped and marked down, one that is READY is up; records of removed
-// endpoints are dropped. Caller holds b.mu.
+// recordFailuresLocked updates each child's record: a child that entered
+// TRANSIENT_FAILURE since the last call is stamped, and marked down until
+// it is READY; records of removed endpoints are dropped. Caller holds b.mu.
 func (b *maglevBalancer) recordFailuresLocked() {
 	present := resolver.NewEndpointMap[bool]()
 	for _, cs := range b.children {
@@ -222,10 +220,9 @@ func (b *maglevBalancer) recordFailuresLocked() {
 			r = &record{}
 			b.records.Set(cs.Endpoint, r)
 		}
-		st := cs.State
-		switch st.ConnectivityState {
+		switch st := cs.State.ConnectivityState; st {
 		case connectivity.TransientFailure:
-			if r.state != st.ConnectivityState || r.picker != st.Picker {
+			if r.state != st {
 				b.seq++
 				r.seq = b.seq
 			}
@@ -233,7 +230,7 @@ func (b *maglevBalancer) recordFailuresLocked() {
 		case connectivity.Ready:
 			r.down = false
 		}
-		r.state, r.picker = st.ConnectivityState, st.Picker
+		r.state = cs.State.ConnectivityState
 	}
 	for e := range b.records.All() {
 		if _, ok := present.Get(e); !ok {

@@ -77,7 +77,7 @@ type picker struct {
 	idle    []*child      // IDLE children, asked to connect by keyless picks that find none ready
 	waiting bool          // some child is IDLE or CONNECTING
 	header  string        // the config's requestHashHeader
-	failed  *child        // the child that last reported TRANSIENT_FAILURE, or nil
+	failed  *child        // the child that last entered TRANSIENT_FAILURE, or nil
 	err     error         // the error when failed is nil and nothing is usable
 }
 
@@ -131,7 +131,7 @@ func (p *picker) none(info balancer.PickInfo) (balancer.PickResult, error) {
 }
 
 // fail returns the error of a pick with no usable child: ErrNoUsableEndpoint
-// wrapping the error of the child that failed last.
+// wrapping the current error of the child that failed last.
 func (p *picker) fail(info balancer.PickInfo) (balancer.PickResult, error) {
 	if p.failed == nil || p.failed.picker == nil {
 		return balancer.PickResult{}, p.err
