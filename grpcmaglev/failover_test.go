@@ -2,6 +2,7 @@ package grpcmaglev_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,10 @@ func TestHardStop(t *testing.T) {
 	checkRouting(t, c, after, ks, 2, viaWithKey, nil)
 	checkRouting(t, c, after, ks, 1, viaHeader, nil)
 	checkMoves(t, before, after, dead.addr)
+	// The rebuild was logged with the slots it moved.
+	if want := fmt.Sprintf("table rebuilt: 4 of 5 endpoints usable, %d of %d slots moved", before.Diff(after), after.Size()); !rebuildLog.contains(want) {
+		t.Fatalf("no log line %q", want)
+	}
 }
 
 // TestHardStopInFlight: RPCs in flight on a server that stops hard fail
