@@ -566,7 +566,7 @@ func buildRing(h Hasher, s namedSet, vnodes int, ks [][]byte) (*Ring, error) {
 
 // Marshal writes f as the files hold it: JSON, objects one member a line
 // and arrays one element a line, except that a scalar, an array of scalars
-// and an object of scalars each take one line.
+// and an object of scalars and arrays of scalars each take one line.
 func Marshal(f *File) ([]byte, error) {
 	var raw bytes.Buffer
 	enc := json.NewEncoder(&raw)
@@ -626,25 +626,36 @@ func format(out *bytes.Buffer, v json.RawMessage, indent string) error {
 	return nil
 }
 
-// flat reports whether v is a scalar, or an array or object holding only
-// scalars, which Marshal writes on one line.
+// flat reports whether v is a scalar, an array of scalars, or an object
+// whose members are scalars and arrays of scalars, which Marshal writes on
+// one line.
 func flat(v json.RawMessage) bool {
 	if len(v) == 0 || (v[0] != '{' && v[0] != '[') {
 		return true
 	}
-	var elems []json.RawMessage
 	if v[0] == '[' {
-		if json.Unmarshal(v, &elems) != nil {
+		return scalars(v)
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil {
+		return false
+	}
+	for _, e := range m {
+		if len(e) == 0 {
+			continue
+		}
+		if e[0] == '{' || e[0] == '[' && !scalars(e) {
 			return false
 		}
-	} else {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(v, &m) != nil {
-			return false
-		}
-		for _, e := range m {
-			elems = append(elems, e)
-		}
+	}
+	return true
+}
+
+// scalars reports whether the JSON array v holds only scalars.
+func scalars(v json.RawMessage) bool {
+	var elems []json.RawMessage
+	if json.Unmarshal(v, &elems) != nil {
+		return false
 	}
 	for _, e := range elems {
 		if len(e) > 0 && (e[0] == '{' || e[0] == '[') {
