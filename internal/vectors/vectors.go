@@ -1,8 +1,9 @@
 // Package vectors builds the language-neutral test vectors in
 // testdata/vectors: one JSON file per built-in hasher, giving for chosen
 // backend sets and table sizes every backend's offset and skip, the tables
-// (in full for small M, as a SHA-256 for large M), the owners of 100 keys,
-// weighted tables, and the ring's points. docs/spec.md defines every field.
+// (in full for small M, as a SHA-256 for large M), the owners of 100 keys
+// and their candidate orders, weighted tables, and the ring's points and
+// candidate orders. docs/spec.md defines every field.
 //
 // The files are written by the vectorgen command (go generate in this
 // folder) from the maglev and ring packages' public API, and this
@@ -109,6 +110,11 @@ type Table struct {
 	FirstSlots  []int    `json:"first_slots,omitempty"`
 	SlotsSHA256 string   `json:"slots_sha256"`
 	Lookups     []Lookup `json:"lookups"`
+	// CandidateOrders is every candidate of the first fullKeys keys, and
+	// CandidatesSHA256 the SHA-256 of every candidate of every key (see
+	// OrdersSHA256).
+	CandidateOrders  []CandidateOrder `json:"candidate_orders"`
+	CandidatesSHA256 string           `json:"candidates_sha256"`
 }
 
 // A Backend is backend i of a table: which name of the set it is, and its
@@ -126,8 +132,15 @@ type Lookup struct {
 	Key     int `json:"key"`     // index into the file's keys
 	Slot    int `json:"slot"`    // H(key) mod M
 	Backend int `json:"backend"` // the slot's owner, or -1
-	// A key's candidates in preference order, once the package has them,
-	// are one more field here, filled in by lookups below.
+	// Candidates is the key's first headCandidates candidates (all of
+	// them if it has fewer), backend indices in preference order.
+	Candidates []int `json:"candidates"`
+}
+
+// A CandidateOrder is every candidate of a key, in preference order.
+type CandidateOrder struct {
+	Key        int   `json:"key"` // index into the file's keys
+	Candidates []int `json:"candidates"`
 }
 
 // A Ring is one consistent-hash ring: a set and a number of points per
@@ -144,6 +157,9 @@ type Ring struct {
 	NumPoints    int          `json:"num_points"`
 	PointsSHA256 string       `json:"points_sha256"`
 	Lookups      []RingLookup `json:"lookups"`
+	// CandidateOrders and CandidatesSHA256 are as in a Table.
+	CandidateOrders  []CandidateOrder `json:"candidate_orders"`
+	CandidatesSHA256 string           `json:"candidates_sha256"`
 }
 
 // A Point is one point of a ring.
@@ -155,9 +171,10 @@ type Point struct {
 
 // A RingLookup is where a key goes on a ring.
 type RingLookup struct {
-	Key     int `json:"key"`
-	Point   int `json:"point"`   // index in ring order, or -1
-	Backend int `json:"backend"` // or -1
+	Key        int   `json:"key"`
+	Point      int   `json:"point"`      // index in ring order, or -1
+	Backend    int   `json:"backend"`    // or -1
+	Candidates []int `json:"candidates"` // as in a Lookup
 }
 
 const (
@@ -165,6 +182,10 @@ const (
 	headSlots   = 32
 	smallVnodes = 3 // rings up to this many points a backend in full
 	headPoints  = 16
+	// Every lookup gives the key's first headCandidates candidates, and
+	// each table and ring every candidate of its first fullKeys keys.
+	headCandidates = 8
+	fullKeys       = 4
 )
 
 // Hex64 is how the files write a 64-bit value: 16 lowercase hex digits.
@@ -463,17 +484,68 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 		out.FirstSlots = ints[:headSlots]
 	}
 	out.SlotsSHA256 = SlotsSHA256(slots)
-	out.Lookups = lookups(tab, ks)
+	orders := make([][]int, len(ks))
+	for i, k := range ks {
+		l := Lookup{Key: i, Slot: tab.SlotOf(tab.Hasher().Hash(k)), Backend: tab.LookupIndex(string(k))}
+		orders[i] = slices.Collect(tab.CandidatesBytes(k))
+		if err := checkOrder(orders[i], l.Backend, len(out.Backends)); err != nil {
+			return nil, fmt.Errorf("%s: key %d: %w", out.ID, i, err)
+		}
+		l.Candidates = head(orders[i])
+		out.Lookups = append(out.Lookups, l)
+	}
+	out.CandidateOrders = candidateOrders(orders)
+	out.CandidatesSHA256 = OrdersSHA256(orders)
 	return out, nil
 }
 
-// lookups gives the owner of every key in tab.
-func lookups(tab *maglev.Table, ks [][]byte) []Lookup {
-	out := make([]Lookup, len(ks))
-	for i, k := range ks {
-		out[i] = Lookup{Key: i, Slot: tab.SlotOf(tab.Hasher().Hash(k)), Backend: tab.LookupIndex(string(k))}
+// checkOrder checks that a key's candidates start with its lookup's
+// backend (none for -1) and name each of n backends at most once.
+func checkOrder(order []int, first, n int) error {
+	if len(order) == 0 && first == -1 {
+		return nil
+	}
+	if len(order) == 0 || order[0] != first {
+		return fmt.Errorf("candidates %v do not start with the lookup's backend %d", order, first)
+	}
+	seen := make([]bool, n)
+	for _, i := range order {
+		if i < 0 || i >= n || seen[i] {
+			return fmt.Errorf("candidates %v: backend %d out of range or repeated", order, i)
+		}
+		seen[i] = true
+	}
+	return nil
+}
+
+// head is the first headCandidates entries of a key's candidates, never
+// nil (so that the files give [] for none).
+func head(order []int) []int {
+	return append([]int{}, order[:min(headCandidates, len(order))]...)
+}
+
+// candidateOrders gives every candidate of the first fullKeys keys.
+func candidateOrders(orders [][]int) []CandidateOrder {
+	out := make([]CandidateOrder, fullKeys)
+	for i := range out {
+		out[i] = CandidateOrder{Key: i, Candidates: append([]int{}, orders[i]...)}
 	}
 	return out
+}
+
+// OrdersSHA256 is the SHA-256 of every key's candidates, in key order: each
+// candidate as 4 bytes, little-endian, and each key's last followed by
+// 0xffffffff.
+func OrdersSHA256(orders [][]int) string {
+	var buf []byte
+	for _, o := range orders {
+		for _, i := range o {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(i))
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, 0xffffffff)
+	}
+	sum := sha256.Sum256(buf)
+	return hex.EncodeToString(sum[:])
 }
 
 // SlotsSHA256 is the SHA-256 of a table's slot array, each slot's owner
@@ -541,6 +613,7 @@ func buildRing(h Hasher, s namedSet, vnodes int, ks [][]byte) (*Ring, error) {
 	}
 	out.NumPoints = len(pts)
 	out.PointsSHA256 = PointsSHA256(pts)
+	orders := make([][]int, len(ks))
 	for i, k := range ks {
 		l := RingLookup{Key: i, Point: -1, Backend: -1}
 		if len(pts) > 0 {
@@ -559,8 +632,15 @@ func buildRing(h Hasher, s namedSet, vnodes int, ks [][]byte) (*Ring, error) {
 				return nil, fmt.Errorf("%s: key %d: Lookup gives %q, the points %q", out.ID, i, got, backends[l.Backend])
 			}
 		}
+		orders[i] = slices.Collect(r.CandidatesBytes(k))
+		if err := checkOrder(orders[i], l.Backend, len(backends)); err != nil {
+			return nil, fmt.Errorf("%s: key %d: %w", out.ID, i, err)
+		}
+		l.Candidates = head(orders[i])
 		out.Lookups = append(out.Lookups, l)
 	}
+	out.CandidateOrders = candidateOrders(orders)
+	out.CandidatesSHA256 = OrdersSHA256(orders)
 	return out, nil
 }
 

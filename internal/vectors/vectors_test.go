@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -210,12 +211,29 @@ func checkFile(t *testing.T, f *File, H func([]byte) uint64) {
 		}
 		sets[s.ID] = names
 	}
+	var cov coverage
 	for _, tab := range f.Tables {
 		checkWeights(t, tab)
-		checkTable(t, tab, sets[tab.Set], H, hashes)
+		checkTable(t, tab, sets[tab.Set], H, hashes, &cov)
 	}
 	for _, r := range f.Rings {
-		checkRing(t, r, sets[r.Set], H, hashes)
+		checkRing(t, r, sets[r.Set], H, hashes, &cov)
+	}
+	// The explicit full candidate orders must show every part of the
+	// order at work.
+	for what, ok := range map[string]bool{
+		"the sweep after 16 backends were yielded":           cov.sweepAfter16,
+		"the sweep after all 64 probes":                      cov.sweepAfter64,
+		"the sweep passing over a drained backend":           cov.sweepDrained,
+		"a ring walk passing an owner met before":            cov.ringRepeat,
+		"a ring walk wrapping past the last point":           cov.ringWrap,
+		"a table key whose candidates are more than 8":       cov.longTable,
+		"a ring key whose candidates are more than 8":        cov.longRing,
+		"a table with no candidates (no backend owns slots)": cov.emptyTable,
+	} {
+		if !ok {
+			t.Errorf("no full candidate order shows %s", what)
+		}
 	}
 	// What the files must cover, whatever the generator does.
 	ids := make(map[string]bool)
@@ -292,7 +310,7 @@ func sortedOrder(names [][]byte) []int {
 	return order
 }
 
-func checkTable(t *testing.T, tab Table, names [][]byte, H func([]byte) uint64, hashes []uint64) {
+func checkTable(t *testing.T, tab Table, names [][]byte, H func([]byte) uint64, hashes []uint64, cov *coverage) {
 	t.Helper()
 	m := uint64(tab.M)
 	order := sortedOrder(names)
@@ -381,15 +399,131 @@ func checkTable(t *testing.T, tab Table, names [][]byte, H func([]byte) uint64, 
 	if len(tab.Lookups) != len(hashes) {
 		t.Errorf("%s: %d lookups, want %d", tab.ID, len(tab.Lookups), len(hashes))
 	}
+	orders := make([][]int, len(hashes))
+	live := make([]bool, len(order)) // a non-zero weight
+	for i := range live {
+		live[i] = !tab.Weighted || weight[i] > 0
+		if live[i] != (counts[i] > 0) {
+			t.Errorf("%s: backend %d has weight %d and owns %d slots", tab.ID, i, weight[i], counts[i])
+		}
+	}
+	var runs []orderRun
+	for i, h := range hashes {
+		var run orderRun
+		orders[i], run = tableCandidates(owner, live, h)
+		runs = append(runs, run)
+	}
 	for i, l := range tab.Lookups {
 		s := hashes[i] % m
 		if l.Key != i || uint64(l.Slot) != s || l.Backend != owner[s] {
-			t.Errorf("%s: lookup %d = %+v, want key %d slot %d backend %d", tab.ID, i, l, i, s, owner[s])
+			t.Errorf("%s: lookup %d = key %d slot %d backend %d, want key %d slot %d backend %d", tab.ID, i, l.Key, l.Slot, l.Backend, i, s, owner[s])
+		}
+		if want := orders[i][:min(8, len(orders[i]))]; !slices.Equal(l.Candidates, want) || l.Candidates == nil {
+			t.Errorf("%s: lookup %d: candidates %v, want %v", tab.ID, i, l.Candidates, want)
+		}
+	}
+	if checkOrders(t, tab.ID, tab.CandidateOrders, tab.CandidatesSHA256, orders) {
+		for _, o := range tab.CandidateOrders {
+			run := runs[o.Key]
+			cov.sweepAfter16 = cov.sweepAfter16 || run.probed < 64 && run.swept > 0
+			cov.sweepAfter64 = cov.sweepAfter64 || run.probed == 64 && run.swept > 0
+			cov.sweepDrained = cov.sweepDrained || run.passedDrained
+			cov.longTable = cov.longTable || len(o.Candidates) > 8
+			cov.emptyTable = cov.emptyTable || len(o.Candidates) == 0
 		}
 	}
 }
 
-func checkRing(t *testing.T, r Ring, names [][]byte, H func([]byte) uint64, hashes []uint64) {
+// coverage records what the files' explicit full candidate orders show.
+type coverage struct {
+	sweepAfter16, sweepAfter64, sweepDrained bool
+	ringRepeat, ringWrap                     bool
+	longTable, longRing, emptyTable          bool
+}
+
+// An orderRun says how a table's candidate order was made: how many probes
+// it took, how many candidates the sweep gave, and whether the sweep
+// passed over a drained backend not yet given.
+type orderRun struct {
+	probed, swept int
+	passedDrained bool
+}
+
+// tableCandidates is the candidate order of docs/spec.md for key hash h in
+// the table whose slots owner has, live[i] telling whether backend i has a
+// non-zero weight: the owner of h mod M, then the owners of up to 64 slots
+// drawn by SplitMix64 until 16 backends are given, then the rest of the
+// live backends in index order after the first. Written out plainly, with
+// the probe's slot ⌊z·M/2^64⌋ computed by math/big.
+func tableCandidates(owner []int, live []bool, h uint64) ([]int, orderRun) {
+	var run orderRun
+	m := uint64(len(owner))
+	first := owner[h%m]
+	if first < 0 {
+		return []int{}, run
+	}
+	out := []int{first}
+	given := map[int]bool{first: true}
+	bigM := new(big.Int).SetUint64(m)
+	for j := uint64(1); j <= 64 && len(out) < 16; j++ {
+		run.probed++
+		z := h + j*0x9e3779b97f4a7c15
+		z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		z ^= z >> 31
+		prod := new(big.Int).Mul(new(big.Int).SetUint64(z), bigM)
+		s := prod.Rsh(prod, 64).Uint64()
+		if o := owner[s]; !given[o] {
+			given[o] = true
+			out = append(out, o)
+		}
+	}
+	n := len(live)
+	for d := 1; d < n; d++ {
+		i := (first + d) % n
+		switch {
+		case given[i]:
+		case !live[i]:
+			run.passedDrained = true
+		default:
+			given[i] = true
+			out = append(out, i)
+			run.swept++
+		}
+	}
+	return out, run
+}
+
+// checkOrders checks a table's or ring's explicit full candidate orders and
+// the SHA-256 of all of them against orders, every key's candidates as the
+// plain implementation gives them. It reports whether the explicit orders
+// are right.
+func checkOrders(t *testing.T, id string, explicit []CandidateOrder, sum string, orders [][]int) bool {
+	t.Helper()
+	ok := len(explicit) == 4
+	if !ok {
+		t.Errorf("%s: %d full candidate orders, want 4", id, len(explicit))
+	}
+	for k, o := range explicit[:min(len(explicit), len(orders))] {
+		if o.Key != k || !slices.Equal(o.Candidates, orders[k]) || o.Candidates == nil {
+			t.Errorf("%s: full candidates of key %d (entry %d) %v, want key %d's %v", id, o.Key, k, o.Candidates, k, orders[k])
+			ok = false
+		}
+	}
+	var buf []byte
+	for _, o := range orders {
+		for _, i := range o {
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(i))
+		}
+		buf = binary.LittleEndian.AppendUint32(buf, 0xffffffff)
+	}
+	if got := sha256.Sum256(buf); hex.EncodeToString(got[:]) != sum {
+		t.Errorf("%s: SHA-256 of every key's candidates %x, file %s", id, got, sum)
+	}
+	return ok
+}
+
+func checkRing(t *testing.T, r Ring, names [][]byte, H func([]byte) uint64, hashes []uint64, cov *coverage) {
 	t.Helper()
 	order := sortedOrder(names)
 	if !slices.Equal(order, r.Order) {
@@ -438,6 +572,9 @@ func checkRing(t *testing.T, r Ring, names [][]byte, H func([]byte) uint64, hash
 	} else if n := min(headPoints, len(listed)); !slices.Equal(listed[:n], r.FirstPoints) {
 		t.Errorf("%s: first points differ", r.ID)
 	}
+	orders := make([][]int, len(hashes))
+	repeats := make([]bool, len(hashes))
+	wraps := make([]bool, len(hashes))
 	for i, l := range r.Lookups {
 		want := RingLookup{Key: i, Point: -1, Backend: -1}
 		if len(pts) > 0 {
@@ -450,11 +587,35 @@ func checkRing(t *testing.T, r Ring, names [][]byte, H func([]byte) uint64, hash
 			}
 			want.Backend = pts[want.Point].backend
 		}
-		if l != want {
-			t.Errorf("%s: lookup %d = %+v, want %+v", r.ID, i, l, want)
+		// The candidates: the distinct owners met walking the points
+		// clockwise from the key's, wrapping past the end.
+		orders[i] = []int{}
+		met := make([]bool, len(order))
+		for d := 0; d < len(pts) && len(orders[i]) < len(order); d++ {
+			k := (want.Point + d) % len(pts)
+			wraps[i] = wraps[i] || k < want.Point
+			if b := pts[k].backend; met[b] {
+				repeats[i] = true
+			} else {
+				met[b] = true
+				orders[i] = append(orders[i], b)
+			}
+		}
+		if l.Key != want.Key || l.Point != want.Point || l.Backend != want.Backend {
+			t.Errorf("%s: lookup %d = key %d point %d backend %d, want %+v", r.ID, i, l.Key, l.Point, l.Backend, want)
+		}
+		if want := orders[i][:min(8, len(orders[i]))]; !slices.Equal(l.Candidates, want) || l.Candidates == nil {
+			t.Errorf("%s: lookup %d: candidates %v, want %v", r.ID, i, l.Candidates, want)
 		}
 	}
 	if len(r.Lookups) != len(hashes) {
 		t.Errorf("%s: %d lookups, want %d", r.ID, len(r.Lookups), len(hashes))
+	}
+	if checkOrders(t, r.ID, r.CandidateOrders, r.CandidatesSHA256, orders) {
+		for _, o := range r.CandidateOrders {
+			cov.ringRepeat = cov.ringRepeat || repeats[o.Key]
+			cov.ringWrap = cov.ringWrap || wraps[o.Key]
+			cov.longRing = cov.longRing || len(o.Candidates) > 8
+		}
 	}
 }
