@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +18,8 @@ import (
 // TestCReference checks the vector files against testdata/ref/maglev_ref.c,
 // the independent C program built on the reference xxHash and FarmHash
 // libraries: key hashes, every table's offsets, skips and slots (weighted
-// too), and every ring's points. It runs when MAGLEV_REF names a built
+// too), every ring's points, and every key's candidates in every table and
+// ring. It runs when MAGLEV_REF names a built
 // maglev_ref (.ci/run builds it where a C compiler is present; see
 // testdata/ref/README.md); a maglev_ref built without FarmHash skips the
 // farm file.
@@ -69,15 +71,19 @@ func checkRef(t *testing.T, ref string, f *File) {
 			t.Errorf("key %d: C hash %s, file %s", i, hashes[i], k.Hash)
 		}
 	}
+	keys := filepath.Join(t.TempDir(), "keys.hex")
+	if err := os.WriteFile(keys, []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sets := make(map[string]Set)
 	for _, s := range f.Sets {
 		sets[s.ID] = s
 	}
 	for _, tab := range f.Tables {
-		checkRefTable(t, ref, id, tab, sets[tab.Set], hashes)
+		checkRefTable(t, ref, id, tab, sets[tab.Set], hashes, keys)
 	}
 	for _, r := range f.Rings {
-		checkRefRing(t, ref, id, r, sets[r.Set])
+		checkRefRing(t, ref, id, r, sets[r.Set], keys)
 	}
 	if !t.Failed() {
 		t.Logf("%s: %d keys, %d tables and %d rings agree with the C reference", id, len(f.Keys), len(f.Tables), len(f.Rings))
@@ -85,8 +91,9 @@ func checkRef(t *testing.T, ref string, f *File) {
 }
 
 // checkRefTable builds tab with the C reference from its set, given in the
-// set's order, and compares permutations, slots and lookups.
-func checkRefTable(t *testing.T, ref, id string, tab Table, set Set, hashes []string) {
+// set's order, and compares permutations, slots, lookups and candidates.
+// keys names the file of the keys in hex, one a line.
+func checkRefTable(t *testing.T, ref, id string, tab Table, set Set, hashes []string, keys string) {
 	t.Helper()
 	weight := make(map[int]uint32)
 	for _, b := range tab.Backends {
@@ -145,10 +152,64 @@ func checkRefTable(t *testing.T, ref, id string, tab Table, set Set, hashes []st
 			t.Errorf("%s: key %d: C slot %d owner %d, file %d, %d", tab.ID, l.Key, s, owner[s], l.Slot, l.Backend)
 		}
 	}
+	orders := refOrders(t, tab.ID, runRef(t, ref, in.String(), append([]string{"-candidates"}, append(args, keys)...)...), len(hashes))
+	heads := make([][]int, len(tab.Lookups))
+	for i, l := range tab.Lookups {
+		heads[i] = l.Candidates
+	}
+	compareOrders(t, tab.ID, orders, heads, tab.CandidateOrders, tab.CandidatesSHA256)
 }
 
-// checkRefRing builds r's points with the C reference and compares them.
-func checkRefRing(t *testing.T, ref, id string, r Ring, set Set) {
+// refOrders parses the C reference's -candidates output: n lines, each a
+// key's candidates separated by spaces.
+func refOrders(t *testing.T, id string, out []byte, n int) [][]int {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%s: C gives candidates of %d keys, want %d", id, len(lines), n)
+	}
+	orders := make([][]int, n)
+	for k, line := range lines {
+		orders[k] = []int{}
+		for _, f := range strings.Fields(line) {
+			i, err := strconv.Atoi(f)
+			if err != nil {
+				t.Fatalf("%s: C candidates of key %d: %q: %v", id, k, line, err)
+			}
+			orders[k] = append(orders[k], i)
+		}
+	}
+	return orders
+}
+
+// compareOrders compares the C reference's orders, every candidate of every
+// key, with a table's or ring's candidates: each lookup's first ones (heads),
+// the explicit full orders and the SHA-256 of all of them.
+func compareOrders(t *testing.T, id string, orders, heads [][]int, explicit []CandidateOrder, sum string) {
+	t.Helper()
+	if len(heads) != len(orders) {
+		t.Errorf("%s: %d lookups, C gives the candidates of %d keys", id, len(heads), len(orders))
+	}
+	for k, h := range heads[:min(len(heads), len(orders))] {
+		if want := orders[k][:min(headCandidates, len(orders[k]))]; !slices.Equal(h, want) {
+			t.Errorf("%s: key %d: C's first candidates %v, file %v", id, k, want, h)
+		}
+	}
+	for _, o := range explicit {
+		if o.Key < 0 || o.Key >= len(orders) {
+			t.Errorf("%s: full candidates of key %d, which is not a key", id, o.Key)
+		} else if !slices.Equal(o.Candidates, orders[o.Key]) {
+			t.Errorf("%s: full candidates of key %d: C %v, file %v", id, o.Key, orders[o.Key], o.Candidates)
+		}
+	}
+	if got := OrdersSHA256(orders); got != sum {
+		t.Errorf("%s: C candidates SHA-256 %s, file %s", id, got, sum)
+	}
+}
+
+// checkRefRing builds r's points with the C reference and compares them, and
+// the candidates of every key (keys, as in checkRefTable).
+func checkRefRing(t *testing.T, ref, id string, r Ring, set Set, keys string) {
 	t.Helper()
 	var in strings.Builder
 	for _, n := range set.Names {
@@ -189,4 +250,11 @@ func checkRefRing(t *testing.T, ref, id string, r Ring, set Set) {
 			t.Errorf("%s: key %d: file's point %d is backend %d's in C, file says %d", r.ID, l.Key, l.Point, pts[l.Point].Backend, l.Backend)
 		}
 	}
+	out := runRef(t, ref, in.String(), "-ring", "-candidates", "-hex", id, strconv.Itoa(r.Vnodes), keys)
+	orders := refOrders(t, r.ID, out, len(r.Lookups))
+	heads := make([][]int, len(r.Lookups))
+	for i, l := range r.Lookups {
+		heads[i] = l.Candidates
+	}
+	compareOrders(t, r.ID, orders, heads, r.CandidateOrders, r.CandidatesSHA256)
 }

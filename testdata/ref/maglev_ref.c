@@ -18,6 +18,13 @@
  *   maglev_ref -ring [-hex] HASHER VNODES < names.txt
  *       Prints the consistent-hash ring's points in ring order, one a line:
  *       position (hex), backend index (in sorted order), j.
+ *   maglev_ref -candidates [-hex] [-weighted] HASHER M KEYS < names.txt
+ *   maglev_ref -ring -candidates [-hex] HASHER VNODES KEYS < names.txt
+ *       KEYS is a file of keys, one a line in hex (an empty line is the
+ *       empty key). Prints, for each key, one line: every candidate of the
+ *       key in preference order (Table.Candidates, or Ring.Candidates with
+ *       -ring), backend indices in sorted order separated by spaces; an
+ *       empty line if there is none.
  *   maglev_ref -hashes HASHER < hex.txt
  *       Prints HASHER of each line's bytes, given in hex (an empty line is
  *       the empty string), one hash a line in hex.
@@ -46,6 +53,16 @@
  * Ring: point j (0 <= j < VNODES) of backend name is at H(le64(j) + name),
  * le64(j) being j as 8 bytes, little-endian. Points are sorted by position,
  * equal positions by backend (sorted order), then j.
+ *
+ * Candidates of a key with hash h in a table (none if it is empty): first
+ * the owner of slot h mod M; then, for j = 1 .. 64 while fewer than 16
+ * backends have been given, the owner of slot floor(z_j * M / 2^64), with
+ * z_j = SplitMix64's finalizer of h + j*0x9e3779b97f4a7c15 (mod 2^64),
+ * unless already given; then every backend not given with a non-zero
+ * weight, in sorted order from the first candidate's index plus 1,
+ * wrapping around. On a ring: the owners of the points met walking from
+ * the key's point (the first with position >= h, or point 0) in ring
+ * order, wrapping around, each the first time it is met.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -59,6 +76,7 @@ uint64_t farm_fingerprint64(const char *s, size_t len); /* farm_fp64.cc */
 #endif
 
 #define XXH3_SEED 0x9e3779b97f4a7c15ULL
+#define GOLDEN64 0x9e3779b97f4a7c15ULL /* SplitMix64's increment */
 
 static void die(const char *msg)
 {
@@ -362,6 +380,107 @@ static uint64_t parse_m(const char *s)
 	return m;
 }
 
+/* ---- candidates ---- */
+
+struct key {
+	unsigned char *bytes;
+	size_t len;
+};
+
+/* Reads the keys file: one key a line, in hex; an empty line is "". */
+static struct key *read_keys(const char *path, size_t *count)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		die("cannot open the keys file");
+	struct key *ks = NULL;
+	size_t n = 0, cap = 0;
+	char *line = NULL;
+	size_t linecap = 0;
+	ssize_t got;
+	while ((got = getline(&line, &linecap, f)) != -1) {
+		size_t len = (size_t)got;
+		if (len > 0 && line[len - 1] == '\n')
+			len--;
+		len = unhex(line, len);
+		if (n == cap) {
+			cap = cap ? 2 * cap : 128;
+			ks = realloc(ks, cap * sizeof *ks);
+			if (!ks)
+				die("out of memory");
+		}
+		ks[n].bytes = malloc(len ? len : 1);
+		if (!ks[n].bytes)
+			die("out of memory");
+		memcpy(ks[n].bytes, line, len);
+		ks[n].len = len;
+		n++;
+	}
+	free(line);
+	fclose(f);
+	*count = n;
+	return ks;
+}
+
+/* SplitMix64's output function (Stafford's Mix13). */
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/*
+ * floor(z * m / 2^64) for m < 2^32, from z's 32-bit halves, with no 128-bit
+ * type: z*m = hi*m*2^32 + lo*m, and hi*m + (lo*m >> 32) < 2^64.
+ */
+static uint64_t probe_slot(uint64_t z, uint64_t m)
+{
+	uint64_t hi = z >> 32, lo = z & 0xffffffffULL;
+	return (hi * m + ((lo * m) >> 32)) >> 32;
+}
+
+/* Prints backend i as the next candidate of a line, and marks it given. */
+static void give(size_t i, unsigned char *given, size_t *count)
+{
+	if (*count > 0)
+		putchar(' ');
+	printf("%zu", i);
+	given[i] = 1;
+	(*count)++;
+}
+
+/* -candidates: every candidate of each key, one line a key. */
+static int run_candidates(hash_fn h, const struct backend *bs, size_t n, uint64_t m,
+			  const int64_t *owner, int weighted, const struct key *ks, size_t nk)
+{
+	unsigned char *given = malloc(n ? n : 1);
+	if (!given)
+		die("out of memory");
+	for (size_t k = 0; k < nk; k++) {
+		uint64_t x = h(ks[k].bytes, ks[k].len);
+		size_t count = 0;
+		int64_t first = owner[x % m];
+		memset(given, 0, n ? n : 1);
+		if (first >= 0) {
+			give((size_t)first, given, &count);
+			for (uint64_t j = 1; j <= 64 && count < 16; j++) {
+				int64_t o = owner[probe_slot(mix64(x + j * GOLDEN64), m)];
+				if (!given[o])
+					give((size_t)o, given, &count);
+			}
+			for (size_t d = 1; d < n; d++) {
+				size_t i = ((size_t)first + d) % n;
+				if (!given[i] && (!weighted || bs[i].weight > 0))
+					give(i, given, &count);
+			}
+		}
+		putchar('\n');
+	}
+	free(given);
+	return 0;
+}
+
 /* ---- the ring ---- */
 
 struct point {
@@ -382,7 +501,12 @@ static int cmp_point(const void *a, const void *b)
 	return 0;
 }
 
-static int run_ring(hash_fn h, uint64_t vnodes, const struct backend *bs, size_t n)
+/*
+ * Prints the ring's points, or with keys (nk of them) every candidate of
+ * each key, one line a key.
+ */
+static int run_ring(hash_fn h, uint64_t vnodes, const struct backend *bs, size_t n,
+		    const struct key *ks, size_t nk)
 {
 	size_t np = n * (size_t)vnodes, k = 0;
 	struct point *pts = malloc((np ? np : 1) * sizeof *pts);
@@ -404,9 +528,32 @@ static int run_ring(hash_fn h, uint64_t vnodes, const struct backend *bs, size_t
 		free(buf);
 	}
 	qsort(pts, np, sizeof *pts, cmp_point);
-	for (k = 0; k < np; k++)
-		printf("%016llx %zu %llu\n", (unsigned long long)pts[k].pos, pts[k].backend,
-		       (unsigned long long)pts[k].j);
+	if (!ks) {
+		for (k = 0; k < np; k++)
+			printf("%016llx %zu %llu\n", (unsigned long long)pts[k].pos,
+			       pts[k].backend, (unsigned long long)pts[k].j);
+		free(pts);
+		return 0;
+	}
+	unsigned char *given = malloc(n ? n : 1);
+	if (!given)
+		die("out of memory");
+	for (size_t q = 0; q < nk; q++) {
+		uint64_t x = h(ks[q].bytes, ks[q].len);
+		size_t start = 0, count = 0;
+		memset(given, 0, n ? n : 1);
+		while (start < np && pts[start].pos < x)
+			start++;
+		if (start == np)
+			start = 0; /* past the last point: wrap */
+		for (size_t d = 0; d < np && count < n; d++) {
+			size_t b = pts[(start + d) % np].backend;
+			if (!given[b])
+				give(b, given, &count);
+		}
+		putchar('\n');
+	}
+	free(given);
 	free(pts);
 	return 0;
 }
@@ -433,6 +580,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: maglev_ref [-names] [-hex] [-weighted] [-perms] HASHER M < names.txt\n"
 		"       maglev_ref -ring [-hex] HASHER VNODES < names.txt\n"
+		"       maglev_ref -candidates [-hex] [-weighted] HASHER M KEYS < names.txt\n"
+		"       maglev_ref -ring -candidates [-hex] HASHER VNODES KEYS < names.txt\n"
 		"       maglev_ref -perm M NAME:OFFSET:SKIP ...\n"
 		"       maglev_ref -hash HASHER STRING\n"
 		"       maglev_ref -hashes HASHER < hex.txt\n");
@@ -472,7 +621,7 @@ static int run_perm(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int names = 0, hex = 0, weighted = 0, perms = 0, ring = 0;
+	int names = 0, hex = 0, weighted = 0, perms = 0, ring = 0, candidates = 0;
 	int i = 1;
 
 	if (argc >= 3 && strcmp(argv[1], "-perm") == 0)
@@ -496,12 +645,19 @@ int main(int argc, char **argv)
 			perms = 1;
 		else if (strcmp(argv[i], "-ring") == 0)
 			ring = 1;
+		else if (strcmp(argv[i], "-candidates") == 0)
+			candidates = 1;
 		else
 			usage();
 	}
-	if (argc - i != 2 || (ring && (names || weighted || perms)))
+	if (argc - i != 2 + candidates || (ring && (names || weighted || perms)) ||
+	    (candidates && (names || perms)))
 		usage();
 	hash_fn h = pick_hasher(argv[i]);
+	struct key *ks = NULL;
+	size_t nk = 0;
+	if (candidates)
+		ks = read_keys(argv[i + 2], &nk);
 
 	size_t n;
 	struct backend *bs = read_backends(stdin, &n, hex, weighted);
@@ -511,7 +667,7 @@ int main(int argc, char **argv)
 		if (cmp_backend(&bs[k - 1], &bs[k]) == 0)
 			die("duplicate backend name");
 	if (ring)
-		return run_ring(h, parse_u64(argv[i + 1]), bs, n);
+		return run_ring(h, parse_u64(argv[i + 1]), bs, n, ks, nk);
 
 	uint64_t m = parse_m(argv[i + 1]);
 	if (n > m)
@@ -537,6 +693,8 @@ int main(int argc, char **argv)
 		fill_weighted(bs, n, m, owner);
 	else
 		fill(bs, n, m, owner);
+	if (candidates)
+		return run_candidates(h, bs, n, m, owner, weighted, ks, nk);
 	if (names)
 		print_names(bs, m, owner);
 	else
