@@ -14,7 +14,7 @@ import (
 
 const compareHelp = `usage: maglev compare [-n backends | -backends file] [-k keys | -keys file]
                       [-add "name [weight]"] [-remove name] [-zipf s]
-                      [-m size]
+                      [-inflight C] [-balance-factor F] [-m size]
                       [-vnodes list] [-hash xxh3|farm|fnv1a] [-seed n]
                       [-keyseed n] [-weights list] [-json] [-svg file]
 
@@ -80,6 +80,20 @@ with probability proportional to 1/i^s (from a PCG seeded with -keyseed),
 so the load columns show what hot keys do; the note under the table gives
 the hottest key's share. The K keys are kept in memory.
 
+Giving -inflight C or -balance-factor F adds a row for bounded loads,
+"bounded F=1.25 C=64" at the defaults, beside the first Maglev row: that table through maglev.NewBounded(t, F), F ≥ 1, which
+sends a request to the first of its key's candidates that holds fewer
+than its capacity ceil(F·L·w/Σw) of the L requests in flight. The
+requests are simulated in stream order with a sliding window of C in
+flight (1 to 1048576): request i is released just before request i+C is
+placed, so every pick sees L = C, itself included (i+1 for the first C).
+The row's lookup is an Acquire and a Release, hashing included; its
+spilled column is the fraction of requests placed past their key's first
+candidate; and its add and remove columns compare, request by request,
+the simulation with the base backends to the same simulation with one
+backend added or removed: moved is the fraction of requests that go to
+another backend, excess those that move between backends that stayed.
+
 -json prints the same numbers as JSON (fractions, not percentages). -svg
 writes an SVG chart of every backend's load for each algorithm. While it
 runs, compare shows progress on standard error if that is a terminal. The
@@ -103,6 +117,8 @@ type compareConfig struct {
 	keysFile     string  // -keys
 	add, remove  string  // -add and -remove
 	zipf         float64 // -zipf; 0 for uniform keys
+	factor       float64 // -balance-factor
+	inflight     int     // -inflight
 
 	set map[string]bool // the flags given on the command line
 
@@ -110,6 +126,7 @@ type compareConfig struct {
 	backends []maglev.Backend // the base set, then the added backend last
 	removed  int              // the index in backends of the removed one
 	weighted bool             // a weight was given
+	bounded  bool             // -inflight or -balance-factor was given: a bounded row
 	keysName string           // the keys file in messages
 }
 
@@ -131,6 +148,8 @@ func runCompare(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.add, "add", "", "the joining backend, \"`name` [weight]\" (default: backend N+1)")
 	fs.StringVar(&c.remove, "remove", "", "the leaving backend's `name` (default: the first)")
 	fs.Float64Var(&c.zipf, "zipf", 0, "Zipf exponent `s` > 1 of the keys' popularity (0: uniform)")
+	fs.IntVar(&c.inflight, "inflight", 64, "requests in flight `C` of the bounded-loads row (giving it adds the row)")
+	fs.Float64Var(&c.factor, "balance-factor", 1.25, "balance factor `F` ≥ 1 of the bounded-loads row (giving it adds the row)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	svg := fs.String("svg", "", "write a chart of per-backend load to `file`")
 	if status := parseFlags(fs, args, compareHelp, stdout, stderr); status >= 0 {
@@ -201,6 +220,13 @@ func (c *compareConfig) check(vnodes, weights string) error {
 	}
 	if c.zipf != 0 && !(c.zipf > 1 && !math.IsInf(c.zipf, 1)) {
 		return fmt.Errorf("-zipf %v: want an exponent above 1, or 0 for uniform keys", c.zipf)
+	}
+	c.bounded = c.set["inflight"] || c.set["balance-factor"]
+	if c.bounded && !(c.factor >= 1 && c.factor <= math.MaxFloat64) {
+		return fmt.Errorf("-balance-factor %v: want a finite factor of at least 1", c.factor)
+	}
+	if c.bounded && (c.inflight < 1 || c.inflight > maxInflight) {
+		return fmt.Errorf("-inflight %d: want from 1 to %d requests in flight", c.inflight, maxInflight)
 	}
 	for _, f := range strings.Split(vnodes, ",") {
 		v, err := strconv.Atoi(strings.TrimSpace(f))

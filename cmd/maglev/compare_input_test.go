@@ -29,10 +29,20 @@ func sameNumbers(t *testing.T, what string, a, b *report) {
 	}
 	for i := range a.Rows {
 		x, y := a.Rows[i], b.Rows[i]
-		if x.Name != y.Name || x.LoadMax != y.LoadMax || x.LoadMin != y.LoadMin || x.LoadStddev != y.LoadStddev || x.Add != y.Add || x.Remove != y.Remove {
+		if x.Name != y.Name || x.LoadMax != y.LoadMax || x.LoadMin != y.LoadMin || x.LoadStddev != y.LoadStddev || x.Add != y.Add || x.Remove != y.Remove ||
+			spilledOf(x) != spilledOf(y) {
 			t.Errorf("%s: rows differ:\n%+v\n%+v", what, x, y)
 		}
 	}
+}
+
+// spilledOf returns a bounded row's spilled fraction, and -1 for another
+// row.
+func spilledOf(res result) float64 {
+	if res.Spilled == nil {
+		return -1
+	}
+	return *res.Spilled
 }
 
 // synthBackends returns the -backends file of the first n synthetic

@@ -33,13 +33,26 @@ func decodeReport(t *testing.T, stdout string) *report {
 	return &r
 }
 
-// checkSane checks what must hold of any report whatever the timing.
+// checkSane checks what must hold of any report whatever the timing, with
+// the default five rows.
 func checkSane(t *testing.T, r *report) {
 	t.Helper()
-	if len(r.Rows) != 5 {
-		t.Fatalf("%d rows, want 5", len(r.Rows))
+	checkSaneRows(t, r, 5)
+}
+
+// checkSaneRows is checkSane for a report of rows rows.
+func checkSaneRows(t *testing.T, r *report, rows int) {
+	t.Helper()
+	if len(r.Rows) != rows {
+		t.Fatalf("%d rows, want %d", len(r.Rows), rows)
 	}
 	for _, res := range r.Rows {
+		if (res.Algorithm == "bounded") != (res.Spilled != nil) {
+			t.Errorf("%s: spilled %v; want a fraction for a bounded row only", res.Name, res.Spilled)
+		}
+		if res.Spilled != nil && !(*res.Spilled >= 0 && *res.Spilled <= 1) {
+			t.Errorf("%s: spilled %v, want a fraction in [0, 1]", res.Name, *res.Spilled)
+		}
 		for _, f := range []struct {
 			name string
 			v    float64
@@ -151,6 +164,12 @@ func TestCompareText(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, stdout)
 		}
 	}
+	// Without -inflight or -balance-factor there is no bounded row.
+	for _, unwanted := range []string{"spilled", "bounded", "NewBounded"} {
+		if strings.Contains(stdout, unwanted) {
+			t.Errorf("output without -inflight or -balance-factor has %q:\n%s", unwanted, stdout)
+		}
+	}
 	// Each row shows the JSON's deterministic numbers, and the rows are
 	// aligned: every row as long as the header.
 	header := lines[3]
@@ -223,6 +242,14 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"-weights", "1,x"}, "error: -weights \"1,x\": want integers from 0 to 4294967295 separated by commas\n"},
 		{[]string{"-weights", "0"}, "error: -weights \"0\": backends 2 to 100 would all be drained\n"},
 		{[]string{"-n", "2", "-weights", "1,0"}, "error: -weights \"1,0\": backends 2 to 2 would all be drained\n"},
+		{[]string{"-inflight", "0"}, "error: -inflight 0: want from 1 to 1048576 requests in flight\n"},
+		{[]string{"-inflight", "-3"}, "error: -inflight -3: want from 1 to 1048576 requests in flight\n"},
+		{[]string{"-inflight", "1048577"}, "error: -inflight 1048577: want from 1 to 1048576 requests in flight\n"},
+		{[]string{"-balance-factor", "0.99"}, "error: -balance-factor 0.99: want a finite factor of at least 1\n"},
+		{[]string{"-balance-factor", "0"}, "error: -balance-factor 0: want a finite factor of at least 1\n"},
+		{[]string{"-balance-factor", "-2", "-inflight", "8"}, "error: -balance-factor -2: want a finite factor of at least 1\n"},
+		{[]string{"-balance-factor", "NaN"}, "error: -balance-factor NaN: want a finite factor of at least 1\n"},
+		{[]string{"-balance-factor", "Inf"}, "error: -balance-factor +Inf: want a finite factor of at least 1\n"},
 		{[]string{"-n", "10", "-vnodes", "2000000"}, "error: ring vnodes=2000000: ring: more than MaxPoints points: 10 backends × 2000000 vnodes\n"},
 		{[]string{"-n", "2", "-weights", "4,8", "-vnodes", "4611686018427387904"}, "error: ring vnodes=4611686018427387904: ring: more than MaxPoints points: vnodes 4611686018427387904\n"},
 	}

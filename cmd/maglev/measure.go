@@ -75,7 +75,8 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 	var rows []*row
 	for _, alg := range algs {
 		rw := &row{alg: alg, counts: make([]int64, n)}
-		rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes}
+		rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes,
+			BalanceFactor: alg.factor, InFlight: alg.inflight}
 		p.say("%s: building", alg.name)
 		l, err := measureBuild(&rw.res, alg, base)
 		if err != nil {
@@ -120,6 +121,10 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 		res.LoadMax, res.LoadMin, res.LoadStddev = loadStats(res.loads)
 		res.Add = moves{Moved: frac(rw.addMoved, k), Ideal: addIdeal, Excess: frac(rw.addEx, k)}
 		res.Remove = moves{Moved: frac(rw.rmMoved, k), Ideal: removeIdeal, Excess: frac(rw.rmEx, k)}
+		if s, ok := rw.base.(interface{ spilled() int64 }); ok {
+			f := frac(s.spilled(), k)
+			res.Spilled = &f
+		}
 		r.Rows = append(r.Rows, *res)
 	}
 	return r, nil

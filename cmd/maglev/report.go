@@ -35,19 +35,24 @@ type report struct {
 
 // A result is one row of a report: one algorithm's measurements.
 type result struct {
-	Name        string  `json:"name"`
-	Algorithm   string  `json:"algorithm"` // "maglev" or "ring"
-	M           int     `json:"m,omitempty"`
-	Vnodes      int     `json:"vnodes,omitempty"`
-	BuildNs     int64   `json:"build_ns"`
-	MemoryBytes int64   `json:"memory_bytes"`
-	AllocBytes  uint64  `json:"alloc_bytes"`
-	LookupNs    float64 `json:"lookup_ns"`
-	LoadMax     float64 `json:"load_max_mean"`
-	LoadMin     float64 `json:"load_min_mean"`
-	LoadStddev  float64 `json:"load_stddev_mean"`
-	Add         moves   `json:"add"`
-	Remove      moves   `json:"remove"`
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"` // "maglev", "ring" or "bounded"
+	M         int    `json:"m,omitempty"`
+	Vnodes    int    `json:"vnodes,omitempty"`
+	// A bounded row's balance factor, its requests in flight, and the
+	// fraction of the requests placed past their key's first candidate.
+	BalanceFactor float64  `json:"balance_factor,omitempty"`
+	InFlight      int      `json:"inflight,omitempty"`
+	Spilled       *float64 `json:"spilled,omitempty"`
+	BuildNs       int64    `json:"build_ns"`
+	MemoryBytes   int64    `json:"memory_bytes"`
+	AllocBytes    uint64   `json:"alloc_bytes"`
+	LookupNs      float64  `json:"lookup_ns"`
+	LoadMax       float64  `json:"load_max_mean"`
+	LoadMin       float64  `json:"load_min_mean"`
+	LoadStddev    float64  `json:"load_stddev_mean"`
+	Add           moves    `json:"add"`
+	Remove        moves    `json:"remove"`
 
 	loads []float64 // per-backend load over fair share, NaN if drained
 }

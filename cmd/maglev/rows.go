@@ -20,10 +20,12 @@ type lookuper interface {
 
 // An algorithm is one row of the comparison.
 type algorithm struct {
-	name   string
-	kind   string // "maglev" or "ring"
-	m      int
-	vnodes int
+	name     string
+	kind     string // "maglev", "ring" or "bounded"
+	m        int
+	vnodes   int
+	factor   float64 // a bounded row's balance factor
+	inflight int     // a bounded row's requests in flight
 	// build builds the table or ring for backends; compare times it and
 	// measures the heap that what it returns keeps.
 	build func(backends []maglev.Backend) (lookuper, error)
@@ -61,6 +63,10 @@ func (c *compareConfig) algorithms() []algorithm {
 				return maglev.New(names(backends), m, c.h)
 			},
 		})
+		if c.bounded && m == c.m {
+			// Beside the plain table it bounds.
+			algs = append(algs, c.boundedAlgorithm(m, c.factor, c.inflight))
+		}
 	}
 	g := uint32(0)
 	for _, w := range c.gcdWeights() {

@@ -18,10 +18,11 @@ const (
 	chartBottom = 40  // room for the x-axis label
 )
 
-// Colours: one per kind of algorithm, and the reference line.
+// Colours: one per kind of algorithm (Maglev, ring, bounded loads), and the reference line.
 const (
 	maglevColor = "#2f6db5"
 	ringColor   = "#e07b28"
+	boundColor  = "#2a9d5c"
 	refColor    = "#222"
 	gridColor   = "#ddd"
 	textColor   = "#222"
@@ -60,8 +61,11 @@ func chart(r *report) string {
 
 	for p, res := range r.Rows {
 		color := maglevColor
-		if res.Algorithm == "ring" {
+		switch res.Algorithm {
+		case "ring":
 			color = ringColor
+		case "bounded":
+			color = boundColor
 		}
 		labelY := float64(chartTop + p*panelHeight + panelLabel - 7)
 		fmt.Fprintf(&b, `<text x="%d" y="%.1f" fill="%s"><tspan font-weight="bold">%s</tspan><tspan dx="12" fill="%s">max %.3f</tspan><tspan dx="10" fill="%s">min %.3f</tspan><tspan dx="10" fill="%s">sd %.3f</tspan></text>`+"\n",

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,15 +15,26 @@ func writeText(w io.Writer, r *report) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s; %s %s, %d CPUs\n\n", describe(r), r.Go, r.Platform, r.CPUs)
 
+	var bounded []result // the bounded rows, which add a spilled column
+	for _, res := range r.Rows {
+		if res.Spilled != nil {
+			bounded = append(bounded, res)
+		}
+	}
 	header := []string{"algorithm", "build", "memory", "lookup", "max", "min", "sd", "moved", "ideal", "excess", "moved", "ideal", "excess"}
 	groups := []group{
 		{"load/mean", 4, 6},
 		{"add " + r.Added, 7, 9},
 		{"remove " + r.Removed, 10, 12},
 	}
+	if bounded != nil {
+		header = slices.Insert(header, 7, "spilled")
+		groups[1].first, groups[1].last = 8, 10
+		groups[2].first, groups[2].last = 11, 13
+	}
 	rows := [][]string{header}
 	for _, res := range r.Rows {
-		rows = append(rows, []string{
+		row := []string{
 			res.Name,
 			duration(res.BuildNs),
 			bytesize(res.MemoryBytes),
@@ -32,7 +44,14 @@ func writeText(w io.Writer, r *report) error {
 			fmt.Sprintf("%.3f", res.LoadStddev),
 			percent(res.Add.Moved), percent(res.Add.Ideal), percent(res.Add.Excess),
 			percent(res.Remove.Moved), percent(res.Remove.Ideal), percent(res.Remove.Excess),
-		})
+		}
+		switch {
+		case res.Spilled != nil:
+			row = slices.Insert(row, 7, percent(*res.Spilled))
+		case bounded != nil:
+			row = slices.Insert(row, 7, "-")
+		}
+		rows = append(rows, row)
 	}
 	writeTable(&b, groups, rows)
 
@@ -46,15 +65,33 @@ func writeText(w io.Writer, r *report) error {
 		fmt.Fprintf(&b, "Zipf(%v): the most popular key alone draws %s of the requests, %.1f× an equal share\n",
 			r.Zipf, percent(r.HotKeyShare), r.HotKeyShare*float64(r.N))
 		b.WriteString("(1/N); its backend carries at least that under any consistent hash.\n")
+		if bounded != nil {
+			b.WriteString("Bounded loads spill it instead: no backend ever holds more than its capacity.\n")
+		}
 	case r.KeysFile != "":
 		b.WriteString("Keys from a file can repeat: a key on many lines is a hot key, which no consistent hash\n")
 		b.WriteString("spreads, so loads can lie well beyond this floor.\n")
+	}
+	for _, res := range bounded {
+		writeBoundedNote(&b, res)
 	}
 	b.WriteString("build: fastest of 3; memory: heap kept by the built value; lookup: Lookup(key) with hashing;\n")
 	b.WriteString("load/mean: keys per backend over the fair share; moved: fraction of keys whose backend\n")
 	b.WriteString("changes; excess: keys moved between backends that stayed. \"maglev compare -h\" explains.\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeBoundedNote writes what the bounded row res is and how its columns
+// differ from the others'.
+func writeBoundedNote(b *strings.Builder, res result) {
+	c := res.InFlight
+	fmt.Fprintf(b, "%s: the M=%d table through maglev.NewBounded(t, %v), with a sliding\n", res.Name, res.M, res.BalanceFactor)
+	fmt.Fprintf(b, "window of %d requests in flight: request i is released just before request i+%d is\n", c, c)
+	fmt.Fprintf(b, "placed, so each pick sees L = %d, itself included (i+1 for the first %d). A backend's\n", c, c)
+	b.WriteString("capacity is ceil(F·L·w/Σw). lookup: Acquire and Release, hashing included; spilled:\n")
+	b.WriteString("requests placed past their key's first candidate; moved: requests that go to another\n")
+	b.WriteString("backend than in the same simulation without the change.\n")
 }
 
 // describe returns what r compared, as the first line of the text says
