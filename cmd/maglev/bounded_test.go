@@ -54,13 +54,12 @@ func TestBoundedRouter(t *testing.T) {
 			for i, n := range names {
 				index[n] = int32(100 + i) // not the table's own indices
 			}
-			alg := algorithm{factor: tc.factor, inflight: tc.c, router: func(l lookuper, index map[string]int32) router {
-				return (&compareConfig{}).boundedAlgorithm(251, tc.factor, tc.c).router(l, index)
-			}}
+			alg := (&compareConfig{}).boundedAlgorithm(251, tc.factor, tc.c)
 			sim, err := newBoundedSim(tc.t, tc.factor, tc.c)
 			if err != nil {
 				t.Fatal(err)
 			}
+			sim.LookupHash(hashes[0]) // the router's simulation is its own
 			rt := newRouter(alg, sim, index)
 			dst := make([]int32, len(hashes))
 			// In uneven batches: the window carries over between them.
