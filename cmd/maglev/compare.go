@@ -84,10 +84,10 @@ Giving -inflight C or -balance-factor F adds a row for bounded loads,
 "bounded F=1.25 C=64" at the defaults, beside the first Maglev row: that
 row's table through maglev.NewBounded(t, F), F ≥ 1, which sends a request
 to the first of its key's candidates that holds fewer than its capacity
-ceil(F·L·w/Σw) of the L requests in flight. The
-requests are simulated in stream order with a sliding window of C in
-flight (1 to 1048576): request i is released just before request i+C is
-placed, so every pick sees L = C, itself included (i+1 for the first C).
+ceil(F·L·w/Σw) of the L requests in flight. The requests are simulated
+in stream order with a sliding window of C in flight (1 to 1048576):
+request i is released just before request i+C is placed, so every pick
+sees L = C, itself included (i+1 for the first C).
 The row's lookup is an Acquire and a Release, hashing included; its
 spilled column is the fraction of requests placed past their key's first
 candidate; and its add and remove columns compare, request by request,
