@@ -59,7 +59,7 @@ func TestAffinityAddresses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer closeConn(t, cc)
 	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
 	checkRouting(t, c, tableOf(t, ss), keys(100), 2, viaHeader, nil)
 }

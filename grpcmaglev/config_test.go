@@ -126,7 +126,7 @@ func TestNewClientBadConfig(t *testing.T) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultServiceConfig(serviceConfig(c.fields, false)))
 		if err == nil {
-			cc.Close()
+			closeConn(t, cc)
 			t.Errorf("grpc.NewClient with config {%s} succeeded", c.fields)
 			continue
 		}
@@ -173,7 +173,7 @@ func TestResolverErrorFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer closeConn(t, cc)
 	cc.Connect()
 	r.CC().ReportError(errors.New("no such host"))
 	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}

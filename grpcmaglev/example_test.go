@@ -31,7 +31,11 @@ func Example() {
 		srv := grpc.NewServer()
 		// testService answers UnaryCall with its own address as Hostname.
 		testgrpc.RegisterTestServiceServer(srv, &testService{name: lis.Addr().String()})
-		go srv.Serve(lis)
+		go func() {
+			if err := srv.Serve(lis); err != nil {
+				log.Print(err)
+			}
+		}()
 		defer srv.Stop()
 		addrs = append(addrs, lis.Addr().String())
 		endpoints = append(endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: lis.Addr().String()}}})
@@ -49,7 +53,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer cc.Close()
+	defer func() {
+		if err := cc.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 	client := testgrpc.NewTestServiceClient(cc)
 
 	// Every client of the fleet computes this same table.

@@ -109,7 +109,13 @@ func startServer(t testing.TB, addr string, delay time.Duration, opts ...grpc.Se
 	s.svc.delay.Store(int64(delay))
 	testgrpc.RegisterTestServiceServer(s.srv, s.svc)
 	healthgrpc.RegisterHealthServer(s.srv, s.health)
-	go s.srv.Serve(countingListener{lis, s.accepts})
+	go func() {
+		// Serve returns nil after Stop, so this reports only a failure
+		// while the test runs.
+		if err := s.srv.Serve(countingListener{lis, s.accepts}); err != nil {
+			t.Errorf("serve %s: %v", s.addr, err)
+		}
+	}()
 	t.Cleanup(s.srv.Stop)
 	return s
 }
@@ -179,9 +185,17 @@ func newClient(t testing.TB, es []resolver.Endpoint, sc string) *client {
 	if err != nil {
 		t.Fatalf("grpc.NewClient: %v", err)
 	}
-	t.Cleanup(func() { cc.Close() })
+	t.Cleanup(func() { closeConn(t, cc) })
 	cc.Connect()
 	return &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+}
+
+// closeConn closes cc, failing the test if that fails.
+func closeConn(t testing.TB, cc *grpc.ClientConn) {
+	t.Helper()
+	if err := cc.Close(); err != nil {
+		t.Errorf("closing the client: %v", err)
+	}
 }
 
 // How an RPC carries its key.
