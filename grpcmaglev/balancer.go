@@ -87,6 +87,7 @@ type maglevBalancer struct {
 	table       *maglev.Table                  // over usable, built with tableCfg
 	usable      []maglev.Backend               // sorted by name
 	tableCfg    *lbConfig
+	bounded     *maglev.Bounded // over table, with cfg's balanceFactor; nil when it is 0
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
@@ -181,10 +182,41 @@ func (b *maglevBalancer) publishLocked() {
 }
 
 // rebuildLocked rebuilds the table if the usable children, their weights or
-// the config changed, logging how many slots moved. The rebuild is
-// maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
-// reported the change, never in a pick. Caller holds b.mu.
+// the config changed, logging how many slots moved, and publishes it to the
+// Bounded that places keyed RPCs when balanceFactor is set (syncBounded).
+// The rebuild is maglev.NewWeighted's O(M log M) build, done here, on the
+// goroutine that reported the change, never in a pick. Caller holds b.mu.
 func (b *maglevBalancer) rebuildLocked() error {
+	if err := b.rebuildTableLocked(); err != nil {
+		return err
+	}
+	return b.syncBoundedLocked()
+}
+
+// syncBoundedLocked makes b.bounded place RPCs on b.table with the
+// config's balanceFactor: nil when the factor is 0, a new Bounded when the
+// factor changes (leases on the old one are released into it, so L starts
+// again from the RPCs made after the change), and otherwise the same one,
+// given the table if it was rebuilt. Bounded.Update keeps the in-flight
+// counts of the endpoints that stay in the table. Caller holds b.mu.
+func (b *maglevBalancer) syncBoundedLocked() error {
+	switch f := b.cfg.factor; {
+	case f == 0:
+		b.bounded = nil
+	case b.bounded == nil || b.bounded.Factor() != f:
+		bd, err := maglev.NewBounded(b.table, f)
+		if err != nil { // parseFactor vetted f
+			return fmt.Errorf("grpcmaglev: balanceFactor: %w", err)
+		}
+		b.bounded = bd
+	case b.bounded.Table() != b.table:
+		b.bounded.Update(b.table)
+	}
+	return nil
+}
+
+// rebuildTableLocked is rebuildLocked's table half. Caller holds b.mu.
+func (b *maglevBalancer) rebuildTableLocked() error {
 	usable := make([]maglev.Backend, 0, len(b.children))
 	for _, cs := range b.children {
 		if b.usableLocked(cs.Endpoint) {
@@ -256,10 +288,11 @@ func (b *maglevBalancer) usableLocked(e resolver.Endpoint) bool {
 // Caller holds b.mu.
 func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State) {
 	p := &picker{
-		table:  b.table,
-		owners: make([]*child, b.table.Len()),
-		header: b.cfg.header,
-		err:    ErrNoUsableEndpoint,
+		table:   b.table,
+		owners:  make([]*child, b.table.Len()),
+		header:  b.cfg.header,
+		bounded: b.bounded,
+		err:     ErrNoUsableEndpoint,
 	}
 	if len(b.children) == 0 {
 		p.err = errNoEndpoints

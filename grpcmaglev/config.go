@@ -15,7 +15,8 @@ import (
 
 // ErrInvalidConfig is wrapped by every error ParseConfig returns, so that
 // callers can match a rejected policy config with errors.Is. An error about
-// a bad tableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge.
+// a bad tableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, and
+// one about a bad balanceFactor wraps maglev.ErrBalanceFactor.
 var ErrInvalidConfig = errors.New("maglev: invalid config")
 
 // A ConfigError reports the field of the policy's service config that is
@@ -46,9 +47,10 @@ func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err}
 type lbConfig struct {
 	serviceconfig.LoadBalancingConfig `json:"-"`
 
-	header string // lower-cased metadata key whose values are the key; "" for none
-	size   int    // table size: a prime ≤ maglev.MaxSize
-	seed   uint64 // XXH3 seed; 0 is the library's default hasher
+	header string  // lower-cased metadata key whose values are the key; "" for none
+	size   int     // table size: a prime ≤ maglev.MaxSize
+	seed   uint64  // XXH3 seed; 0 is the library's default hasher
+	factor float64 // balanceFactor: 0 (bounded loads off), or finite and ≥ 1
 }
 
 // hasher returns the table hasher the config names.
@@ -63,6 +65,7 @@ const (
 	fieldHeader = "requestHashHeader"
 	fieldSize   = "tableSize"
 	fieldSeed   = "seed"
+	fieldFactor = "balanceFactor"
 )
 
 // parseConfig parses the policy's JSON config: an object whose fields are
@@ -84,7 +87,7 @@ func parseConfig(js json.RawMessage) (*lbConfig, error) {
 	slices.Sort(keys) // the first bad field reported is the same on every run
 	for _, k := range keys {
 		raw := fields[k]
-		known := k == fieldHeader || k == fieldSize || k == fieldSeed
+		known := k == fieldHeader || k == fieldSize || k == fieldSeed || k == fieldFactor
 		if known && string(raw) == "null" {
 			continue
 		}
@@ -96,8 +99,10 @@ func parseConfig(js json.RawMessage) (*lbConfig, error) {
 			cfg.size, err = parseSize(raw)
 		case fieldSeed:
 			cfg.seed, err = parseSeed(raw)
+		case fieldFactor:
+			cfg.factor, err = parseFactor(raw)
 		default:
-			err = fmt.Errorf("unknown field (known: %s, %s, %s)", fieldHeader, fieldSeed, fieldSize)
+			err = fmt.Errorf("unknown field (known: %s, %s, %s, %s)", fieldFactor, fieldHeader, fieldSeed, fieldSize)
 		}
 		if err != nil {
 			return nil, &ConfigError{Field: k, Err: err}
@@ -120,7 +125,7 @@ func parseHeader(raw json.RawMessage) (string, error) {
 	h = strings.ToLower(h)
 	for i := 0; i < len(h); i++ {
 		c := h[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' && c != '.' {
 			return "", fmt.Errorf("%q is not a metadata key: byte %q is not in [0-9a-z-_.]", h, c)
 		}
 	}
@@ -166,6 +171,23 @@ func parseSeed(raw json.RawMessage) (uint64, error) {
 		return 0, fmt.Errorf("must be an integer from 0 to %d, got %s", uint64(math.MaxUint64), raw)
 	}
 	return s, nil
+}
+
+// parseFactor parses balanceFactor: a JSON number that is 0 (bounded loads
+// off) or finite and at least 1, as maglev.NewBounded requires. An error
+// about its value wraps maglev.ErrBalanceFactor.
+func parseFactor(raw json.RawMessage) (float64, error) {
+	if !isJSONNumber(raw) {
+		return 0, fmt.Errorf("must be a JSON number, got %s", raw)
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	switch {
+	case err != nil: // out of float64's range: JSON has no infinities
+		return 0, fmt.Errorf("%w: %s", maglev.ErrBalanceFactor, raw)
+	case f != 0 && !(f >= 1 && f <= math.MaxFloat64):
+		return 0, fmt.Errorf("%w: %s", maglev.ErrBalanceFactor, raw)
+	}
+	return f, nil
 }
 
 // isJSONNumber reports whether raw, a valid JSON value, is a number.

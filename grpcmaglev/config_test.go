@@ -47,7 +47,12 @@ func TestParseConfigGood(t *testing.T) {
 		`{"tableSize": 2}`,
 		`{"tableSize": 16777259}`, // maglev.MaxSize
 		`{"seed": 18446744073709551615}`,
-		`{"requestHashHeader": null, "tableSize": null, "seed": null}`,
+		`{"requestHashHeader": null, "tableSize": null, "seed": null, "balanceFactor": null}`,
+		`{"balanceFactor": 0}`,
+		`{"balanceFactor": 0.0}`,
+		`{"balanceFactor": 1}`,
+		`{"balanceFactor": 1.25}`,
+		`{"balanceFactor": 2e3}`,
 		`null`, // like {}
 	} {
 		if _, err := p.ParseConfig([]byte(js)); err != nil {
@@ -87,7 +92,13 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"seed": 1.5}`, "seed", nil, "integer from 0"},
 		{`{"seed": 18446744073709551616}`, "seed", nil, "integer from 0"},
 		{`{"seed": "1"}`, "seed", nil, "JSON number"},
-		{`{"balanceFactor": 1.25}`, "balanceFactor", nil, "unknown field"},
+		{`{"balanceFactor": 0.5}`, "balanceFactor", maglev.ErrBalanceFactor, "balanceFactor: balance factor must be 0 (off) or a finite number ≥ 1: 0.5"},
+		{`{"balanceFactor": 0.999999}`, "balanceFactor", maglev.ErrBalanceFactor, "0.999999"},
+		{`{"balanceFactor": -1.25}`, "balanceFactor", maglev.ErrBalanceFactor, "-1.25"},
+		{`{"balanceFactor": 1e400}`, "balanceFactor", maglev.ErrBalanceFactor, "1e400"},
+		{`{"balanceFactor": "1.25"}`, "balanceFactor", nil, "JSON number"},
+		{`{"balanceFactor": true}`, "balanceFactor", nil, "JSON number"},
+		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, "},
 		{`{"tablesize": 65537}`, "tablesize", nil, "unknown field"},
 		{`[]`, "", nil, "not a JSON object"},
 		{`"x"`, "", nil, "not a JSON object"},
@@ -121,6 +132,7 @@ func TestNewClientBadConfig(t *testing.T) {
 		{`"tableSize": 65536`, "tableSize"},
 		{`"tableSize": 33554467`, "tableSize"},
 		{`"requestHashHeader": "x-user-bin"`, "requestHashHeader"},
+		{`"balanceFactor": 0.8`, "balanceFactor"},
 	} {
 		cc, err := grpc.NewClient("passthrough:///127.0.0.1:1",
 			grpc.WithTransportCredentials(insecure.NewCredentials()),

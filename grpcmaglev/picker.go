@@ -64,38 +64,43 @@ func (c *child) connect() {
 // atomic flags, so picks take no lock and share nothing with rebuilds.
 //
 // A pick is three steps: the key (rpcKey), the owner's table index
-// (ownerOf), and the owner's pick (child.pick). The table's backend indices
-// are the owners' indices, so a later bounded-load mode can replace ownerOf
-// with a chooser that returns an index from the same table and attach its
-// release call to the PickResult's Done.
+// (ownerOf), and the owner's pick (child.pick). With a balanceFactor, the
+// index comes from the channel's maglev.Bounded instead (pickBounded), whose
+// lease the PickResult's Done releases.
 //
 // A picker is safe for concurrent use by multiple goroutines.
 type picker struct {
-	table   *maglev.Table // over the usable children's names; never nil
-	owners  []*child      // owners[i] is the child the table names Backends()[i]
-	ready   []*child      // READY children, for RPCs with no key
-	idle    []*child      // IDLE children, asked to connect by keyless picks that find none ready
-	waiting bool          // some child is IDLE or CONNECTING
-	header  string        // the config's requestHashHeader
-	failed  *child        // the child that last entered TRANSIENT_FAILURE, or nil
-	err     error         // the error when failed is nil and nothing is usable
+	table   *maglev.Table   // over the usable children's names; never nil
+	owners  []*child        // owners[i] is the child the table names Backends()[i]
+	ready   []*child        // READY children, for RPCs with no key
+	idle    []*child        // IDLE children, asked to connect by keyless picks that find none ready
+	waiting bool            // some child is IDLE or CONNECTING
+	header  string          // the config's requestHashHeader
+	bounded *maglev.Bounded // the channel's, over table; nil when balanceFactor is 0
+	failed  *child          // the child that last entered TRANSIENT_FAILURE, or nil
+	err     error           // the error when failed is nil and nothing is usable
 }
 
 // Pick routes info's RPC. With a key, it goes to the key's owner in the
-// table, queueing while the owner connects; without one, to a random READY
-// child. With nothing usable it fails with an error wrapping
-// ErrNoUsableEndpoint.
+// table, queueing while the owner connects, or, with a balanceFactor, to
+// the first of the key's candidates with room (pickBounded); without a
+// key, to a random READY child. With nothing usable it fails with an error
+// wrapping ErrNoUsableEndpoint.
 //
 // Pick is O(1): it hashes the key once and indexes the table. It does not
 // allocate for a key set with WithKey or for no key. Reading the key from
 // the request header costs the copy of its values that grpc's metadata
 // package makes (one allocation for one value; more for values appended
-// one by one) and, for several values, the join. Failing picks allocate
-// their error.
+// one by one) and, for several values, the join. With a balanceFactor, a
+// keyed pick that succeeds also allocates its Done callback (64 bytes).
+// Failing picks allocate their error.
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	key, ok := rpcKey(info.Ctx, p.header)
 	if !ok {
 		return p.pickAny(info)
+	}
+	if p.bounded != nil {
+		return p.pickBounded(info, key)
 	}
 	i := p.ownerOf(key)
 	if i < 0 {
@@ -107,6 +112,55 @@ func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 // ownerOf returns the table index of key's owner, or -1 if no child is
 // usable. It is O(1) and does not allocate.
 func (p *picker) ownerOf(key string) int { return p.table.LookupIndex(key) }
+
+// pickBounded picks for key through p.bounded: the first of the key's
+// candidates in the table (Table.Candidates order) whose in-flight count
+// is below its capacity ceil(factor × L × w_i/Σw), with L the keyed RPCs in
+// flight on the channel, this one included. The lease is released by the
+// PickResult's Done, or at once if the pick fails or queues.
+//
+// The chosen child answers as for a pick without a balanceFactor: a READY
+// one's picker, and otherwise the pick queues (an IDLE child is asked to
+// connect). That holds for a key's owner and for a later candidate alike:
+// where a key goes depends only on the table and the counts, never on a
+// connection's passing state, and the queued pick is made again, with the
+// counts of that moment, when the next picker is published.
+//
+// A lease from a table newer than p's, published by a rebuild whose picker
+// is on its way, is released and the pick queues for that picker.
+// pickBounded is O(k) for the k candidates it looks at, takes no lock, and
+// allocates only the Done callback of a pick that succeeds.
+func (p *picker) pickBounded(info balancer.PickInfo, key string) (balancer.PickResult, error) {
+	lease := p.bounded.Acquire(key)
+	switch {
+	case lease.Index < 0: // no usable child; the lease holds nothing
+		return p.none(info)
+	case lease.Table != p.table:
+		lease.Release()
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	res, err := p.owners[lease.Index].pick(info)
+	if err != nil {
+		lease.Release()
+		return res, err
+	}
+	res.Done = releaseOnDone(lease, res.Done)
+	return res, nil
+}
+
+// releaseOnDone returns a Done callback that releases l, then calls done if
+// it is not nil. gRPC calls a pick's Done exactly once: when the RPC ends,
+// or at once if it drops the pick. The callback is one 64-byte allocation,
+// a closure holding l, which grpc's API (a func value per pick) forces.
+func releaseOnDone(l maglev.Lease, done func(balancer.DoneInfo)) func(balancer.DoneInfo) {
+	if done == nil {
+		return func(balancer.DoneInfo) { l.Release() }
+	}
+	return func(di balancer.DoneInfo) {
+		l.Release()
+		done(di)
+	}
+}
 
 // pickAny picks a random READY child for an RPC with no key, or, with none
 // READY, answers as none does.
