@@ -68,18 +68,21 @@ func (l countingListener) Accept() (net.Conn, error) {
 }
 
 // testService answers UnaryCall with the server's name, after an optional
-// delay, counting the calls in flight.
+// delay, counting the calls in flight and their peak.
 type testService struct {
 	testgrpc.UnimplementedTestServiceServer
 	name     string
 	delay    atomic.Int64 // nanoseconds
 	inFlight atomic.Int64
+	peak     atomic.Int64 // the most calls in flight, counting each as it arrives
 	served   atomic.Int64
 }
 
 func (s *testService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	s.inFlight.Add(1)
+	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
 	if d := time.Duration(s.delay.Load()); d > 0 {
 		select {
 		case <-time.After(d):
