@@ -261,29 +261,64 @@ var sinkResult balancer.PickResult
 // BenchmarkPick measures one pick through the picker the balancer builds,
 // over READY endpoints whose pickers return a stored result (as
 // pick_first's READY picker does): the key, one hash, one table index.
+// With a balanceFactor (factor=1.25) it is the pick and its Done: the
+// lease's Acquire and Release, and the Done closure. One pick is in flight
+// at a time, so every key goes to its owner.
 func BenchmarkPick(b *testing.B) {
 	for _, n := range []int{10, 1000} {
-		bal, kids := testBalancer(b, n, defaultConfig())
-		p := update(b, bal, kids)
-		for _, c := range []struct {
-			name string
-			ctx  context.Context
-		}{
-			{"WithKey", WithKey(context.Background(), "user-1234567")},
-			{"header", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567")},
-			{"header2", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567", "x-user", "eu")},
-			{"nokey", context.Background()},
-		} {
-			b.Run(fmt.Sprintf("n=%d/%s", n, c.name), func(b *testing.B) {
-				b.ReportAllocs()
-				info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
-				var r balancer.PickResult
-				for b.Loop() {
-					r, _ = p.Pick(info)
-				}
-				sinkResult = r
-			})
+		for _, factor := range []float64{0, 1.25} {
+			cfg := defaultConfig()
+			cfg.factor = factor
+			bal, kids := testBalancer(b, n, cfg)
+			p := update(b, bal, kids)
+			for _, c := range []struct {
+				name string
+				ctx  context.Context
+			}{
+				{"WithKey", WithKey(context.Background(), "user-1234567")},
+				{"header", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567")},
+				{"header2", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567", "x-user", "eu")},
+				{"nokey", context.Background()},
+			} {
+				b.Run(fmt.Sprintf("n=%d/factor=%v/%s", n, factor, c.name), func(b *testing.B) {
+					b.ReportAllocs()
+					info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
+					var r balancer.PickResult
+					for b.Loop() {
+						r, _ = p.Pick(info)
+						if r.Done != nil {
+							r.Done(balancer.DoneInfo{})
+						}
+					}
+					sinkResult = r
+				})
+			}
 		}
+	}
+}
+
+// BenchmarkPickParallel is BenchmarkPick's WithKey case from every
+// GOMAXPROCS goroutine at once, each with a key of its own: with a
+// balanceFactor, the picks share the channel's count of RPCs in flight.
+func BenchmarkPickParallel(b *testing.B) {
+	for _, factor := range []float64{0, 1.25} {
+		b.Run(fmt.Sprintf("n=10/factor=%v/WithKey", factor), func(b *testing.B) {
+			cfg := defaultConfig()
+			cfg.factor = factor
+			bal, kids := testBalancer(b, 10, cfg)
+			p := update(b, bal, kids)
+			var id atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: WithKey(context.Background(), fmt.Sprintf("user-%d", id.Add(1)))}
+				for pb.Next() {
+					r, _ := p.Pick(info)
+					if r.Done != nil {
+						r.Done(balancer.DoneInfo{})
+					}
+				}
+			})
+		})
 	}
 }
 
