@@ -28,6 +28,8 @@
 //   - seed: the XXH3 seed, a JSON integer from 0 to 2^64-1 (write large
 //     seeds exactly; a JSON encoder that goes through float64 rounds them).
 //     Default 0, the library's default hasher.
+//   - balanceFactor: bounded loads (see below), a JSON number that is 0
+//     (off) or finite and at least 1; Envoy's users set 1.25. Default 0.
 //
 // A bad field makes the whole service config invalid, with an error that
 // names it and wraps [ErrInvalidConfig]; grpc.NewClient with such a config
@@ -50,6 +52,19 @@
 // service config, an endpoint that reports NOT_SERVING enters
 // TRANSIENT_FAILURE like one that cannot be reached. The package imports
 // google.golang.org/grpc/health, which client-side health checks need.
+//
+// # Bounded loads
+//
+// With a balanceFactor F, a keyed RPC goes to the first of its key's
+// candidates (maglev.Table.Candidates order) whose in-flight count is below
+// its capacity ceil(F × L × w_i/Σw), with L the keyed RPCs in flight on the
+// channel, this one included: maglev.Bounded, one per channel, given every
+// rebuilt table so that endpoints that stay keep their counts. An RPC holds
+// its place from the pick until gRPC calls the pick's Done. A chosen
+// candidate that is connecting or idle makes the pick queue, as the key's
+// owner does without the factor, and holds nothing while it waits. RPCs
+// with no key go to a random READY endpoint and are not counted. With F
+// absent or 0 nothing is counted, and every key goes to its owner.
 //
 // # Failures
 //
@@ -76,7 +91,9 @@
 // A pick hashes the key once and indexes an immutable table: no build, no
 // lock shared with rebuilds, no allocation for a key set by WithKey (a
 // key read from the header costs the copy of its values grpc's metadata
-// package makes). A rebuild costs what maglev.NewWeighted does, plus a
+// package makes). With a balanceFactor, a keyed pick also takes and
+// releases a lease (a few atomic operations) and allocates its Done
+// callback, 64 bytes. A rebuild costs what maglev.NewWeighted does, plus a
 // Diff for the log line: about 2 ms for 1,000 endpoints at the default size
 // (BenchmarkRebuild).
 //
