@@ -87,7 +87,8 @@ type picker struct {
 // key, to a random READY child. With nothing usable it fails with an error
 // wrapping ErrNoUsableEndpoint.
 //
-// Pick is O(1): it hashes the key once and indexes the table. It does not
+// Pick is O(1): it hashes the key once and indexes the table (with a
+// balanceFactor, O(k) for the k candidates it looks at). It does not
 // allocate for a key set with WithKey or for no key. Reading the key from
 // the request header costs the copy of its values that grpc's metadata
 // package makes (one allocation for one value; more for values appended
