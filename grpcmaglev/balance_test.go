@@ -47,7 +47,7 @@ func hotLoad(t *testing.T, c *client, ss []*server, key string, g, calls int) (m
 // goroutines at once to 5 servers that hold each RPC 5 ms never finds a
 // server holding more than its capacity + 1 (counted at the servers), and
 // spills from its owner to its next candidates in Candidates order; one
-// RPC at a time still goes to every key's owner. Without the factor, the
+// RPC at a time goes to every key's owner, before the load and after it. Without the factor, the
 // same load sends every RPC to the owner, above that bound.
 func TestBalanceFactorHotKey(t *testing.T) {
 	const (
@@ -101,6 +101,15 @@ func TestBalanceFactorHotKey(t *testing.T) {
 	if k < 2 {
 		t.Errorf("the hot key did not spill: %v", counts)
 	}
+	// Every RPC's Done released its lease: one RPC at a time reaches every
+	// key's owner again, the hot key's included.
+	for _, s := range ss {
+		s.svc.delay.Store(0)
+	}
+	checkRouting(t, on, tb, append(keys(50), key), 2, viaWithKey, nil)
+	for _, s := range ss {
+		s.svc.delay.Store(int64(hold))
+	}
 
 	// Without the factor: every RPC at the owner, which holds more than
 	// the bound at once, so the check above can fail.
@@ -117,6 +126,46 @@ func TestBalanceFactorHotKey(t *testing.T) {
 	} else {
 		t.Logf("factor off: the owner served all %d RPCs, peak in flight %d", g*calls/3, p)
 	}
+}
+
+// TestBalanceFactorRebuild: a server that drains (GracefulStop) while a hot
+// key spills onto it, with some of the key's RPCs in flight there, costs no
+// RPC; the client rebuilds the table without it, and nothing is left
+// counted: one RPC at a time reaches every key's owner in the new table.
+func TestBalanceFactorRebuild(t *testing.T) {
+	ss := startServers(t, 4, 5*time.Millisecond)
+	tb := tableOf(t, ss)
+	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user", "balanceFactor": 1.25`, false))
+	const key = "hot"
+	var order []string
+	for i := range tb.Candidates(key) {
+		order = append(order, tb.Backends()[i])
+	}
+	victim := byAddr(ss, order[1]) // the hot key's first spill target
+	l := startLoad(c, []string{key}, 8, nil)
+	deadline := time.Now().Add(settleTimeout)
+	for victim.svc.inFlight.Load() == 0 {
+		if time.Now().After(deadline) {
+			l.finish()
+			t.Fatal("the hot key never spilled to its second candidate")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	victim.srv.GracefulStop()
+	time.Sleep(100 * time.Millisecond) // the client notices under the load
+	l.finish()
+	if n := l.failures.Load(); n > 0 {
+		t.Fatalf("%d of %d RPCs failed as a spill target drained; first: %v", n, l.calls.Load(), l.firstErr)
+	}
+	rest := without(ss, victim)
+	for _, s := range rest {
+		s.svc.delay.Store(0)
+	}
+	after := tableOf(t, rest)
+	probe := keyOwnedBy(t, tb, keys(300), victim.addr)
+	waitRouted(t, c, probe, after.Lookup(probe))
+	checkRouting(t, c, after, append(keys(100), key), 2, viaWithKey, nil)
+	t.Logf("%d RPCs of the hot key, none failed, across the drain of its second candidate", l.calls.Load())
 }
 
 // byAddr returns the server at addr.
