@@ -561,6 +561,17 @@ func TestFillErrors(t *testing.T) {
 	}
 }
 
+// TestRefFill checks that refFill, the frozen fill the benchmarks compare
+// with, builds New's tables, so that the comparison is like for like.
+func TestRefFill(t *testing.T) {
+	for _, c := range []struct{ n, m int }{{1, 7}, {5, 13}, {100, 1009}, {1000, DefaultSize}} {
+		bs := benchBackends(c.n)
+		if d := refNew(bs, c.m).Diff(mustNew(t, bs, c.m, nil)); d != 0 {
+			t.Errorf("N=%d M=%d: refNew and New differ in %d slots", c.n, c.m, d)
+		}
+	}
+}
+
 // TestSlotWidth checks the storage: 2 bytes a slot up to 65,535 backends,
 // 4 bytes beyond, with identical tables either way.
 func TestSlotWidth(t *testing.T) {
