@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // Slot is the type of a table slot, which holds a backend index: uint16 for
@@ -51,15 +52,36 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 // valid, and len(cursors) ≥ len(perms). Each backend's walk then visits all
 // M slots before repeating, so every turn finds an empty slot.
 func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
-	start(table, perms, cursors)
-	left := len(table)
+	var f filler[S]
+	f.start(table, perms, cursors)
+	// The turns before the endgame, as in f.turn, with the state in
+	// registers.
+	empty := ^S(0)
+	m := uint32(len(table))
+	i, left := 0, f.left
+	for ; left > f.end; left-- {
+		s := perms[i].Skip
+		c := cursors[i]
+		if table[c] != empty {
+			c = probe(table, wrap(c+s, m), s)
+		}
+		table[c] = S(i)
+		cursors[i] = wrap(c+s, m)
+		if i++; i == len(perms) {
+			i = 0
+		}
+	}
+	if left == 0 {
+		return
+	}
+	f.left = left
 	for {
-		for i, p := range perms {
-			claim(table, p, cursors, i)
-			if left--; left == 0 {
+		for ; i < len(perms); i++ {
+			if f.turn(i) {
 				return
 			}
 		}
+		i = 0
 	}
 }
 
@@ -99,38 +121,206 @@ func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uin
 	}
 }
 
-// claim lets backend i take one turn: it walks on from cursors[i] to the
-// first empty slot, claims it, and moves its cursor past it.
-func claim[S Slot](table []S, p Permutation, cursors []uint32, i int) {
-	empty := ^S(0)
-	m := uint32(len(table))
-	c := cursors[i]
-	for table[c] != empty {
-		if c += p.Skip; c >= m {
-			c -= m
+// A filler takes the turns of one fill. A turn claims, for its backend,
+// the first empty slot at or after the backend's cursor in its sequence.
+// While empty slots are plentiful a turn finds it by probing the sequence
+// (probe); once at most end are left, a turn computes it instead from the
+// list of empty slots (nearest): the last few empty slots, which take a
+// probed turn about M/E probes each, would otherwise take half of all
+// probes. Both give the same slot, so the table does not depend on end.
+type filler[S Slot] struct {
+	table   []S
+	perms   []Permutation
+	cursors []uint32
+	left    int  // empty slots
+	end     int  // left at which the endgame starts
+	listed  bool // whether empties lists the empty slots: the endgame has started
+	empties [endgameMax]uint32
+}
+
+// endgameMax is the most empty slots the endgame lists. The list lives in
+// the filler, on the stack (8 KiB), so that Fill does not allocate.
+const endgameMax = 2048
+
+// endgameAt returns how many empty slots are left when the endgame of a fill
+// of m slots starts. A probed turn with E slots empty costs about M/E
+// probes, an endgame turn E multiply-adds and one modular inverse: the two
+// costs meet near E = √M.
+func endgameAt(m int) int {
+	return min(endgameScale*isqrt(m)/4, endgameMax)
+}
+
+// endgameScale is endgameAt's factor, in quarters of √M. Only speed
+// depends on it, never the table; tests vary it.
+var endgameScale = 4
+
+// isqrt returns ⌊√n⌋ for 0 ≤ n < 2^31.
+func isqrt(n int) int {
+	r := 0
+	for b := 1 << 15; b > 0; b >>= 1 {
+		if (r+b)*(r+b) <= n {
+			r += b
 		}
 	}
-	table[c] = S(i)
-	if c += p.Skip; c >= m {
-		c -= m
+	return r
+}
+
+// start prepares f to fill table: every slot empty, every cursor at its
+// backend's Offset.
+func (f *filler[S]) start(table []S, perms []Permutation, cursors []uint32) {
+	start(table, perms, cursors)
+	f.table, f.perms, f.cursors = table, perms, cursors
+	f.left = len(table)
+	f.end = endgameAt(len(table))
+	f.listed = false
+}
+
+// turn lets backend i take one turn: it claims the first empty slot at or
+// after cursors[i] in the backend's sequence and moves the cursor past it.
+// turn reports whether that was the last empty slot.
+func (f *filler[S]) turn(i int) bool {
+	s := f.perms[i].Skip
+	m := uint32(len(f.table))
+	c := f.cursors[i]
+	if f.left > f.end {
+		if f.table[c] != ^S(0) {
+			c = probe(f.table, wrap(c+s, m), s)
+		}
+	} else {
+		if !f.listed {
+			listEmpty(&f.empties, f.table)
+			f.listed = true
+		}
+		// f.left slots are empty, the first f.left of f.empties.
+		empties := f.empties[:f.left]
+		j := nearest(empties, c, s, m)
+		c = empties[j]
+		empties[j] = empties[f.left-1]
 	}
-	cursors[i] = c
+	f.table[c] = S(i)
+	f.cursors[i] = wrap(c+s, m)
+	f.left--
+	return f.left == 0
+}
+
+// wrap returns x mod m for x < 2m, without a branch: which way a branch
+// would go depends on the skip and is a coin toss for the predictor.
+func wrap(x, m uint32) uint32 {
+	y := x - m
+	return y + m&uint32(int32(y)>>31)
+}
+
+// probe returns the first empty slot of the sequence c, c+s, c+2s, ...
+// (mod M = len(table)), which must hold one. It checks four positions a
+// step, computed independently of one another, so that their loads
+// overlap and one branch decides four probes.
+func probe[S Slot](table []S, c, s uint32) uint32 {
+	m := uint32(len(table))
+	s2 := wrap(s+s, m)
+	s3 := wrap(s2+s, m)
+	s4 := wrap(s3+s, m)
+	for {
+		a, b, d, e := table[c], table[wrap(c+s, m)], table[wrap(c+s2, m)], table[wrap(c+s3, m)]
+		var j int
+		if unsafe.Sizeof(a) == 2 {
+			j = firstEmpty16(uint16(a), uint16(b), uint16(d), uint16(e))
+		} else {
+			j = firstEmpty(a, b, d, e)
+		}
+		if j < 4 {
+			steps := [4]uint32{0, s, s2, s3}
+			return wrap(c+steps[j&3], m)
+		}
+		c = wrap(c+s4, m)
+	}
+}
+
+// firstEmpty returns the position (0 to 3) of the first empty slot among
+// a, b, c and d, or 4 if none is empty, without a branch.
+func firstEmpty[S Slot](a, b, c, d S) int {
+	empty := ^S(0)
+	return bits.TrailingZeros32(b2u(a == empty) | b2u(b == empty)<<1 | b2u(c == empty)<<2 | b2u(d == empty)<<3 | 16)
+}
+
+// firstEmpty16 is firstEmpty for 2-byte slots. It packs them into four
+// 16-bit lanes, zero where a slot is empty (0xFFFF); the lowest lane the
+// zero-lane test flags is the first zero lane.
+func firstEmpty16(a, b, c, d uint16) int {
+	const lo, hi = 0x0001_0001_0001_0001, 0x8000_8000_8000_8000
+	w := ^(uint64(a) | uint64(b)<<16 | uint64(c)<<32 | uint64(d)<<48)
+	return bits.TrailingZeros64((w-lo)&^w&hi) >> 4
+}
+
+// b2u returns 1 for true and 0 for false.
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// listEmpty writes the empty slots of table to dst, in slot order. There
+// must be at most len(dst).
+func listEmpty[S Slot](dst *[endgameMax]uint32, table []S) {
+	empty := ^S(0)
+	n := 0
+	for s, v := range table {
+		if v == empty {
+			dst[n] = uint32(s)
+			n++
+		}
+	}
+}
+
+// nearest returns the index in empties of the slot that comes first in the
+// sequence c, c+s, c+2s, ... (mod m), for a prime m, c < m and 0 < s < m.
+//
+// Slot e comes k = (e−c)·s⁻¹ mod m steps after c. With w = ⌊s⁻¹·2^64/m⌋+1
+// and d = e−c+m in [1, 2m), the low 64 bits of d·w are k·2^64/m + d·θ for
+// some θ in (0, 1]: k's position as a 64-bit fraction of m, off by less
+// than 2m < 2^26, while consecutive k lie 2^64/m > 2^39 apart. So the upper
+// 32 bits of d·w order the empty slots by k, and the lower 32 can carry
+// the slot's index: one multiply-add and a min per empty slot, no division.
+func nearest(empties []uint32, c, s, m uint32) int {
+	w, _ := bits.Div64(uint64(inverse(s, m)), 0, uint64(m))
+	w++
+	base := uint64(m-c) * w // d·w = e·w + (m−c)·w
+	best := uint64(math.MaxUint64)
+	for j, e := range empties {
+		best = min(best, (uint64(e)*w+base)&^math.MaxUint32|uint64(j))
+	}
+	return int(uint32(best))
+}
+
+// inverse returns s⁻¹ mod m for a prime m and 0 < s < m, by the extended
+// Euclidean algorithm.
+func inverse(s, m uint32) uint32 {
+	r0, r1 := m, s
+	t0, t1 := int32(0), int32(1) // r ≡ t·s (mod m); |t| ≤ m
+	for r1 != 0 {
+		q := r0 / r1
+		r0, r1 = r1, r0-q*r1
+		t0, t1 = t1, t0-int32(q)*t1
+	}
+	if t0 < 0 {
+		t0 += int32(m)
+	}
+	return uint32(t0)
 }
 
 // fillWeightedScan is the weighted schedule as NewWeighted states it:
 // every round visits every backend in index order.
 func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
-	start(table, perms, cursors)
+	var f filler[S]
+	f.start(table, perms, cursors)
 	t := make([]uint64, len(perms)) // t_i
-	left := len(table)
 	for k := uint64(1); ; k++ {
-		for i, p := range perms {
+		for i := range perms {
 			if w := uint64(weights[i]); w == 0 || k*w < t[i] {
 				continue
 			}
 			t[i] += maxWeight
-			claim(table, p, cursors, i)
-			if left--; left == 0 {
+			if f.turn(i) {
 				return
 			}
 		}
@@ -145,7 +335,8 @@ const never = math.MaxUint64
 // can still turn: the scan's order, without visiting backends that are not
 // due.
 func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
-	start(table, perms, cursors)
+	var f filler[S]
+	f.start(table, perms, cursors)
 	// turned[i] is t_i / W: how many turns backend i has taken. Every
 	// backend due in round 1 starts in the heap, already in heap order,
 	// and the sentinel follows the last.
@@ -159,11 +350,9 @@ func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors 
 	n := len(heap)
 	heap = append(heap, never)
 	m := uint64(len(table))
-	left := len(table)
 	for {
 		round, i := heap[0]>>32, uint32(heap[0])
-		claim(table, perms[i], cursors, int(i))
-		if left--; left == 0 {
+		if f.turn(int(i)) {
 			return
 		}
 		// The next round k > round with k·w_i ≥ t_i = turned·W. No

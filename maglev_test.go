@@ -572,6 +572,103 @@ func TestRefFill(t *testing.T) {
 	}
 }
 
+// TestFillEndgame checks that the table and the cursors do not depend on
+// when the fill's endgame starts: never, at the usual point, or from the
+// first turn. Fills of both slot widths, unweighted and weighted, are
+// compared with refFill and the weighted spec.
+func TestFillEndgame(t *testing.T) {
+	defer func(old int) { endgameScale = old }(endgameScale)
+	r := rand.New(rand.NewPCG(11, 12))
+	for iter := range 120 {
+		m := smallPrimes[r.IntN(len(smallPrimes))]
+		if iter%10 == 0 {
+			m = DefaultSize
+		}
+		n := 1 + r.IntN(min(m, 200))
+		names := randomBackends(r, n)
+		slices.Sort(names)
+		g, _ := NewGenerator(m, nil)
+		perms := g.Permutations(nil, names)
+		want := make([]uint16, m)
+		wantCursors := make([]uint32, n)
+		refFill(want, perms, wantCursors)
+		ws := randomWeights(r, n)
+		bs := make([]Backend, n)
+		for i := range bs {
+			bs[i] = Backend{names[i], ws[i]}
+		}
+		wantWeighted := slowWeighted(bs, m, nil)
+		for _, scale := range []int{0, 1, 4, 16, 1 << 20} {
+			endgameScale = scale
+			t16, t32 := make([]uint16, m), make([]uint32, m)
+			c16, c32 := make([]uint32, n), make([]uint32, n)
+			fill(t16, perms, c16)
+			fill(t32, perms, c32)
+			for s := range want {
+				if t16[s] != want[s] || t32[s] != uint32(want[s]) {
+					t.Fatalf("M=%d N=%d scale %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, scale, s, t16[s], t32[s], want[s])
+				}
+			}
+			if !slices.Equal(c16, wantCursors) || !slices.Equal(c32, wantCursors) {
+				t.Fatalf("M=%d N=%d scale %d: cursors differ from refFill's", m, n, scale)
+			}
+			if slices.Max(ws) == 0 {
+				continue
+			}
+			tw := make([]uint16, m)
+			fillWeighted(tw, perms, ws, make([]uint32, n))
+			for s, i := range tw {
+				if names[i] != wantWeighted[s] {
+					t.Fatalf("M=%d N=%d scale %d weights %v: slot %d owned by %q, want %q", m, n, scale, ws, s, names[i], wantWeighted[s])
+				}
+			}
+		}
+	}
+}
+
+// TestNearest checks the endgame's fixed-point search against the plain
+// step count (e−c)·s⁻¹ mod M computed with %, up to the largest table
+// size, and for small tables against a walk along the sequence.
+func TestNearest(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, m := range []int{2, 3, 7, 13, 1009, DefaultSize, 655373, 1<<24 - 3, MaxSize} {
+		for range 300 {
+			c, s := uint32(r.IntN(m)), uint32(1+r.IntN(m-1))
+			inv := inverse(s, uint32(m))
+			if uint64(inv)*uint64(s)%uint64(m) != 1 {
+				t.Fatalf("M=%d: inverse(%d) = %d", m, s, inv)
+			}
+			empties := make([]uint32, 1+r.IntN(min(m, 2048)))
+			for j := range empties {
+				empties[j] = uint32(r.IntN(m))
+			}
+			if r.IntN(4) == 0 {
+				empties[r.IntN(len(empties))] = c // the cursor's own slot: 0 steps
+			}
+			steps := func(e uint32) uint64 { return uint64(e+uint32(m)-c) % uint64(m) * uint64(inv) % uint64(m) }
+			want := empties[0]
+			for _, e := range empties {
+				if steps(e) < steps(want) {
+					want = e
+				}
+			}
+			if got := empties[nearest(empties, c, s, uint32(m))]; got != want {
+				t.Fatalf("M=%d c=%d s=%d: nearest picks slot %d (%d steps), want %d (%d steps)", m, c, s, got, steps(got), want, steps(want))
+			}
+			if m > DefaultSize {
+				continue
+			}
+			x := c
+			for k := uint64(0); k < steps(want); k++ {
+				x = Permutation{Skip: s}.Next(x, uint32(m))
+			}
+			if x != want {
+				t.Fatalf("M=%d c=%d s=%d: %d steps lead to %d, not %d", m, c, s, steps(want), x, want)
+			}
+		}
+	}
+}
+
 // TestSlotWidth checks the storage: 2 bytes a slot up to 65,535 backends,
 // 4 bytes beyond, with identical tables either way.
 func TestSlotWidth(t *testing.T) {
