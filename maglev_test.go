@@ -669,6 +669,47 @@ func TestNearest(t *testing.T) {
 	}
 }
 
+// TestLookupPaths checks every lookup against the spec, the owner of slot
+// H(key) mod M, on each path the lookups take: the default hasher with
+// 2-byte slots, the other hashers, 4-byte slots, and a drained table.
+func TestLookupPaths(t *testing.T) {
+	wide := 70000
+	if testing.Short() {
+		wide = 0
+	}
+	tables := map[string]*Table{
+		"xxh3/wide":  mustNew(t, names("b", wide), 70001, nil),
+		"xxh3/empty": mustWeighted(t, weighted(0, 0), 1009, nil),
+	}
+	for _, b := range builtins {
+		tables[b.name] = mustNew(t, names("b", 1000), DefaultSize, b.h)
+	}
+	r := rand.New(rand.NewPCG(15, 16))
+	for name, tab := range tables {
+		for range 2000 {
+			key := randomName(r)
+			h := tab.Hasher().HashString(key)
+			s := int(h % uint64(tab.Size()))
+			want, wantIndex := "", -1
+			if tab.Len() > 0 && !tab.empty() {
+				want, wantIndex = tab.Owner(s), tab.OwnerIndex(s)
+			}
+			if got := tab.Lookup(key); got != want {
+				t.Fatalf("%s: Lookup(%q) = %q, want %q", name, key, got, want)
+			}
+			if got := tab.LookupBytes([]byte(key)); got != want {
+				t.Fatalf("%s: LookupBytes(%q) = %q, want %q", name, key, got, want)
+			}
+			if got := tab.LookupIndex(key); got != wantIndex {
+				t.Fatalf("%s: LookupIndex(%q) = %d, want %d", name, key, got, wantIndex)
+			}
+			if got := tab.LookupHash(h); got != want || tab.SlotOf(h) != s {
+				t.Fatalf("%s: LookupHash or SlotOf disagree for %q", name, key)
+			}
+		}
+	}
+}
+
 // TestSlotWidth checks the storage: 2 bytes a slot up to 65,535 backends,
 // 4 bytes beyond, with identical tables either way.
 func TestSlotWidth(t *testing.T) {

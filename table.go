@@ -81,18 +81,48 @@ func (t *Table) Counts() []int {
 // It returns "" if the table has no backends. Lookup is O(1) and does not
 // allocate.
 func (t *Table) Lookup(key string) string {
-	if t.kind == kindXXH3 {
-		return t.LookupHash(xxh3.HashString(key)) // the default, called directly
+	// The common case, the default hasher and 2-byte slots, inline; the
+	// rest in lookupOther. Reducing by len(slots), which is M, lets the
+	// compiler drop the slot read's bounds check.
+	if t.kind != kindXXH3 || t.slots16 == nil {
+		return t.lookupOther(key)
 	}
-	return t.LookupHash(t.hashString(key))
+	h := xxh3.HashString(key)
+	slots := t.slots16
+	return t.backends[slots[h%uint64(len(slots))]]
+}
+
+// lookupOther is Lookup for a table with a hasher other than the default,
+// or with 4-byte slots or none.
+func (t *Table) lookupOther(key string) string {
+	var h uint64
+	if t.kind == kindXXH3 {
+		h = xxh3.HashString(key)
+	} else {
+		h = t.hashString(key)
+	}
+	return t.LookupHash(h)
 }
 
 // LookupBytes is Lookup for a key held in a byte slice.
 func (t *Table) LookupBytes(key []byte) string {
-	if t.kind == kindXXH3 {
-		return t.LookupHash(xxh3.Hash(key))
+	if t.kind != kindXXH3 || t.slots16 == nil {
+		return t.lookupBytesOther(key)
 	}
-	return t.LookupHash(t.hash(key))
+	h := xxh3.Hash(key)
+	slots := t.slots16
+	return t.backends[slots[h%uint64(len(slots))]]
+}
+
+// lookupBytesOther is lookupOther for a key held in a byte slice.
+func (t *Table) lookupBytesOther(key []byte) string {
+	var h uint64
+	if t.kind == kindXXH3 {
+		h = xxh3.Hash(key)
+	} else {
+		h = t.hash(key)
+	}
+	return t.LookupHash(h)
 }
 
 // LookupHash returns the owner of slot h mod M, for callers that hash keys
@@ -108,10 +138,23 @@ func (t *Table) LookupHash(h uint64) string {
 // LookupIndex is Lookup returning the backend's index (see Backends)
 // instead of its name, or -1 if the table has no backends.
 func (t *Table) LookupIndex(key string) int {
-	if t.kind == kindXXH3 {
-		return t.LookupHashIndex(xxh3.HashString(key))
+	if t.kind != kindXXH3 || t.slots16 == nil {
+		return t.lookupIndexOther(key)
 	}
-	return t.LookupHashIndex(t.hashString(key))
+	h := xxh3.HashString(key)
+	slots := t.slots16
+	return int(slots[h%uint64(len(slots))])
+}
+
+// lookupIndexOther is lookupOther for LookupIndex.
+func (t *Table) lookupIndexOther(key string) int {
+	var h uint64
+	if t.kind == kindXXH3 {
+		h = xxh3.HashString(key)
+	} else {
+		h = t.hashString(key)
+	}
+	return t.LookupHashIndex(h)
 }
 
 // LookupHashIndex is LookupHash returning the backend's index, or -1 if the
