@@ -28,7 +28,9 @@ type Slot interface{ ~uint16 | ~uint32 }
 // permutation is out of range (ErrPermutation), or if cursors is too short
 // (ErrShortBuffer).
 //
-// Fill does not allocate. It takes O(M log M) time in expectation.
+// Fill does not allocate: besides cursors, its only scratch space is a list
+// of at most 2048 empty slots (8 KiB) on the goroutine's stack, for the last
+// turns. It takes O(M log M) time in expectation.
 func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 	m := len(table)
 	if err := checkSize(m); err != nil {
