@@ -340,44 +340,93 @@ func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors [
 // never is a heap key that sorts after every real one.
 const never = math.MaxUint64
 
-// fillWeightedQueue takes turns in order of (round, backend index) from a
-// binary heap of packed keys round<<32 | index, one entry per backend that
-// can still turn: the scan's order, without visiting backends that are not
-// due.
+// fillWeightedQueue takes turns in order of (round, backend index): the
+// scan's order, without visiting backends that are not due. Backends due
+// in the next round, the heaviest among them, wait in a list: a round's
+// turns go in index order, so that list builds up in index order, and the
+// round after merges it with the heap. The others wait in a binary heap of
+// packed keys round<<32 | index.
 func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
 	var f filler[S]
 	f.start(table, perms, cursors)
 	// turned[i] is t_i / W: how many turns backend i has taken. Every
-	// backend due in round 1 starts in the heap, already in heap order,
-	// and the sentinel follows the last.
+	// backend not drained is due in round 1.
 	turned := make([]uint32, len(perms))
-	heap := make([]uint64, 0, len(perms)+1)
+	lists := make([]uint32, 2*len(perms))
+	cur, next := lists[:0:len(perms)], lists[len(perms):len(perms)]
 	for i := range perms {
 		if weights[i] > 0 {
-			heap = append(heap, 1<<32|uint64(i))
+			cur = append(cur, uint32(i))
 		}
 	}
-	n := len(heap)
-	heap = append(heap, never)
+	// The heap is heap[:n], and the sentinel follows the last entry.
+	heap := make([]uint64, len(perms)+1)
+	heap[0] = never
+	n := 0
 	m := uint64(len(table))
-	for {
-		round, i := heap[0]>>32, uint32(heap[0])
-		if f.turn(int(i)) {
-			return
+	for round := uint64(1); ; round++ {
+		for c := 0; ; {
+			// The next turn: the lower index of cur's next and the heap's
+			// top, if that is due this round.
+			var i uint32
+			top := heap[0]
+			fromHeap := top>>32 == round && (c == len(cur) || uint32(top) < cur[c])
+			switch {
+			case fromHeap:
+				i = uint32(top)
+			case c < len(cur):
+				i = cur[c]
+				c++
+			default:
+				i = math.MaxUint32
+			}
+			if i == math.MaxUint32 {
+				break // the round is over
+			}
+			if f.turn(int(i)) {
+				return
+			}
+			// The next round k > round with k·w_i ≥ t_i = turned·W.
+			// No round beyond M is ever reached: the heaviest backend
+			// claims a slot every round.
+			turned[i]++
+			w := uint64(weights[i])
+			k := max(round+1, (uint64(turned[i])*maxWeight+w-1)/w)
+			switch {
+			case k == round+1:
+				next = append(next, i)
+			case k <= m && fromHeap:
+				heap[0] = k<<32 | uint64(i)
+				siftDown(heap, n)
+				continue
+			case k <= m:
+				heap[n] = k<<32 | uint64(i)
+				n++
+				heap[n] = never
+				siftUp(heap, n-1)
+			}
+			if fromHeap { // it left the heap
+				n--
+				heap[0], heap[n] = heap[n], never
+				siftDown(heap, n)
+			}
 		}
-		// The next round k > round with k·w_i ≥ t_i = turned·W. No
-		// round beyond M is ever reached: the heaviest backend claims a
-		// slot every round.
-		turned[i]++
-		w := uint64(weights[i])
-		next := max(round+1, (uint64(turned[i])*maxWeight+w-1)/w)
-		if next > m {
-			heap[0] = never // sinks, and is never popped
-		} else {
-			heap[0] = next<<32 | uint64(i)
-		}
-		siftDown(heap, n)
+		cur, next = next, cur[:0]
 	}
+}
+
+// siftUp restores the min-heap order of h after h[p] shrank.
+func siftUp(h []uint64, p int) {
+	x := h[p]
+	for p > 0 {
+		q := (p - 1) / 2
+		if h[q] <= x {
+			break
+		}
+		h[p] = h[q]
+		p = q
+	}
+	h[p] = x
 }
 
 // siftDown restores the min-heap order of h[:n] after h[0] grew. h[n] must
