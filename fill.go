@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"unsafe"
 )
 
@@ -341,19 +342,25 @@ func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors [
 const never = math.MaxUint64
 
 // fillWeightedQueue takes turns in order of (round, backend index): the
-// scan's order, without visiting backends that are not due. Backends due
-// in the next round, the heaviest among them, wait in a list: a round's
-// turns go in index order, so that list builds up in index order, and the
-// round after merges it with the heap. The others wait in a binary heap of
-// packed keys round<<32 | index.
+// scan's order, without visiting backends that are not due. A backend due
+// within the next calendarLen rounds waits in that round's bucket, a list
+// threaded through link; one due later waits in a binary heap of packed
+// keys round<<32 | index. At the start of a round its bucket and the heap
+// entries due then become the round's list, sorted by index: a bucket
+// holds few backends, and often already in order, since each round's
+// turns go in index order.
 func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
 	var f filler[S]
 	f.start(table, perms, cursors)
-	// turned[i] is t_i / W: how many turns backend i has taken. Every
-	// backend not drained is due in round 1.
+	// turned[i] is t_i / W: how many turns backend i has taken.
 	turned := make([]uint32, len(perms))
-	lists := make([]uint32, 2*len(perms))
-	cur, next := lists[:0:len(perms)], lists[len(perms):len(perms)]
+	link := make([]int32, len(perms))
+	var first, last [calendarLen]int32 // bucket lists, -1 when empty
+	for b := range first {
+		first[b] = -1
+	}
+	// Every backend not drained is due in round 1.
+	cur := make([]uint32, 0, len(perms))
 	for i := range perms {
 		if weights[i] > 0 {
 			cur = append(cur, uint32(i))
@@ -365,24 +372,24 @@ func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors 
 	n := 0
 	m := uint64(len(table))
 	for round := uint64(1); ; round++ {
-		for c := 0; ; {
-			// The next turn: the lower index of cur's next and the heap's
-			// top, if that is due this round.
-			var i uint32
-			top := heap[0]
-			fromHeap := top>>32 == round && (c == len(cur) || uint32(top) < cur[c])
-			switch {
-			case fromHeap:
-				i = uint32(top)
-			case c < len(cur):
-				i = cur[c]
-				c++
-			default:
-				i = math.MaxUint32
+		if round > 1 {
+			cur = cur[:0]
+			b := round % calendarLen
+			for i := first[b]; i >= 0; i = link[i] {
+				cur = append(cur, uint32(i))
 			}
-			if i == math.MaxUint32 {
-				break // the round is over
+			first[b] = -1
+			for heap[0]>>32 == round {
+				cur = append(cur, uint32(heap[0]))
+				n--
+				heap[0], heap[n] = heap[n], never
+				siftDown(heap, n)
 			}
+			if !slices.IsSorted(cur) {
+				slices.Sort(cur)
+			}
+		}
+		for _, i := range cur {
 			if f.turn(int(i)) {
 				return
 			}
@@ -393,27 +400,28 @@ func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors 
 			w := uint64(weights[i])
 			k := max(round+1, (uint64(turned[i])*maxWeight+w-1)/w)
 			switch {
-			case k == round+1:
-				next = append(next, i)
-			case k <= m && fromHeap:
-				heap[0] = k<<32 | uint64(i)
-				siftDown(heap, n)
-				continue
+			case k-round < calendarLen:
+				b := k % calendarLen
+				link[i] = -1
+				if first[b] < 0 {
+					first[b] = int32(i)
+				} else {
+					link[last[b]] = int32(i)
+				}
+				last[b] = int32(i)
 			case k <= m:
 				heap[n] = k<<32 | uint64(i)
 				n++
 				heap[n] = never
 				siftUp(heap, n-1)
 			}
-			if fromHeap { // it left the heap
-				n--
-				heap[0], heap[n] = heap[n], never
-				siftDown(heap, n)
-			}
 		}
-		cur, next = next, cur[:0]
 	}
 }
+
+// calendarLen is how many rounds ahead fillWeightedQueue keeps buckets
+// for. The bucket heads live on the stack (4 KiB).
+const calendarLen = 512
 
 // siftUp restores the min-heap order of h after h[p] shrank.
 func siftUp(h []uint64, p int) {

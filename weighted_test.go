@@ -267,6 +267,39 @@ func TestWeightedSkew(t *testing.T) {
 	}
 }
 
+// TestWeightedQueueCalendar checks the queue schedule where backends wait
+// in both of its places: in the calendar of the next rounds and, for
+// periods longer than calendarLen rounds, in the heap.
+func TestWeightedQueueCalendar(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plain reference at M=65537 skipped in short mode")
+	}
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, spread := range []int{40, 2000} {
+		names := randomBackends(r, 300)
+		slices.Sort(names)
+		bs := make([]Backend, len(names))
+		ws := make([]uint32, len(names))
+		for i := range bs {
+			ws[i] = uint32(100_000/spread + r.IntN(100_000/spread)) // periods of 1 to 2·spread rounds
+			if i == 7 {
+				ws[i] = 100_000
+			}
+			bs[i] = Backend{names[i], ws[i]}
+		}
+		want := slowWeighted(bs, DefaultSize, nil)
+		g, _ := NewGenerator(DefaultSize, nil)
+		perms := g.Permutations(nil, names)
+		table := make([]uint16, DefaultSize)
+		fillWeightedQueue(table, perms, ws, make([]uint32, len(perms)), 100_000)
+		for s, i := range table {
+			if names[i] != want[s] {
+				t.Fatalf("spread %d: slot %d owned by %q, want %q", spread, s, names[i], want[s])
+			}
+		}
+	}
+}
+
 // TestWeightedDrain checks that draining a backend moves its slots and
 // little else.
 func TestWeightedDrain(t *testing.T) {
