@@ -375,6 +375,21 @@ func BenchmarkNewWeighted(b *testing.B) {
 			return uint32(1 + i%20)
 		}},
 		{"pow2-1-to-2^31", func(i int) uint32 { return 1 << (i % 32) }},
+		// Just past the point where fillWeighted picks the queue, with
+		// nearly every turn a light backend's: the worst case of a queue
+		// that puts every turn through its heap.
+		{"one-1000-rest-40", func(i int) uint32 {
+			if i == 0 {
+				return 1000
+			}
+			return 40
+		}},
+		{"one-1e5-rest-1-997", func(i int) uint32 {
+			if i == 0 {
+				return 100_000
+			}
+			return uint32(1 + i%997)
+		}},
 	}
 	b.Run("skew=none(New)/N=1000/M=65537", func(b *testing.B) {
 		b.ReportAllocs()
