@@ -158,15 +158,15 @@ func endgameAt(m int) int {
 // depends on it, never the table; tests vary it.
 var endgameScale = 6
 
-// isqrt returns ⌊√n⌋ for 0 ≤ n < 2^31.
+// isqrt returns ⌊√n⌋ for 0 ≤ n < 2^32.
 func isqrt(n int) int {
-	r := 0
-	for b := 1 << 15; b > 0; b >>= 1 {
-		if (r+b)*(r+b) <= n {
+	r := uint64(0)
+	for b := uint64(1) << 15; b > 0; b >>= 1 {
+		if (r+b)*(r+b) <= uint64(n) {
 			r += b
 		}
 	}
-	return r
+	return int(r)
 }
 
 // start prepares f to fill table: every slot empty, every cursor at its

@@ -626,6 +626,18 @@ func TestFillEndgame(t *testing.T) {
 	}
 }
 
+// TestIsqrt checks the endgame's square root at perfect squares and their
+// neighbours, up to beyond MaxSize.
+func TestIsqrt(t *testing.T) {
+	for r := 0; r <= 1<<13; r++ {
+		for _, n := range []int{r * r, r*r + 2*r} { // the first and last n with ⌊√n⌋ = r
+			if got := isqrt(n); got != r {
+				t.Fatalf("isqrt(%d) = %d, want %d", n, got, r)
+			}
+		}
+	}
+}
+
 // TestNearest checks the endgame's fixed-point search against the plain
 // step count (e−c)·s⁻¹ mod M computed with %, up to the largest table
 // size, and for small tables against a walk along the sequence.
