@@ -103,8 +103,9 @@ func start[S Slot](table []S, perms []Permutation, cursors []uint32) {
 // means equal weights, which is fill itself. It picks whichever of two
 // exact schedules is cheaper: scanning every backend every round costs n
 // checks a round for about M·W/Σw rounds, which is small unless the
-// weights are skewed; the priority queue costs O(log n) a turn for M turns
-// whatever the skew.
+// weights are skewed; the queue costs at most O(log n) a turn for M turns
+// whatever the skew (a sort of a short bucket for backends due within
+// calendarLen rounds, a heap operation for the others).
 func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
 	if weights == nil {
 		fill(table, perms, cursors)
