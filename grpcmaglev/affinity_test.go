@@ -8,10 +8,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/grpcmaglev"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental/balancer/weight"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -52,15 +49,7 @@ func TestAffinityAddresses(t *testing.T) {
 		addrs = append(addrs, resolver.Address{Addr: s.addr})
 	}
 	r.InitialState(resolver.State{Addresses: addrs})
-	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
-		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(serviceConfig(`"requestHashHeader": "x-user"`, false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeConn(t, cc)
-	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+	c := dial(t, r, serviceConfig(`"requestHashHeader": "x-user"`, false))
 	checkRouting(t, c, tableOf(t, ss), keys(100), 2, viaHeader, nil)
 }
 

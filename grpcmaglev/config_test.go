@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/resolver/ringhash"
@@ -178,18 +177,9 @@ func TestBadResolverUpdate(t *testing.T) {
 // fails fail-fast RPCs with its error instead of leaving them waiting.
 func TestResolverErrorFirst(t *testing.T) {
 	r := manual.NewBuilderWithScheme("maglevtest")
-	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
-		grpc.WithResolvers(r),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultServiceConfig(serviceConfig(`"requestHashHeader": "x-user"`, false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeConn(t, cc)
-	cc.Connect()
+	c := dial(t, r, serviceConfig(`"requestHashHeader": "x-user"`, false))
 	r.CC().ReportError(errors.New("no such host"))
-	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
-	_, err = c.call(context.Background(), "k", viaWithKey)
+	_, err := c.call(context.Background(), "k", viaWithKey)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no such host") {
 		t.Fatalf("RPC after a resolver error: got %v", err)
 	}

@@ -179,6 +179,13 @@ func newClient(t testing.TB, es []resolver.Endpoint, sc string) *client {
 	t.Helper()
 	r := manual.NewBuilderWithScheme("maglevtest")
 	r.InitialState(resolver.State{Endpoints: es})
+	return dial(t, r, sc)
+}
+
+// dial returns a client resolved by r, with the given service config,
+// connecting at once, closed at the end of the test.
+func dial(t testing.TB, r *manual.Resolver, sc string) *client {
+	t.Helper()
 	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
