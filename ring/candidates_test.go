@@ -1,7 +1,6 @@
 package ring
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -222,21 +221,10 @@ func TestGoldenCandidates(t *testing.T) {
 // FuzzCandidates compares the order with slowCandidates on hand-placed
 // rings.
 func FuzzCandidates(f *testing.F) {
-	le := func(xs ...uint64) []byte {
-		var b []byte
-		for _, x := range xs {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
-	f.Add(le(100, 200, 300), uint64(320))
-	f.Add(le(5, 5, 5, 5, 9, 9), uint64(5))
+	f.Add(fuzzLE(100, 200, 300), uint64(320))
+	f.Add(fuzzLE(5, 5, 5, 5, 9, 9), uint64(5))
 	f.Fuzz(func(t *testing.T, data []byte, x uint64) {
-		positions := map[string][]uint64{}
-		for k := 0; k+8 <= len(data) && k < 8*64; k += 8 {
-			name := string(rune('a' + k/8%5))
-			positions[name] = append(positions[name], binary.LittleEndian.Uint64(data[k:]))
-		}
+		positions := fuzzPositions(data)
 		r, err := NewWithPositions(positions, nil)
 		if err != nil {
 			t.Fatal(err)

@@ -851,29 +851,38 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
+// fuzzLE encodes xs little-endian, 8 bytes each: a fuzz seed of positions.
+func fuzzLE(xs ...uint64) []byte {
+	var b []byte
+	for _, x := range xs {
+		b = binary.LittleEndian.AppendUint64(b, x)
+	}
+	return b
+}
+
+// fuzzPositions reads a fuzz input as up to 64 positions, 8 bytes each,
+// dealt in turn to five backends a to e.
+func fuzzPositions(data []byte) map[string][]uint64 {
+	positions := map[string][]uint64{}
+	for k := 0; k+8 <= len(data) && k < 8*64; k += 8 {
+		name := string(rune('a' + k/8%5))
+		positions[name] = append(positions[name], binary.LittleEndian.Uint64(data[k:]))
+	}
+	return positions
+}
+
 // FuzzLookup checks the binary search against the linear scan on rings of
 // fuzzed positions. The seeds are tricky rings: one point, ties, points at
 // both ends of the hash space.
 func FuzzLookup(f *testing.F) {
-	le := func(xs ...uint64) []byte {
-		var b []byte
-		for _, x := range xs {
-			b = binary.LittleEndian.AppendUint64(b, x)
-		}
-		return b
-	}
-	f.Add(le(100), uint64(100))                          // one point, probe on it
-	f.Add(le(100, 200, 300), uint64(320))                // the seed's ring, wrapping
-	f.Add(le(5, 5, 5, 5), uint64(5))                     // all tied
-	f.Add(le(0, math.MaxUint64), uint64(math.MaxUint64)) // both ends
-	f.Add(le(math.MaxUint64, math.MaxUint64), uint64(0))
-	f.Add(le(1, 2, 3, 4, 5, 6, 7), uint64(4))
+	f.Add(fuzzLE(100), uint64(100))                          // one point, probe on it
+	f.Add(fuzzLE(100, 200, 300), uint64(320))                // the seed's ring, wrapping
+	f.Add(fuzzLE(5, 5, 5, 5), uint64(5))                     // all tied
+	f.Add(fuzzLE(0, math.MaxUint64), uint64(math.MaxUint64)) // both ends
+	f.Add(fuzzLE(math.MaxUint64, math.MaxUint64), uint64(0))
+	f.Add(fuzzLE(1, 2, 3, 4, 5, 6, 7), uint64(4))
 	f.Fuzz(func(t *testing.T, data []byte, x uint64) {
-		positions := map[string][]uint64{}
-		for k := 0; k+8 <= len(data) && k < 8*64; k += 8 {
-			name := string(rune('a' + k/8%5))
-			positions[name] = append(positions[name], binary.LittleEndian.Uint64(data[k:]))
-		}
+		positions := fuzzPositions(data)
 		r, err := NewWithPositions(positions, nil)
 		if err != nil {
 			t.Fatal(err)
