@@ -3,7 +3,7 @@ module github.com/maglevlb/maglev/grpcmaglev
 go 1.26.0
 
 require (
-	github.com/maglevlb/maglev v0.0.0-00010101000000-000000000000
+	github.com/maglevlb/maglev v0.1.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -9,7 +9,7 @@ require (
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f
 	github.com/golang/groupcache v0.0.0-20241129210726-2c02b8208cf8
 	github.com/kkdai/maglev v0.2.0
-	github.com/maglevlb/maglev v0.0.0-00010101000000-000000000000
+	github.com/maglevlb/maglev v0.1.0
 	github.com/serialx/hashring v0.0.0-20200727003509-22c0c7ab6b1b
 	github.com/shirou/gopsutil/v3 v3.23.2
 	github.com/stathat/consistent v1.0.0
