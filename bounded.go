@@ -1,17 +1,11 @@
 package maglev
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
 )
-
-// ErrBalanceFactor means a balance factor passed to NewBounded is neither 0
-// (bounded loads off) nor a finite number at least 1: below 1 the
-// backends' capacities could not hold every request in flight.
-var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a finite number ≥ 1")
 
 // A Bounded picks backends from a Table with bounded loads: consistent
 // hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam, SODA
@@ -27,7 +21,7 @@ var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a f
 // own backend up to factor times that backend's fair share of the load,
 // then spills to its second choice, and so on; keys whose backends have
 // room go exactly where Lookup sends them. With factor 0, bounded loads are
-// off: every request goes where Lookup sends it, and is still counted.
+// off: every request goes where Lookup sends it, and nothing is counted.
 //
 // Capacities are computed in float64, as math.Ceil(s_i × L) with s_i =
 // factor × w_i / Σw rounded once when the table is published.
@@ -45,26 +39,36 @@ var ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a f
 // first candidate regardless, and counts it in Stats.Forced.
 //
 // A Bounded is safe for concurrent use by multiple goroutines. Acquire and
-// Release take no lock and do not allocate; Update takes a lock that only
-// other Updates wait for. In-flight counts are kept per backend name, so a
-// backend that stays in the table across an Update keeps its count: a
-// lease taken before the swap is released into the count the new table
-// sees, and no request is lost or counted twice. A backend that leaves
-// keeps its count while leases on it are outstanding, and the first Update
-// that finds it at zero forgets it; L counts every lease not yet released,
-// on any table. (An Acquire that loaded the old table just before such an
-// Update can still place a request on the forgotten count; should the
-// backend return, its new count starts without that request.)
+// Release take no lock and do not allocate; Update and With take a lock
+// that only other Updates and Withs wait for. In-flight counts are kept per
+// backend name, so a backend that stays in the table across an Update
+// keeps its count: a lease taken before the swap is released into the
+// count the new table sees, and no request is lost or counted twice. A
+// backend that leaves keeps its count while leases on it are outstanding,
+// and the first Update (or With) that finds it at zero forgets it; L counts
+// every lease not yet released, on any table. (An Acquire on a table that
+// has since been replaced can still place a request on a forgotten count;
+// should the backend return, its new count starts without that request.)
+//
+// A caller that keeps its own snapshot of the table (with health, URLs or
+// connections beside it) should keep b.With(t) in the same snapshot: each
+// Acquire then places the request on exactly the table the caller routes
+// by, with no second table to reconcile.
 type Bounded struct {
-	factor  float64
-	state   atomic.Pointer[boundedState]
-	_       [64]byte     // keeps total off the cache line of the fields every Acquire reads
+	factor float64
+	state  atomic.Pointer[boundedState]
+	c      *boundedCounts // shared by every Bounded made from this one by With
+}
+
+// boundedCounts are the counts a Bounded shares with those With makes.
+type boundedCounts struct {
+	_       [64]byte     // keeps total off the cache lines of other objects that Acquire reads
 	total   atomic.Int64 // L: leases not yet released
 	_       [56]byte
 	spilled atomic.Uint64           // Stats.Spilled
 	forced  atomic.Uint64           // Stats.Forced
-	mu      sync.Mutex              // serializes Update
-	byName  map[string]*backendLoad // counts of the current backends, and of departed ones still in flight
+	mu      sync.Mutex              // serializes bind
+	byName  map[string]*backendLoad // counts of the latest table's backends, and of departed ones still in flight
 }
 
 // boundedState is one published table with its backends' counts.
@@ -93,7 +97,7 @@ func NewBounded(t *Table, factor float64) (*Bounded, error) {
 	if factor != 0 && !(factor >= 1 && factor <= math.MaxFloat64) {
 		return nil, fmt.Errorf("%w: %v", ErrBalanceFactor, factor)
 	}
-	b := &Bounded{factor: factor, byName: map[string]*backendLoad{}}
+	b := &Bounded{factor: factor, c: &boundedCounts{byName: map[string]*backendLoad{}}}
 	b.Update(t)
 	return b, nil
 }
@@ -111,8 +115,31 @@ func (b *Bounded) Table() *Table { return b.state.Load().table }
 // new, allocates O(N), and is safe to call concurrently with Acquire,
 // Release and other Updates.
 func (b *Bounded) Update(t *Table) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	b.state.Store(b.c.bind(b.factor, t))
+}
+
+// With returns a Bounded that picks from t (nil for an empty table) and
+// shares b's counts: a backend's in-flight count, L, the spill counters
+// and Stats are one for b, for the Bounded With returns and for any other
+// made from either, so a request is counted once whichever of them placed
+// it. b itself is unchanged; t becomes the table whose departed backends'
+// counts are forgotten once they reach zero, as after Update. With is
+// O(N), allocates O(N), and is safe to call concurrently with Acquire,
+// Release and Update.
+func (b *Bounded) With(t *Table) *Bounded {
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	nb := &Bounded{factor: b.factor, c: b.c}
+	nb.state.Store(b.c.bind(b.factor, t))
+	return nb
+}
+
+// bind returns t's state with the counts of its backends, creating those
+// not yet counted, and forgets departed backends with nothing in flight.
+// c.mu must be held.
+func (c *boundedCounts) bind(factor float64, t *Table) *boundedState {
 	st := &boundedState{table: t}
 	if t != nil {
 		n := len(t.backends)
@@ -123,23 +150,23 @@ func (b *Bounded) Update(t *Table) {
 			sum += float64(t.weight(i))
 		}
 		for i, name := range t.backends {
-			l := b.byName[name]
+			l := c.byName[name]
 			if l == nil {
 				l = new(backendLoad)
-				b.byName[name] = l
+				c.byName[name] = l
 			}
 			st.loads[i] = l
 			if sum > 0 {
-				st.share[i] = b.factor * float64(t.weight(i)) / sum
+				st.share[i] = factor * float64(t.weight(i)) / sum
 			}
 		}
 	}
-	for name, l := range b.byName {
+	for name, l := range c.byName {
 		if (t == nil || t.Index(name) < 0) && l.inflight.Load() == 0 {
-			delete(b.byName, name)
+			delete(c.byName, name)
 		}
 	}
-	b.state.Store(st)
+	return st
 }
 
 // weight returns backend i's weight: 1 for a table built by New.
@@ -183,34 +210,44 @@ func (l Lease) Release() {
 // empty table, or every backend drained) it returns a lease with Index -1,
 // which need not be released. Acquire is O(k) for the k candidates it
 // looks at, takes no lock and does not allocate.
+//
+// With factor 0 Acquire is Lookup: it returns LookupIndex(key)'s backend
+// and counts nothing (the lease's Release does nothing), so it costs what
+// Lookup costs.
 func (b *Bounded) Acquire(key string) Lease {
 	st := b.state.Load()
-	if st.table == nil || st.table.empty() {
+	t := st.table
+	if t == nil || t.empty() {
 		return Lease{Index: -1}
 	}
-	return b.acquire(st, st.table.keyHash(key))
+	if b.factor == 0 {
+		i := t.LookupIndex(key)
+		return Lease{Table: t, Index: i, Backend: t.backends[i]}
+	}
+	return b.acquire(st, t.keyHash(key))
 }
 
 // AcquireHash is Acquire for a key hash h, for callers that hash keys
 // themselves (with the table's Hasher, for Acquire's answers).
 func (b *Bounded) AcquireHash(h uint64) Lease {
 	st := b.state.Load()
-	if st.table == nil || st.table.empty() {
+	t := st.table
+	if t == nil || t.empty() {
 		return Lease{Index: -1}
+	}
+	if b.factor == 0 {
+		i := t.LookupHashIndex(h)
+		return Lease{Table: t, Index: i, Backend: t.backends[i]}
 	}
 	return b.acquire(st, h)
 }
 
-// acquire places key hash h on st's table, which has slot owners.
+// acquire places key hash h on st's table, which has slot owners, with
+// bounded loads on.
 func (b *Bounded) acquire(st *boundedState, h uint64) Lease {
 	t := st.table
-	if b.factor == 0 {
-		i := t.LookupHashIndex(h)
-		st.loads[i].inflight.Add(1)
-		b.total.Add(1)
-		return b.lease(st, i, false)
-	}
-	total := b.total.Add(1)
+	c := b.c
+	total := c.total.Add(1)
 	first := -1
 	for range 2 {
 		for i := range t.CandidatesHash(h) {
@@ -219,33 +256,33 @@ func (b *Bounded) acquire(st *boundedState, h uint64) Lease {
 			}
 			l := st.loads[i]
 			for {
-				c := l.inflight.Load()
-				if float64(c) >= math.Ceil(st.share[i]*float64(total)) {
+				n := l.inflight.Load()
+				if float64(n) >= math.Ceil(st.share[i]*float64(total)) {
 					break // full
 				}
-				if l.inflight.CompareAndSwap(c, c+1) {
+				if l.inflight.CompareAndSwap(n, n+1) {
 					if i != first {
 						st.loads[first].spilled.Add(1)
-						b.spilled.Add(1)
+						c.spilled.Add(1)
 					}
 					return b.lease(st, i, i != first)
 				}
 			}
-			total = b.total.Load() // the freshest L for the next candidate
+			total = c.total.Load() // the freshest L for the next candidate
 		}
 	}
 	st.loads[first].inflight.Add(1)
-	b.forced.Add(1)
+	c.forced.Add(1)
 	return b.lease(st, first, false)
 }
 
 func (b *Bounded) lease(st *boundedState, i int, spilled bool) Lease {
-	return Lease{Table: st.table, Index: i, Backend: st.table.backends[i], Spilled: spilled, load: st.loads[i], total: &b.total}
+	return Lease{Table: st.table, Index: i, Backend: st.table.backends[i], Spilled: spilled, load: st.loads[i], total: &b.c.total}
 }
 
 // BoundedStats are a Bounded's counters, for observability.
 type BoundedStats struct {
-	InFlight int64  // leases not yet released: L, less the next request
+	InFlight int64  // leases not yet released: L, less the next request (0 with factor 0, which counts nothing)
 	Spilled  uint64 // requests placed on a later candidate because the first was full
 	Forced   uint64 // requests placed on a full first candidate because every candidate was full
 }
@@ -253,13 +290,13 @@ type BoundedStats struct {
 // Stats returns the counters. It is O(1) and does not allocate; under
 // concurrent use each counter is read atomically, but not all at once.
 func (b *Bounded) Stats() BoundedStats {
-	return BoundedStats{InFlight: b.total.Load(), Spilled: b.spilled.Load(), Forced: b.forced.Load()}
+	return BoundedStats{InFlight: b.c.total.Load(), Spilled: b.c.spilled.Load(), Forced: b.c.forced.Load()}
 }
 
 // A BackendLoad is one backend's counters, from Bounded.Loads.
 type BackendLoad struct {
 	Backend  string
-	InFlight int64  // requests holding a lease on it
+	InFlight int64  // requests holding a lease on it (0 with factor 0, which counts nothing)
 	Capacity int64  // its capacity at the current L, for one more request; 0 when bounded loads are off
 	Spilled  uint64 // requests whose first candidate it was, placed on a later one because it was full
 }
@@ -273,7 +310,7 @@ func (b *Bounded) Loads(dst []BackendLoad) []BackendLoad {
 	if st.table == nil {
 		return dst
 	}
-	next := float64(b.total.Load() + 1)
+	next := float64(b.c.total.Load() + 1)
 	for i, name := range st.table.backends {
 		l := st.loads[i]
 		bl := BackendLoad{Backend: name, InFlight: l.inflight.Load(), Spilled: l.spilled.Load()}

@@ -48,7 +48,7 @@ func zipfKeys(n, k int, s float64) []string {
 }
 
 // TestBoundedOffIsLookup checks that with factor 0 every pick is Lookup's,
-// and is still counted.
+// that nothing is counted, and that Acquire does not allocate.
 func TestBoundedOffIsLookup(t *testing.T) {
 	for _, tab := range []*Table{
 		mustNew(t, names("b", 10), DefaultSize, nil),
@@ -66,15 +66,79 @@ func TestBoundedOffIsLookup(t *testing.T) {
 			}
 			leases = append(leases, l)
 		}
-		if st := b.Stats(); st.InFlight != 4000 || st.Spilled != 0 || st.Forced != 0 {
-			t.Fatalf("factor 0: stats %+v, want 4000 in flight, nothing spilled or forced", st)
+		if st := b.Stats(); st != (BoundedStats{}) {
+			t.Fatalf("factor 0: stats %+v, want nothing counted", st)
+		}
+		for _, bl := range b.Loads(nil) {
+			if bl.InFlight != 0 || bl.Capacity != 0 || bl.Spilled != 0 {
+				t.Fatalf("factor 0: Loads has %+v, want nothing counted", bl)
+			}
 		}
 		for _, l := range leases {
-			l.Release()
+			l.Release() // does nothing
 		}
-		if st := b.Stats(); st.InFlight != 2000 {
-			t.Fatalf("after releasing half: %d in flight, want 2000", st.InFlight)
+		if st := b.Stats(); st != (BoundedStats{}) {
+			t.Fatalf("after releasing: stats %+v", st)
 		}
+		if n := testing.AllocsPerRun(100, func() { b.Acquire("key7").Release() }); n != 0 {
+			t.Fatalf("factor 0: Acquire and Release allocate %v times", n)
+		}
+	}
+}
+
+// TestBoundedWith checks that a Bounded made by With picks from its own
+// table while sharing counts with the one it came from: leases taken
+// through either are counted once, a backend kept across tables keeps its
+// count, and the original still picks from its own table.
+func TestBoundedWith(t *testing.T) {
+	old := mustNew(t, names("b", 4), 13, nil)
+	next := mustNew(t, names("b", 5), 13, nil)
+	b := mustBounded(t, old, 2)
+	w := b.With(next)
+	if b.Table() != old || w.Table() != next || w.Factor() != 2 {
+		t.Fatalf("tables: b %p w %p, want %p %p", b.Table(), w.Table(), old, next)
+	}
+	var leases []Lease
+	for i := range 40 {
+		key := fmt.Sprint("k", i)
+		lb, lw := b.Acquire(key), w.Acquire(key)
+		if lb.Table != old || lw.Table != next {
+			t.Fatalf("lease tables: %p %p, want %p %p", lb.Table, lw.Table, old, next)
+		}
+		leases = append(leases, lb, lw)
+	}
+	if got := b.Stats().InFlight; got != 80 || w.Stats().InFlight != 80 {
+		t.Fatalf("in flight: b %d, w %d, want 80 in both", got, w.Stats().InFlight)
+	}
+	// The four backends of old are in next: one count each, seen from both.
+	perName := map[string]int64{}
+	for _, l := range leases {
+		perName[l.Backend]++
+	}
+	for _, bl := range w.Loads(nil) {
+		if bl.InFlight != perName[bl.Backend] {
+			t.Fatalf("w.Loads: %s holds %d, leases %d", bl.Backend, bl.InFlight, perName[bl.Backend])
+		}
+	}
+	for _, bl := range b.Loads(nil) {
+		if bl.InFlight != perName[bl.Backend] {
+			t.Fatalf("b.Loads: %s holds %d, leases %d", bl.Backend, bl.InFlight, perName[bl.Backend])
+		}
+	}
+	for _, l := range leases {
+		l.Release()
+	}
+	if st := b.Stats(); st.InFlight != 0 {
+		t.Fatalf("all released: %d in flight", st.InFlight)
+	}
+	for _, bl := range w.Loads(nil) {
+		if bl.InFlight != 0 {
+			t.Fatalf("all released: %s holds %d", bl.Backend, bl.InFlight)
+		}
+	}
+	// With(nil) is an empty table sharing the counts.
+	if l := b.With(nil).Acquire("k"); l.Index != -1 || l.Table != nil {
+		t.Fatalf("With(nil).Acquire = %+v, want Index -1", l)
 	}
 }
 
@@ -222,7 +286,7 @@ func TestBoundedHotKey(t *testing.T) {
 func TestBoundedUpdate(t *testing.T) {
 	abc := mustNew(t, []string{"a", "b", "c"}, 1009, nil)
 	bcd := mustNew(t, []string{"b", "c", "d"}, 1009, nil)
-	b := mustBounded(t, abc, 0)
+	b := mustBounded(t, abc, 1000) // counted, and never full: every pick is Lookup's
 	held := map[string][]Lease{}
 	for k := range 300 {
 		l := b.Acquire(fmt.Sprint(k))
@@ -251,14 +315,14 @@ func TestBoundedUpdate(t *testing.T) {
 	if got, want := inflight("b"), int64(len(held["b"])-10); got != want {
 		t.Fatalf("b after 10 releases of old leases: %d, want %d", got, want)
 	}
-	if b.byName["a"] == nil {
+	if b.c.byName["a"] == nil {
 		t.Fatal("departed backend a forgotten while its requests are in flight")
 	}
 	for _, l := range held["a"] {
 		l.Release()
 	}
 	b.Update(bcd)
-	if b.byName["a"] != nil {
+	if b.c.byName["a"] != nil {
 		t.Fatal("departed backend a, with nothing in flight, still kept")
 	}
 	if got, want := b.Stats().InFlight, int64(300-10-len(held["a"])); got != want {
@@ -346,7 +410,7 @@ func TestBoundedConcurrent(t *testing.T) {
 		if st.InFlight != total {
 			t.Fatalf("phase %d: %d in flight, goroutines hold %d", phase, st.InFlight, total)
 		}
-		for name, l := range b.byName {
+		for name, l := range b.c.byName {
 			if got := l.inflight.Load(); got != want[name] {
 				t.Fatalf("phase %d: %s counts %d, goroutines hold %d", phase, name, got, want[name])
 			}

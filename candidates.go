@@ -8,8 +8,6 @@ package maglev
 import (
 	"iter"
 	"math/bits"
-
-	"github.com/zeebo/xxh3"
 )
 
 const (
@@ -69,23 +67,6 @@ func (t *Table) CandidatesBytes(key []byte) iter.Seq[int] {
 // candidate is LookupHashIndex(h). It does not allocate.
 func (t *Table) CandidatesHash(h uint64) iter.Seq[int] {
 	return func(yield func(int) bool) { t.candidates(h, yield) }
-}
-
-// keyHash hashes key with the table's hasher, calling the built-in XXH3
-// variants directly.
-func (t *Table) keyHash(key string) uint64 {
-	if t.kind == kindXXH3 {
-		return xxh3.HashString(key)
-	}
-	return t.hashString(key)
-}
-
-// keyHashBytes is keyHash for a byte slice.
-func (t *Table) keyHashBytes(key []byte) uint64 {
-	if t.kind == kindXXH3 {
-		return xxh3.Hash(key)
-	}
-	return t.hash(key)
 }
 
 // mix64 is the SplitMix64 finalizer (Stafford's Mix13), a bijection of

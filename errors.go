@@ -20,7 +20,8 @@ const (
 	maxSmall = 1<<16 - 1
 )
 
-// The errors New, NewGenerator and Fill return wrap one of these, so that
+// The errors New, NewWeighted, NewGenerator, Fill, NewBounded and CheckSize
+// return wrap one of these, so that
 // callers can match them with errors.Is.
 var (
 	// ErrNotPrime means the table size is not a prime (sizes below 2
@@ -47,11 +48,21 @@ var (
 	// ErrShortBuffer means a scratch buffer passed to Fill is shorter than
 	// the list of permutations.
 	ErrShortBuffer = errors.New("maglev: buffer too short")
+
+	// ErrNoBackends means Fill was given no permutations: there is no
+	// backend to fill the table with. (New and NewWeighted accept an empty
+	// list and return an empty table.)
+	ErrNoBackends = errors.New("maglev: no backends to fill the table with")
+
+	// ErrBalanceFactor means a balance factor passed to NewBounded is
+	// neither 0 (bounded loads off) nor a finite number at least 1: below 1
+	// the backends' capacities could not hold every request in flight.
+	ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a finite number ≥ 1")
 )
 
 // checkCounts reports whether n backends fit a table of a supported size m.
 func checkCounts(n, m int) error {
-	if err := checkSize(m); err != nil {
+	if err := CheckSize(m); err != nil {
 		return err
 	}
 	if n > m {
@@ -60,8 +71,11 @@ func checkCounts(n, m int) error {
 	return nil
 }
 
-// checkSize reports whether m is a supported table size.
-func checkSize(m int) error {
+// CheckSize returns nil if m is a supported table size, a prime no larger
+// than MaxSize, and otherwise the error New returns for it: one wrapping
+// ErrNotPrime or ErrTooLarge. It is O(√m) (at most about 1,400 divisions)
+// and does not allocate when m is supported.
+func CheckSize(m int) error {
 	if m > MaxSize {
 		return fmt.Errorf("%w: %d > %d", ErrTooLarge, m, MaxSize)
 	}

@@ -24,8 +24,9 @@ type Slot interface{ ~uint16 | ~uint32 }
 // cursors[i] is the slot where backend i would look on its next turn.
 //
 // Fill returns an error, and leaves table in an unspecified state, if M is
-// not prime (ErrNotPrime) or too large (ErrTooLarge), if perms is empty or
-// longer than the table or than S can index (ErrTooManyBackends), if a
+// not prime (ErrNotPrime) or too large (ErrTooLarge), if perms is empty
+// (ErrNoBackends) or longer than the table or than S can index
+// (ErrTooManyBackends), if a
 // permutation is out of range (ErrPermutation), or if cursors is too short
 // (ErrShortBuffer).
 //
@@ -34,11 +35,13 @@ type Slot interface{ ~uint16 | ~uint32 }
 // turns. It takes O(M log M) time in expectation.
 func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 	m := len(table)
-	if err := checkSize(m); err != nil {
+	if err := CheckSize(m); err != nil {
 		return err
 	}
 	switch n := len(perms); {
-	case n == 0, n > m, uint64(n) > uint64(^S(0)):
+	case n == 0:
+		return fmt.Errorf("%w: no permutations", ErrNoBackends)
+	case n > m, uint64(n) > uint64(^S(0)):
 		return fmt.Errorf("%w: %d permutations, %d slots", ErrTooManyBackends, n, m)
 	case len(cursors) < n:
 		return fmt.Errorf("%w: %d cursors for %d permutations", ErrShortBuffer, len(cursors), n)

@@ -131,17 +131,18 @@ func build(names []string, weights []uint32, m int, h Hasher) *Table {
 // SizeFor returns a prime table size suited to n backends: DefaultSize when
 // n ≤ 655, else the smallest prime above 100·n, as the Maglev paper
 // recommends (M > 100·N keeps every backend's share within about 1% of the
-// mean). It returns MaxSize when 100·n exceeds MaxSize; New accepts that
-// size for up to MaxSize backends.
+// mean), while there is one no larger than MaxSize, and MaxSize beyond
+// that; New accepts MaxSize for up to MaxSize backends. SizeFor is
+// O(√M log M) and does not allocate.
 func SizeFor(n int) int {
 	if n <= DefaultSize/100 {
 		return DefaultSize
 	}
-	if n >= MaxSize/100 {
+	if n > MaxSize/100 {
 		return MaxSize
 	}
 	m := 100*n + 1
-	for !isPrime(m) {
+	for !isPrime(m) { // ends at MaxSize, a prime, at the latest
 		m++
 	}
 	return m

@@ -538,7 +538,7 @@ func TestFillErrors(t *testing.T) {
 		want    error
 	}{
 		{"composite", 9, ok, 2, ErrNotPrime},
-		{"no perms", 7, nil, 2, ErrTooManyBackends},
+		{"no perms", 7, nil, 2, ErrNoBackends},
 		{"more perms than slots", 2, []Permutation{{0, 1}, {1, 1}, {0, 1}}, 3, ErrTooManyBackends},
 		{"skip 0", 7, []Permutation{{0, 0}}, 1, ErrPermutation},
 		{"skip M", 7, []Permutation{{0, 7}}, 1, ErrPermutation},
@@ -811,9 +811,17 @@ func TestSizeFor(t *testing.T) {
 		if m < DefaultSize || (m <= 100*n && m != MaxSize) {
 			t.Errorf("SizeFor(%d) = %d, want > 100·n and ≥ DefaultSize", n, m)
 		}
-		if m > DefaultSize && m != MaxSize && isPrimeBetween(100*n+1, m) {
+		if m > DefaultSize && 100*n < MaxSize && isPrimeBetween(100*n+1, m) {
 			t.Errorf("SizeFor(%d) = %d is not the smallest prime above 100·n", n, m)
 		}
+	}
+	// 16,777,213 is the largest prime below 2^24: 100·167772 = 16,777,200
+	// is below it, so SizeFor must not jump to MaxSize.
+	if got := SizeFor(167772); got != 16777213 {
+		t.Errorf("SizeFor(167772) = %d, want 16777213", got)
+	}
+	if got := SizeFor(167773); got != MaxSize {
+		t.Errorf("SizeFor(167773) = %d, want MaxSize", got)
 	}
 	if !isPrime(MaxSize) || isPrime(1<<24) {
 		t.Error("MaxSize is not prime")
@@ -822,6 +830,57 @@ func TestSizeFor(t *testing.T) {
 		if isPrime(p) {
 			t.Errorf("%d is a prime below MaxSize above 2^24", p)
 		}
+	}
+}
+
+// TestCheckSize checks that CheckSize accepts exactly the sizes New
+// accepts, with New's errors.
+func TestCheckSize(t *testing.T) {
+	for _, m := range []int{-7, 0, 1, 2, 3, 4, 7, 9, 13, 65536, DefaultSize, 1 << 24, MaxSize - 2, MaxSize, MaxSize + 1, 1 << 40} {
+		err := CheckSize(m)
+		_, newErr := New(nil, m, nil)
+		if (err == nil) != (newErr == nil) || (err != nil && err.Error() != newErr.Error()) {
+			t.Errorf("CheckSize(%d) = %v, New gives %v", m, err, newErr)
+		}
+		switch {
+		case m > MaxSize:
+			if !errors.Is(err, ErrTooLarge) {
+				t.Errorf("CheckSize(%d) = %v, want ErrTooLarge", m, err)
+			}
+		case !isPrime(m):
+			if !errors.Is(err, ErrNotPrime) {
+				t.Errorf("CheckSize(%d) = %v, want ErrNotPrime", m, err)
+			}
+		case err != nil:
+			t.Errorf("CheckSize(%d) = %v, want nil", m, err)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = CheckSize(DefaultSize) }); n != 0 {
+		t.Errorf("CheckSize allocates %v times", n)
+	}
+}
+
+// TestBackend checks that Backend(i) names Backends()[i] without
+// allocating, and panics out of range.
+func TestBackend(t *testing.T) {
+	tab := mustNew(t, []string{"c", "a", "b"}, 7, nil)
+	for i, name := range tab.Backends() {
+		if got := tab.Backend(i); got != name {
+			t.Errorf("Backend(%d) = %q, want %q", i, got, name)
+		}
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = tab.Backend(1) }); n != 0 {
+		t.Errorf("Backend allocates %v times", n)
+	}
+	for _, i := range []int{-1, 3} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Backend(%d) did not panic", i)
+				}
+			}()
+			_ = tab.Backend(i)
+		}()
 	}
 }
 

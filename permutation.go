@@ -53,7 +53,7 @@ type Generator struct {
 // means XXH3). It returns an error wrapping ErrNotPrime or ErrTooLarge if m
 // is not a supported table size.
 func NewGenerator(m int, h Hasher) (*Generator, error) {
-	if err := checkSize(m); err != nil {
+	if err := CheckSize(m); err != nil {
 		return nil, err
 	}
 	if h == nil {

@@ -42,6 +42,12 @@ func (t *Table) Hasher() Hasher { return t.h }
 // byte order, so that backend index i names Backends()[i].
 func (t *Table) Backends() []string { return slices.Clone(t.backends) }
 
+// Backend returns the name of backend i, the i-th of Backends, without
+// copying the list: the name for an index that LookupIndex, OwnerIndex or
+// Candidates gave. It panics if i is not in [0, Len()), as indexing
+// Backends() would. It is O(1) and does not allocate.
+func (t *Table) Backend(i int) string { return t.backends[i] }
+
 // Weights returns the backends' weights in table order: those given to
 // NewWeighted, or all 1 for a table built by New.
 func (t *Table) Weights() []uint32 {
@@ -95,13 +101,7 @@ func (t *Table) Lookup(key string) string {
 // lookupOther is Lookup for a table with a hasher other than the default,
 // or with 4-byte slots or none.
 func (t *Table) lookupOther(key string) string {
-	var h uint64
-	if t.kind == kindXXH3 {
-		h = xxh3.HashString(key)
-	} else {
-		h = t.hashString(key)
-	}
-	return t.LookupHash(h)
+	return t.LookupHash(t.keyHash(key))
 }
 
 // LookupBytes is Lookup for a key held in a byte slice.
@@ -116,13 +116,7 @@ func (t *Table) LookupBytes(key []byte) string {
 
 // lookupBytesOther is lookupOther for a key held in a byte slice.
 func (t *Table) lookupBytesOther(key []byte) string {
-	var h uint64
-	if t.kind == kindXXH3 {
-		h = xxh3.Hash(key)
-	} else {
-		h = t.hash(key)
-	}
-	return t.LookupHash(h)
+	return t.LookupHash(t.keyHashBytes(key))
 }
 
 // LookupHash returns the owner of slot h mod M, for callers that hash keys
@@ -148,13 +142,7 @@ func (t *Table) LookupIndex(key string) int {
 
 // lookupIndexOther is lookupOther for LookupIndex.
 func (t *Table) lookupIndexOther(key string) int {
-	var h uint64
-	if t.kind == kindXXH3 {
-		h = xxh3.HashString(key)
-	} else {
-		h = t.hashString(key)
-	}
-	return t.LookupHashIndex(h)
+	return t.LookupHashIndex(t.keyHash(key))
 }
 
 // LookupHashIndex is LookupHash returning the backend's index, or -1 if the
@@ -311,19 +299,25 @@ func (t *Table) owner(s uint32) int {
 	return -1
 }
 
-// hashString hashes key with a hasher other than the default (whose calls
-// the lookups make themselves), calling seeded XXH3 directly rather than
-// through the interface.
-func (t *Table) hashString(key string) uint64 {
-	if t.kind == kindXXH3Seed {
+// keyHash hashes key with the table's hasher: the one place that chooses
+// how, calling the built-in XXH3 variants directly rather than through the
+// interface.
+func (t *Table) keyHash(key string) uint64 {
+	switch t.kind {
+	case kindXXH3:
+		return xxh3.HashString(key)
+	case kindXXH3Seed:
 		return xxh3.HashStringSeed(key, t.seed)
 	}
 	return t.h.HashString(key)
 }
 
-// hash is hashString for a byte slice.
-func (t *Table) hash(key []byte) uint64 {
-	if t.kind == kindXXH3Seed {
+// keyHashBytes is keyHash for a byte slice.
+func (t *Table) keyHashBytes(key []byte) uint64 {
+	switch t.kind {
+	case kindXXH3:
+		return xxh3.Hash(key)
+	case kindXXH3Seed:
 		return xxh3.HashSeed(key, t.seed)
 	}
 	return t.h.Hash(key)
