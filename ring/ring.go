@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/maglevlb/maglev"
@@ -58,9 +59,12 @@ const (
 // so that one check serves both packages.
 var (
 	// ErrVnodes means the number of points per backend is out of range:
-	// below 1 or above MaxPoints for New, or a backend with no positions
-	// for NewWithPositions.
+	// below 1 or above MaxPoints.
 	ErrVnodes = errors.New("ring: vnodes out of range")
+
+	// ErrNoPositions means a backend given to NewWithPositions has no
+	// positions: a backend with no point could never be looked up.
+	ErrNoPositions = errors.New("ring: backend has no positions")
 
 	// ErrTooManyPoints means the ring would have more than MaxPoints
 	// points.
@@ -122,26 +126,78 @@ func New(backends []string, vnodes int, h maglev.Hasher) (*Ring, error) {
 	}
 	r := newRing(names, h)
 	r.vnodes = vnodes
-	if len(names) == 0 {
-		return r, nil
+	r.place(func(int) int { return vnodes })
+	return r, nil
+}
+
+// NewWeighted builds the ring for weighted backends, hashing with h (nil
+// means maglev.XXH3()): vnodes points per unit of weight, so backend i gets
+// vnodes·w_i points, in exact proportion to its weight, and with every
+// weight 1 the ring is New's. Point j of a backend is where New places it,
+// at H(le64(j) + name), so a backend whose weight changes keeps its first
+// points, and one joining or leaving moves no other backend's points.
+// Give weights in their smallest ratio (divide them by their greatest
+// common divisor across every membership they will have): weights 100 and
+// 200 cost 100 times the points of 1 and 2 for the same shares. Backends of
+// weight 0 get no points and are left out: they are not among Backends,
+// and Lookup and Candidates never name them. The ring depends only on the
+// set of backends, their weights, vnodes and h.
+//
+// Errors are New's, with ErrTooManyPoints when vnodes·Σw exceeds
+// MaxPoints. NewWeighted takes O(P) time for P points, as New.
+func NewWeighted(backends []maglev.Backend, vnodes int, h maglev.Hasher) (*Ring, error) {
+	if vnodes < 1 || vnodes > MaxPoints {
+		return nil, fmt.Errorf("%w: %d, want 1..%d", ErrVnodes, vnodes, MaxPoints)
 	}
-	longest := 0
-	for _, name := range names {
+	live := make([]maglev.Backend, 0, len(backends))
+	total := uint64(0)
+	for _, b := range backends {
+		if b.Weight > 0 {
+			live = append(live, b)
+			// Each term is below 2^24 · 2^32 and there are fewer than 2^24 of
+			// them before the sum passes MaxPoints: no overflow.
+			if total += uint64(vnodes) * uint64(b.Weight); total > MaxPoints {
+				return nil, fmt.Errorf("%w: vnodes %d times the weights", ErrTooManyPoints, vnodes)
+			}
+		}
+	}
+	slices.SortFunc(live, func(a, b maglev.Backend) int { return strings.Compare(a.Name, b.Name) })
+	names := make([]string, len(live))
+	for i, b := range live {
+		names[i] = b.Name
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	r := newRing(names, h)
+	r.vnodes = vnodes
+	r.place(func(i int) int { return vnodes * int(live[i].Weight) })
+	return r, nil
+}
+
+// place puts points(i) points for each backend i of r at New's positions,
+// point j of backend name at H(le64(j) + name), and sorts them.
+func (r *Ring) place(points func(i int) int) {
+	total, longest := 0, 0
+	for i, name := range r.backends {
+		total += points(i)
 		longest = max(longest, len(name))
 	}
+	if total == 0 {
+		return
+	}
 	buf := make([]byte, 8+longest)
-	pos := make([]uint64, 0, len(names)*vnodes)
-	idx := make([]uint32, 0, len(names)*vnodes)
-	for i, name := range names {
+	pos := make([]uint64, 0, total)
+	idx := make([]uint32, 0, total)
+	for i, name := range r.backends {
 		key := buf[:8+copy(buf[8:], name)]
-		for j := range vnodes {
+		for j := range points(i) {
 			binary.LittleEndian.PutUint64(key, uint64(j))
 			pos = append(pos, r.hash(key))
 			idx = append(idx, uint32(i))
 		}
 	}
 	r.pos, r.idx = sortPoints(pos, idx)
-	return r, nil
 }
 
 // NewWithPositions builds a ring whose points are at the given positions,
@@ -151,7 +207,7 @@ func New(backends []string, vnodes int, h maglev.Hasher) (*Ring, error) {
 // keys for Lookup and LookupBytes; LookupHash does not use it.
 //
 // NewWithPositions returns an error wrapping maglev.ErrEmptyName for an
-// empty name, ErrVnodes for a backend with no positions, and
+// empty name, ErrNoPositions for a backend with no positions, and
 // ErrTooManyPoints for more than MaxPoints positions in all. It takes
 // O(P) time for P positions and does not retain the map or its slices.
 func NewWithPositions(positions map[string][]uint64, h maglev.Hasher) (*Ring, error) {
@@ -167,7 +223,7 @@ func NewWithPositions(positions map[string][]uint64, h maglev.Hasher) (*Ring, er
 	for _, name := range names {
 		switch n := len(positions[name]); {
 		case n == 0:
-			return nil, fmt.Errorf("%w: backend %q has no positions", ErrVnodes, name)
+			return nil, fmt.Errorf("%w: %q", ErrNoPositions, name)
 		case n > MaxPoints-total:
 			return nil, fmt.Errorf("%w: more than %d positions", ErrTooManyPoints, MaxPoints)
 		default:
@@ -255,8 +311,9 @@ func (r *Ring) Len() int { return len(r.backends) }
 // NumPoints returns the number of points on the ring.
 func (r *Ring) NumPoints() int { return len(r.pos) }
 
-// Vnodes returns the number of points per backend the ring was built with,
-// or 0 for a ring built by NewWithPositions.
+// Vnodes returns the number of points per backend the ring was built with
+// (per unit of weight, for NewWeighted), or 0 for a ring built by
+// NewWithPositions.
 func (r *Ring) Vnodes() int { return r.vnodes }
 
 // Hasher returns the ring's hasher.

@@ -668,8 +668,8 @@ func TestErrors(t *testing.T) {
 		want      error
 	}{
 		{map[string][]uint64{"a": {1}, "": {2}}, maglev.ErrEmptyName},
-		{map[string][]uint64{"a": {1}, "b": {}}, ErrVnodes},
-		{map[string][]uint64{"a": {1}, "b": nil}, ErrVnodes},
+		{map[string][]uint64{"a": {1}, "b": {}}, ErrNoPositions},
+		{map[string][]uint64{"a": {1}, "b": nil}, ErrNoPositions},
 		// Lengths are checked before any position is read, so the 64 MiB
 		// array is never touched; the two backends share it.
 		{map[string][]uint64{"a": huge, "b": huge}, ErrTooManyPoints},

@@ -49,8 +49,9 @@ max and min about √(2·ln N)·√(N/K) away from 1. Smaller differences
 between rows are noise; raise -k to resolve them.
 
 With -weights w1,w2,... backend i gets weight w[i mod len(w)] (weight 0 is
-drained): Maglev rows use maglev.NewWeighted, ring rows give each backend
-vnodes·w/g points (g the greatest common divisor of the weights), fair
+drained): Maglev rows use maglev.NewWeighted, ring rows ring.NewWeighted
+over the weights divided by their greatest common divisor g (vnodes·w/g
+points a backend), fair
 shares are K·w/Σw, and the ideal moves are the joining and the leaving
 backend's share of the total weight.
 

@@ -231,7 +231,7 @@ func fmtF(f float64) string {
 func TestCompareErrors(t *testing.T) {
 	// 2^62 vnodes times the weight 2 would overflow; where int has 32 bits
 	// (GOARCH=386), 2^62 is no int at all.
-	hugeVnodes := "error: ring vnodes=4611686018427387904: ring: more than MaxPoints points: vnodes 4611686018427387904\n"
+	hugeVnodes := "error: ring vnodes=4611686018427387904: ring: vnodes out of range: 4611686018427387904, want 1..16777216\n"
 	if strconv.IntSize == 32 {
 		hugeVnodes = "error: -vnodes \"4611686018427387904\": want positive integers separated by commas\n"
 	}

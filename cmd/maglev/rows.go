@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math/big"
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/ring"
@@ -72,12 +70,20 @@ func (c *compareConfig) algorithms() []algorithm {
 	for _, w := range c.gcdWeights() {
 		g = gcd(g, w)
 	}
+	g = max(g, 1) // every weight 0: nothing to divide
 	for _, v := range c.vnodes {
 		algs = append(algs, algorithm{
 			name: fmt.Sprintf("ring vnodes=%d", v), kind: "ring", vnodes: v,
 			build: func(backends []maglev.Backend) (lookuper, error) {
 				if weighted {
-					return weightedRing(backends, v, g, c.h)
+					// Weights divided by the gcd over every membership
+					// compared, so that each set's rings have the same
+					// points per unit of weight.
+					scaled := make([]maglev.Backend, len(backends))
+					for i, b := range backends {
+						scaled[i] = maglev.Backend{Name: b.Name, Weight: b.Weight / g}
+					}
+					return ring.NewWeighted(scaled, v, c.h)
 				}
 				return ring.New(names(backends), v, c.h)
 			},
@@ -132,34 +138,6 @@ func (r nameRouter) route(dst []int32, hashes []uint64) {
 	}
 }
 
-// weightedRing builds a ring where each backend has vnodes·w/g points,
-// placed where ring.New places them: point j of backend name at
-// H(le64(j) + name). Drained backends have no points.
-func weightedRing(backends []maglev.Backend, vnodes int, g uint32, h maglev.Hasher) (lookuper, error) {
-	if vnodes > ring.MaxPoints { // and vnodes·w cannot overflow below
-		return nil, fmt.Errorf("%w: vnodes %d", ring.ErrTooManyPoints, vnodes)
-	}
-	positions := make(map[string][]uint64, len(backends))
-	total := 0
-	for _, b := range backends {
-		if b.Weight == 0 {
-			continue
-		}
-		n := uint64(vnodes) * uint64(b.Weight/g)
-		if total += int(min(n, ring.MaxPoints+1)); total > ring.MaxPoints {
-			return nil, fmt.Errorf("%w: vnodes %d times the weights", ring.ErrTooManyPoints, vnodes)
-		}
-		pos := make([]uint64, n)
-		buf := append(make([]byte, 8, 8+len(b.Name)), b.Name...)
-		for j := range pos {
-			binary.LittleEndian.PutUint64(buf, uint64(j))
-			pos[j] = h.Hash(buf)
-		}
-		positions[b.Name] = pos
-	}
-	return ring.NewWithPositions(positions, h)
-}
-
 // names returns the names of backends, in order.
 func names(backends []maglev.Backend) []string {
 	s := make([]string, len(backends))
@@ -177,9 +155,10 @@ func gcd(a, b uint32) uint32 {
 	return a
 }
 
-// nextPrime returns the smallest prime at or above n.
+// nextPrime returns the smallest supported table size at or above n, or
+// a size above MaxSize when there is none.
 func nextPrime(n int) int {
-	for !big.NewInt(int64(n)).ProbablyPrime(0) { // exact below 2^64
+	for n <= maglev.MaxSize && maglev.CheckSize(n) != nil {
 		n++
 	}
 	return n
