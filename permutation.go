@@ -15,8 +15,10 @@ type Permutation struct {
 }
 
 // At returns the j-th preference of p in a table of m slots, counting from
-// 0: (Offset + j·Skip) mod m. It is O(1). At is for inspection; Fill walks
-// the sequence with Next.
+// 0: (Offset + j·Skip) mod m. It is O(1). At is for inspection, and takes
+// ints like the slot indices of Table.Owner; Fill walks the sequence with
+// Next, which takes uint32 as the slot arrays and Permutation's fields
+// hold them, so that the fill converts nothing.
 func (p Permutation) At(j, m int) int {
 	mm := uint64(m)
 	return int((uint64(p.Offset) + uint64(j)%mm*uint64(p.Skip)) % mm)

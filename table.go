@@ -203,7 +203,10 @@ func (t *Table) AppendSlots(dst []uint32) []uint32 {
 // hold the other. Diff is symmetric and 0 for equal tables; it compares
 // owners only, not hashers. Tables of different sizes share no slots (a key
 // maps to a different slot in each), so for them Diff returns the larger
-// Size. Diff is O(M + n) and allocates O(n), never per slot.
+// Size. Diff is O(M + n) and allocates O(n), never per slot. It counts,
+// where ring.Ring.Diff returns a fraction, because a table's slots are few
+// enough to count exactly: Diff(other)/Size() is the fraction of keys
+// that move.
 func (t *Table) Diff(other *Table) int {
 	if t.m != other.m {
 		return int(max(t.m, other.m))

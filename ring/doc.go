@@ -27,10 +27,13 @@
 //
 // # Costs
 //
-// [New] takes O(P log P) time for P = N·vnodes points and 12 bytes a point.
-// [Ring.Lookup] is O(log P) and does not allocate: the ring is a sorted
-// array of positions searched without branches, with a parallel array of
-// backend indices. [Ring.Diff] and [Ring.Shares] are exact and O(P).
+// [New] and [NewWeighted] take O(P) time for P points (N·vnodes, or
+// vnodes·Σw): they hash every point and radix-sort the positions. The ring
+// keeps 12 bytes a point (24 while building). [Ring.Lookup] is O(log P)
+// and does not allocate: the ring is a sorted array of positions, with a
+// parallel array of backend indices, binary-searched without
+// data-dependent branches up to 2^16 points and with ordinary branches
+// above (where cache misses dominate and speculation helps; see bigRing). [Ring.Diff] and [Ring.Shares] are exact and O(P).
 // [Ring.Candidates], a key's distinct backends clockwise from its point
 // (the classic replica order, pinned per hasher like the points), adds 4
 // bytes a point, built in O(P) on its first call, and then allocates

@@ -115,8 +115,8 @@ func TestNewWeightedEqualIsNew(t *testing.T) {
 // TestNewWeightedMembership checks that a backend joining moves no other
 // backend's points: each keeps exactly its points.
 func TestNewWeightedMembership(t *testing.T) {
-	before := mustWeightedRing(t, []maglev.Backend{{"a", 1}, {"b", 2}}, 20, nil)
-	after := mustWeightedRing(t, []maglev.Backend{{"a", 1}, {"b", 2}, {"c", 3}}, 20, nil)
+	before := mustWeightedRing(t, []maglev.Backend{{Name: "a", Weight: 1}, {Name: "b", Weight: 2}}, 20, nil)
+	after := mustWeightedRing(t, []maglev.Backend{{Name: "a", Weight: 1}, {Name: "b", Weight: 2}, {Name: "c", Weight: 3}}, 20, nil)
 	kept := map[uint64]string{}
 	for _, p := range after.AppendPoints(nil) {
 		kept[p.Pos] = after.Backends()[p.Backend]
@@ -153,12 +153,12 @@ func TestNewWeightedErrors(t *testing.T) {
 		vnodes   int
 		want     error
 	}{
-		{[]maglev.Backend{{"a", 1}}, 0, ErrVnodes},
-		{[]maglev.Backend{{"a", 1}}, MaxPoints + 1, ErrVnodes},
-		{[]maglev.Backend{{"a", 1}, {"b", 1 << 31}}, 1 << 10, ErrTooManyPoints},
-		{[]maglev.Backend{{"a", 1 << 23}, {"b", 1<<23 + 1}}, 1, ErrTooManyPoints},
-		{[]maglev.Backend{{"a", 1}, {"", 1}}, 1, maglev.ErrEmptyName},
-		{[]maglev.Backend{{"a", 1}, {"a", 2}}, 1, maglev.ErrDuplicateName},
+		{[]maglev.Backend{{Name: "a", Weight: 1}}, 0, ErrVnodes},
+		{[]maglev.Backend{{Name: "a", Weight: 1}}, MaxPoints + 1, ErrVnodes},
+		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "b", Weight: 1 << 31}}, 1 << 10, ErrTooManyPoints},
+		{[]maglev.Backend{{Name: "a", Weight: 1 << 23}, {Name: "b", Weight: 1<<23 + 1}}, 1, ErrTooManyPoints},
+		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "", Weight: 1}}, 1, maglev.ErrEmptyName},
+		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "a", Weight: 2}}, 1, maglev.ErrDuplicateName},
 	} {
 		r, err := NewWeighted(c.backends, c.vnodes, nil)
 		if !errors.Is(err, c.want) || r != nil || err.Error()[:6] != "ring: " {
