@@ -74,6 +74,7 @@ type boundedCounts struct {
 // boundedState is one published table with its backends' counts.
 type boundedState struct {
 	table *Table
+	off   *Table // table, when bounded loads are off and it has slot owners: Acquire is Lookup
 	loads []*backendLoad // by table index
 	share []float64      // by table index: factor × w_i / Σw
 }
@@ -141,6 +142,9 @@ func (b *Bounded) With(t *Table) *Bounded {
 // c.mu must be held.
 func (c *boundedCounts) bind(factor float64, t *Table) *boundedState {
 	st := &boundedState{table: t}
+	if factor == 0 && t != nil && !t.empty() {
+		st.off = t
+	}
 	if t != nil {
 		n := len(t.backends)
 		st.loads = make([]*backendLoad, n)
@@ -216,28 +220,31 @@ func (l Lease) Release() {
 // Lookup costs.
 func (b *Bounded) Acquire(key string) Lease {
 	st := b.state.Load()
-	t := st.table
-	if t == nil || t.empty() {
-		return Lease{Index: -1}
-	}
-	if b.factor == 0 {
+	if t := st.off; t != nil {
 		i := t.LookupIndex(key)
 		return Lease{Table: t, Index: i, Backend: t.backends[i]}
 	}
-	return b.acquire(st, t.keyHash(key))
+	return b.acquireKey(st, key)
+}
+
+// acquireKey is Acquire with bounded loads on, or no backend to pick.
+func (b *Bounded) acquireKey(st *boundedState, key string) Lease {
+	if st.table == nil || st.table.empty() {
+		return Lease{Index: -1}
+	}
+	return b.acquire(st, st.table.keyHash(key))
 }
 
 // AcquireHash is Acquire for a key hash h, for callers that hash keys
 // themselves (with the table's Hasher, for Acquire's answers).
 func (b *Bounded) AcquireHash(h uint64) Lease {
 	st := b.state.Load()
-	t := st.table
-	if t == nil || t.empty() {
-		return Lease{Index: -1}
-	}
-	if b.factor == 0 {
+	if t := st.off; t != nil {
 		i := t.LookupHashIndex(h)
 		return Lease{Table: t, Index: i, Backend: t.backends[i]}
+	}
+	if st.table == nil || st.table.empty() {
+		return Lease{Index: -1}
 	}
 	return b.acquire(st, h)
 }

@@ -520,3 +520,37 @@ func BenchmarkBounded(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAcquireOff measures Acquire with bounded loads off beside
+// Lookup on the same keys, hashing included: with factor 0 an Acquire is a
+// Lookup that returns a Lease.
+func BenchmarkAcquireOff(b *testing.B) {
+	tab, err := New(benchBackends(100), DefaultSize, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := zipfKeys(1<<12, 1000, 1.1)
+	mask := len(keys) - 1
+	bd, err := NewBounded(tab, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Lookup", func(b *testing.B) {
+		b.ReportAllocs()
+		s := 0
+		for i := 0; b.Loop(); i++ {
+			s += len(tab.Lookup(keys[i&mask]))
+		}
+		boundedSink = s
+	})
+	b.Run("Acquire", func(b *testing.B) {
+		b.ReportAllocs()
+		s := 0
+		for i := 0; b.Loop(); i++ {
+			l := bd.Acquire(keys[i&mask])
+			s += len(l.Backend)
+			l.Release()
+		}
+		boundedSink = s
+	})
+}
