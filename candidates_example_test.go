@@ -15,11 +15,10 @@ func ExampleTable_Candidates_replicas() {
 	if err != nil {
 		panic(err)
 	}
-	backends := t.Backends()
 	for _, key := range []string{"user:1", "user:2", "user:3"} {
 		var replicas []string
 		for i := range t.Candidates(key) {
-			replicas = append(replicas, backends[i])
+			replicas = append(replicas, t.Backend(i))
 			if len(replicas) == 3 {
 				break
 			}
@@ -40,12 +39,11 @@ func ExampleTable_Candidates_fallback() {
 	if err != nil {
 		panic(err)
 	}
-	backends := t.Backends()
 	down := map[string]bool{"10.0.0.4:80": true}
 	route := func(key string) string {
 		for i := range t.Candidates(key) {
-			if !down[backends[i]] {
-				return backends[i]
+			if name := t.Backend(i); !down[name] {
+				return name
 			}
 		}
 		return "" // every backend down
@@ -89,7 +87,7 @@ func ExampleBounded() {
 	fmt.Println("picks (* spilled):", strings.Join(picks, " "))
 	var order []string
 	for i := range t.Candidates("celebrity") {
-		order = append(order, t.Backends()[i])
+		order = append(order, t.Backend(i))
 	}
 	fmt.Println("candidates:", order)
 	fmt.Printf("%+v\n", b.Stats())

@@ -1,6 +1,11 @@
 package maglev_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/printer"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -84,4 +89,65 @@ func TestDocCommands(t *testing.T) {
 	if n == 0 {
 		t.Error("no go command with a local package found in the docs")
 	}
+}
+
+// TestDocSignatures checks that every function signature the README and
+// the docs list in their Go blocks (a line starting "func ") is one the
+// root package or ring declares, parameter names and all, so that an API
+// listing cannot drift from the code.
+func TestDocSignatures(t *testing.T) {
+	decls := map[string]bool{}
+	for _, dir := range []string{".", "ring"} {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pkg := range pkgs {
+			for _, f := range pkg.Files {
+				for _, d := range f.Decls {
+					fn, ok := d.(*ast.FuncDecl)
+					if !ok || !fn.Name.IsExported() {
+						continue
+					}
+					fn.Body, fn.Doc = nil, nil
+					var b strings.Builder
+					if err := printer.Fprint(&b, fset, fn); err != nil {
+						t.Fatal(err)
+					}
+					decls[normalizeSig(b.String())] = true
+				}
+			}
+		}
+	}
+	listed := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inGo := false
+		for n, line := range strings.Split(string(data), "\n") {
+			switch {
+			case strings.HasPrefix(line, "```go"):
+				inGo = true
+			case strings.HasPrefix(line, "```"):
+				inGo = false
+			case inGo && strings.HasPrefix(line, "func "):
+				sig, _, _ := strings.Cut(line, "//")
+				if sig = normalizeSig(sig); !decls[sig] {
+					t.Errorf("%s:%d: %q is not a signature of the root package or ring", file, n+1, sig)
+				}
+				listed++
+			}
+		}
+	}
+	if listed < 20 {
+		t.Fatalf("only %d signatures found in the docs: is the check reading them?", listed)
+	}
+}
+
+// normalizeSig folds white space.
+func normalizeSig(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
