@@ -74,7 +74,7 @@ type boundedCounts struct {
 // boundedState is one published table with its backends' counts.
 type boundedState struct {
 	table *Table
-	off   *Table // table, when bounded loads are off and it has slot owners: Acquire is Lookup
+	off   *Table         // table, when bounded loads are off and it has slot owners: Acquire is Lookup
 	loads []*backendLoad // by table index
 	share []float64      // by table index: factor × w_i / Σw
 }
