@@ -150,47 +150,111 @@ func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 // fillWeighted fills slots by Envoy's weighted turns for the sorted hosts,
 // whose weights add up to total, with permutations perms.
 //
-// Envoy visits every host in every round; here a min-heap holds each host
-// keyed by the round it is next due in, then its index, which gives the
-// same turns in the same order in O(log n) a turn. A host's due round is
-// the first round k after its last turn where Envoy's comparison
-// float64(k)·w ≥ target holds, found with the same double arithmetic.
+// Envoy visits every host in every round, which costs n checks a round
+// for about M·W/Σw rounds (W the largest weight): cheap unless W is many
+// times the mean weight. fillWeighted does the same where it is cheap
+// (scanRounds), and otherwise keeps the hosts in a min-heap keyed by the
+// round each is next due in, then index, which gives the same turns in the
+// same order in O(log n) a turn (heapRounds).
 func fillWeighted(slots []uint32, perms []maglev.Permutation, hosts []Host, total uint64) {
-	m := uint32(len(slots))
+	f := newEnvoyFill(slots, perms, hosts, total)
+	var hi uint32
+	for _, h := range hosts {
+		hi = max(hi, h.Weight)
+	}
+	if uint64(hi)*uint64(len(hosts)) <= scanSkew*total {
+		f.scanRounds()
+	} else {
+		f.heapRounds()
+	}
+}
+
+// newEnvoyFill returns the state of Envoy's fill before round 1, with every
+// slot of slots empty.
+func newEnvoyFill(slots []uint32, perms []maglev.Permutation, hosts []Host, total uint64) *envoyFill {
 	n := len(hosts)
-	w := make([]float64, n)
-	target := make([]float64, n)
-	cursor := make([]uint32, n)
-	var hi float64
+	f := &envoyFill{
+		slots:  slots,
+		perms:  perms,
+		w:      make([]float64, n),
+		target: make([]float64, n),
+		cursor: make([]uint32, n),
+	}
 	for i, h := range hosts {
 		// Envoy: weight * normalized_locality_weight (1.0) / sum, where the
 		// product is exact.
-		w[i] = float64(h.Weight) / float64(total)
-		hi = max(hi, w[i])
-		cursor[i] = perms[i].Offset
+		f.w[i] = float64(h.Weight) / float64(total)
+		f.hi = max(f.hi, f.w[i])
+		f.cursor[i] = perms[i].Offset
 	}
 	for s := range slots {
 		slots[s] = maglev.NoBackend
 	}
-	q := make(turnQueue, n)
-	for i := range q {
-		q[i] = turn{round: 1, host: int32(i)} // every target starts at 0
-	}
-	for left := m; left > 0; left-- {
-		k, i := q[0].round, q[0].host
-		c, skip := cursor[i], perms[i].Skip
-		for slots[c] != maglev.NoBackend {
-			if c += skip; c >= m {
-				c -= m
-			}
-		}
-		slots[c] = uint32(i)
+	return f
+}
+
+// scanSkew is the largest ratio of the largest weight to the mean for
+// which fillWeighted checks every host every round, as Envoy does: then
+// the checks cost at most about scanSkew·M in all.
+const scanSkew = 16
+
+// envoyFill is the state of Envoy's weighted fill.
+type envoyFill struct {
+	slots  []uint32 // owner per slot, NoBackend while empty
+	perms  []maglev.Permutation
+	w      []float64 // normalized weights
+	hi     float64   // the largest of w
+	target []float64 // per host: the target Envoy compares k·w with
+	cursor []uint32  // per host: the next slot of its sequence to try
+}
+
+// take lets host i take its turn: it claims the first empty slot of its
+// sequence from its cursor on, and its target grows by the largest
+// normalized weight.
+func (f *envoyFill) take(i int) {
+	m := uint32(len(f.slots))
+	c, skip := f.cursor[i], f.perms[i].Skip
+	for f.slots[c] != maglev.NoBackend {
 		if c += skip; c >= m {
 			c -= m
 		}
-		cursor[i] = c
-		target[i] += hi
-		q[0].round = nextDue(k+1, w[i], target[i])
+	}
+	f.slots[c] = uint32(i)
+	if c += skip; c >= m {
+		c -= m
+	}
+	f.cursor[i] = c
+	f.target[i] += f.hi
+}
+
+// scanRounds runs Envoy's rounds as Envoy does: in round k every host is
+// checked, and takes a turn if it is due.
+func (f *envoyFill) scanRounds() {
+	left := len(f.slots)
+	for k := uint64(1); ; k++ {
+		for i := range f.w {
+			if !due(k, f.w[i], f.target[i]) {
+				continue
+			}
+			f.take(i)
+			if left--; left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// heapRounds runs Envoy's rounds with a min-heap of the hosts by the round
+// each is next due in, then index.
+func (f *envoyFill) heapRounds() {
+	q := make(turnQueue, len(f.w))
+	for i := range q {
+		q[i] = turn{round: 1, host: int32(i)} // every target starts at 0
+	}
+	for left := len(f.slots); left > 0; left-- {
+		k, i := q[0].round, int(q[0].host)
+		f.take(i)
+		q[0].round = nextDue(k+1, f.w[i], f.target[i])
 		q.down()
 	}
 }

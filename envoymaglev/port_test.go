@@ -347,3 +347,34 @@ func TestTurnRules(t *testing.T) {
 		t.Error("no table differs between the rules: the documentation says some do")
 	}
 }
+
+// TestSchedules checks fillWeighted's two schedules, every host every round
+// and the heap, against each other and the port, whichever New would pick.
+func TestSchedules(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	cases := 150
+	if testing.Short() {
+		cases = 30
+	}
+	for range cases {
+		m, hosts := randomCase(r, testPrimes[:12])
+		slices.SortFunc(hosts, func(a, b Host) int { return strings.Compare(a.Key, b.Key) })
+		perms := make([]maglev.Permutation, len(hosts))
+		var total uint64
+		for i, h := range hosts {
+			d := xxhash.NewWithSeed(1)
+			d.WriteString(h.Key)
+			perms[i] = maglev.Permutation{Offset: uint32(xxhash.Sum64String(h.Key) % uint64(m)), Skip: uint32(d.Sum64()%uint64(m-1) + 1)}
+			total += uint64(h.Weight)
+		}
+		scan, heap := make([]uint32, m), make([]uint32, m)
+		newEnvoyFill(scan, perms, hosts, total).scanRounds()
+		newEnvoyFill(heap, perms, hosts, total).heapRounds()
+		want := envoyPort(hosts, m)
+		for s := range m {
+			if hosts[scan[s]].Key != want[s] || hosts[heap[s]].Key != want[s] {
+				t.Fatalf("%d hosts, M %d, slot %d: scan %s, heap %s, port %s", len(hosts), m, s, hosts[scan[s]].Key, hosts[heap[s]].Key, want[s])
+			}
+		}
+	}
+}
