@@ -158,7 +158,7 @@ func randomHosts(r *rand.Rand, n int) []Host {
 		case 6: // extreme skew: one host of up to 2^31
 			w = uint32(1 + r.IntN(3))
 			if len(hosts) == 0 {
-				w = uint32(1 + r.IntN(1<<31))
+				w = 1 + r.Uint32N(1<<31)
 			}
 		default:
 			w = uint32(1 + r.IntN(7))
