@@ -120,7 +120,7 @@ func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 	d := xxhash.NewWithSeed(1)
 	for i, h := range sorted {
 		d.ResetWithSeed(1)
-		d.WriteString(h.Key)
+		_, _ = d.WriteString(h.Key) // a Digest's writes never fail
 		perms[i] = maglev.Permutation{
 			Offset: uint32(xxhash.Sum64String(h.Key) % uint64(m)),
 			Skip:   uint32(d.Sum64()%uint64(m-1) + 1),

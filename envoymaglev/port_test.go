@@ -30,7 +30,7 @@ func envoyPort(hosts []Host, m int) []string {
 		keys[i], weights[i] = h.Key, h.Weight
 		offset[i] = xxhash.Sum64String(h.Key) % uint64(m)
 		d := xxhash.NewWithSeed(1)
-		d.WriteString(h.Key)
+		_, _ = d.WriteString(h.Key) // a Digest's writes never fail
 		skip[i] = d.Sum64()%uint64(m-1) + 1
 	}
 	return turns(keys, offset, skip, weights, m, false)
@@ -261,7 +261,7 @@ func ruleDiff(t *testing.T, hosts []Host, m int, check bool) int {
 		keys[i], weights[i] = h.Key, h.Weight
 		offset[i] = xxhash.Sum64String(h.Key) % uint64(m)
 		d := xxhash.NewWithSeed(1)
-		d.WriteString(h.Key)
+		_, _ = d.WriteString(h.Key) // a Digest's writes never fail
 		skip[i] = d.Sum64()%uint64(m-1) + 1
 		p := g.Permutation(h.Key)
 		gOffset[i], gSkip[i] = uint64(p.Offset), uint64(p.Skip)
@@ -380,7 +380,7 @@ func TestSchedules(t *testing.T) {
 		var total uint64
 		for i, h := range hosts {
 			d := xxhash.NewWithSeed(1)
-			d.WriteString(h.Key)
+			_, _ = d.WriteString(h.Key) // a Digest's writes never fail
 			perms[i] = maglev.Permutation{Offset: uint32(xxhash.Sum64String(h.Key) % uint64(m)), Skip: uint32(d.Sum64()%uint64(m-1) + 1)}
 			total += uint64(h.Weight)
 		}
