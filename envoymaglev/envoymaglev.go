@@ -100,12 +100,14 @@ func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 	if sorted[0].Key == "" {
 		return nil, fmt.Errorf("envoymaglev: %w", maglev.ErrEmptyName)
 	}
+	for i := 1; i < n; i++ {
+		if sorted[i].Key == sorted[i-1].Key {
+			return nil, fmt.Errorf("envoymaglev: %w: %q", maglev.ErrDuplicateName, sorted[i].Key)
+		}
+	}
 	var total uint64
 	equal := true
-	for i, h := range sorted {
-		if i > 0 && h.Key == sorted[i-1].Key {
-			return nil, fmt.Errorf("envoymaglev: %w: %q", maglev.ErrDuplicateName, h.Key)
-		}
+	for _, h := range sorted {
 		if h.Weight == 0 {
 			return nil, fmt.Errorf("%w: host %q", ErrZeroWeight, h.Key)
 		}
