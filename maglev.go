@@ -43,7 +43,8 @@ type Backend struct {
 
 // NewWeighted builds the Maglev table of m slots for weighted backends,
 // hashing with h (nil means XXH3). Names, offsets and skips are as in New;
-// only the order of turns changes, by the rule Envoy uses, in integers:
+// only the order of turns changes, by Envoy's turn rule computed exactly,
+// in integers:
 //
 // Let W be the largest weight. Turns happen in rounds k = 1, 2, 3, ...; in
 // each round the backends go in sorted order, and backend i, with weight
@@ -62,6 +63,23 @@ type Backend struct {
 // slots of the proportional share m·w_i/Σw unless its weight is more than
 // about 3 times the mean; at extreme skews the at-least-one-slot rule takes
 // slots from the heaviest backends.
+//
+// The rule is Envoy's, the arithmetic is not. Envoy divides each weight by
+// Σw in double precision and compares the rounded k·(w_i/Σw) with a target
+// that adds up rounded W/Σw. Rounding matters where the two sides are equal
+// in exact arithmetic, k·w_i = t_i, which small integer weights make
+// frequent: there Envoy's product can fall just below its target, its
+// backend waits a round where this rule takes the turn, and every later
+// turn shifts. Measured on Envoy's own permutations at m = 65,537 with 100
+// backends of random weights, most tables differ in some slots (37 in 40
+// for weights 1..100, in at most 0.22% of the slots; at most 0.35% for
+// weights 1..3), and a few percent with some tens of slots a backend; none
+// when Σw is a power of two, where every double is exact. Integers make
+// each decision exact, the same on every platform, and reproducible from
+// the spec in any language. Envoy also derives offsets and skips
+// differently (XXH64 of the name, seeds 0 and 1), so its tables are not
+// NewWeighted's in any case: package github.com/maglevlb/maglev/envoymaglev
+// computes Envoy's own.
 //
 // With all weights equal the table is identical, slot for slot, to New's.
 // Weight-0 backends take no turns; they appear in Backends with a count of

@@ -1,0 +1,111 @@
+package maglev
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrSlotOwner means a slot passed to NewFromSlots names no backend of the
+// list (an index out of range), names a drained backend (weight 0, which
+// owns no slots), or is NoBackend while other slots have owners.
+var ErrSlotOwner = errors.New("maglev: invalid slot owner")
+
+// NewFromSlots makes a Table from a slot array computed elsewhere: by
+// another system whose tables this one must match (another load balancer's
+// Maglev, say), or saved from AppendSlots. slots[s] is the owner of slot s
+// as an index into backends as given, in any order; the Table sorts the
+// backends by byte order, like New, and remaps the indices, so that Lookup,
+// Owner and Backends answer by name whatever order backends came in. The
+// table's size M is len(slots). Weights are kept as given, for Weights,
+// Candidates and Bounded; they do not change which backend owns a slot. h
+// is the hasher for keys (nil means XXH3): Lookup(key) returns the owner of
+// slot h(key) mod M.
+//
+// If every slot is NoBackend, the table has no slots owned: Lookup returns
+// "" for every key, as for New(nil, M, h) or a NewWeighted table whose
+// backends are all drained; backends may then be empty. Otherwise every slot
+// must name a backend with a non-zero weight, and a backend may own no slot.
+//
+// NewFromSlots returns an error wrapping ErrNotPrime or ErrTooLarge if
+// len(slots) is not a supported table size, ErrTooManyBackends if there are
+// more backends than slots, ErrEmptyName or ErrDuplicateName for bad
+// names, and ErrSlotOwner for a slot that names no backend or a drained
+// one, or that is NoBackend in a table with owners. It does not keep
+// backends or slots.
+//
+// NewFromSlots takes O(M + n log n) time and allocates O(M + n): 2 bytes a
+// slot for up to 65,535 backends, 4 bytes beyond.
+func NewFromSlots(backends []Backend, slots []uint32, h Hasher) (*Table, error) {
+	m := len(slots)
+	if err := checkCounts(len(backends), m); err != nil {
+		return nil, err
+	}
+	n := len(backends)
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(backends[a].Name, backends[b].Name) })
+	names := make([]string, n)
+	weights := make([]uint32, n)
+	// rank[j] is the table index of backends[j]; NoBackend marks a drained
+	// backend, which may own no slot.
+	rank := make([]uint32, n)
+	for i, j := range order {
+		names[i], weights[i] = backends[j].Name, backends[j].Weight
+		rank[j] = uint32(i)
+		if weights[i] == 0 {
+			rank[j] = NoBackend
+		}
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		h = xxh3Hasher{}
+	}
+	t := newTable(names, m, h)
+	t.weights = weights
+	if slots[0] == NoBackend {
+		for s, j := range slots {
+			if j != NoBackend {
+				return nil, fmt.Errorf("%w: slot %d is owned by backend %d, slot 0 by none", ErrSlotOwner, s, j)
+			}
+		}
+		return t, nil
+	}
+	var err error
+	if n <= maxSmall {
+		t.slots16, err = remapSlots[uint16](slots, rank)
+	} else {
+		t.slots32, err = remapSlots[uint32](slots, rank)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// remapSlots returns the table's slot array for slots, whose owners are
+// indices into the caller's backend list: slot s is owned by table index
+// rank[slots[s]]. rank is NoBackend for a drained backend, which may own no
+// slot.
+func remapSlots[S Slot](slots, rank []uint32) ([]S, error) {
+	out := make([]S, len(slots))
+	for s, j := range slots {
+		if j >= uint32(len(rank)) {
+			if j == NoBackend {
+				return nil, fmt.Errorf("%w: slot %d is owned by none, slot 0 by backend %d", ErrSlotOwner, s, slots[0])
+			}
+			return nil, fmt.Errorf("%w: slot %d is owned by backend %d of %d", ErrSlotOwner, s, j, len(rank))
+		}
+		i := rank[j]
+		if i == NoBackend {
+			return nil, fmt.Errorf("%w: slot %d is owned by backend %d, whose weight is 0", ErrSlotOwner, s, j)
+		}
+		out[s] = S(i)
+	}
+	return out, nil
+}
