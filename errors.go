@@ -20,8 +20,8 @@ const (
 	maxSmall = 1<<16 - 1
 )
 
-// The errors New, NewWeighted, NewGenerator, Fill, NewBounded and CheckSize
-// return wrap one of these, so that
+// The errors New, NewWeighted, NewFromSlots, NewGenerator, Fill, NewBounded
+// and CheckSize return wrap one of these, so that
 // callers can match them with errors.Is.
 var (
 	// ErrNotPrime means the table size is not a prime (sizes below 2
@@ -53,6 +53,11 @@ var (
 	// backend to fill the table with. (New and NewWeighted accept an empty
 	// list and return an empty table.)
 	ErrNoBackends = errors.New("maglev: no backends to fill the table with")
+
+	// ErrSlotOwner means a slot passed to NewFromSlots names no backend of
+	// the list (an index out of range), names a drained backend (weight 0,
+	// which owns no slots), or is NoBackend while other slots have owners.
+	ErrSlotOwner = errors.New("maglev: invalid slot owner")
 
 	// ErrBalanceFactor means a balance factor passed to NewBounded is
 	// neither 0 (bounded loads off) nor a finite number at least 1: below 1

@@ -1,16 +1,10 @@
 package maglev
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 )
-
-// ErrSlotOwner means a slot passed to NewFromSlots names no backend of the
-// list (an index out of range), names a drained backend (weight 0, which
-// owns no slots), or is NoBackend while other slots have owners.
-var ErrSlotOwner = errors.New("maglev: invalid slot owner")
 
 // NewFromSlots makes a Table from a slot array computed elsewhere: by
 // another system whose tables this one must match (another load balancer's
