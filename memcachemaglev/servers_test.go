@@ -5,6 +5,7 @@ package memcachemaglev_test
 // t.Cleanup.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -108,8 +109,9 @@ func startOne(t testing.TB, path string, unix bool) *memcached {
 // connection.
 func launch(path, addr string, args []string) (*memcached, error) {
 	cmd := exec.Command(path, args...)
-	cmd.Stdout = os.Stderr
-	cmd.Stderr = os.Stderr
+	out := new(bytes.Buffer) // read only once the process has exited
+	cmd.Stdout = out
+	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -126,7 +128,7 @@ func launch(path, addr string, args []string) (*memcached, error) {
 	for {
 		select {
 		case <-m.done:
-			return nil, fmt.Errorf("memcached %v exited: %v", args, cmd.ProcessState)
+			return nil, fmt.Errorf("memcached %v exited: %v: %s", args, cmd.ProcessState, out)
 		default:
 		}
 		c, err := net.DialTimeout(network, addr, time.Second)
