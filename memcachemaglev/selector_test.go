@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/bradfitz/gomemcache/memcache"
@@ -206,5 +207,70 @@ func TestAllocs(t *testing.T) {
 	var str string
 	if n := testing.AllocsPerRun(1000, func() { str = a.String(); str = a.Network() }); n != 0 || str != "tcp" {
 		t.Errorf("the address's String and Network: %v allocations, want 0", n)
+	}
+}
+
+// TestConcurrentSetServers checks, under the race detector, that picks
+// made while SetServers swaps between two lists return the key's server in
+// one of the two tables.
+func TestConcurrentSetServers(t *testing.T) {
+	a := []string{"10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"}
+	b := []string{"10.0.0.1:11211", "10.0.0.3:11211", "10.0.0.4:11211", "/var/run/memcached.sock"}
+	ta, err := maglev.New(a, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := maglev.New(b, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := memcachemaglev.New(a...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := keys("c", 2000)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				k := ks[i%len(ks)]
+				addr, err := s.PickServer(k)
+				if err != nil || (addr.String() != ta.Lookup(k) && addr.String() != tb.Lookup(k)) {
+					errs <- fmt.Errorf("PickServer(%q) = %v, %v; want %s or %s", k, addr, err, ta.Lookup(k), tb.Lookup(k))
+					return
+				}
+				n := 0
+				_ = s.Each(func(net.Addr) error { n++; return nil })
+				if n != len(a) && n != len(b) {
+					errs <- fmt.Errorf("Each visited %d servers", n)
+					return
+				}
+			}
+		})
+	}
+	for i := range 20 {
+		list := a
+		if i%2 == 0 {
+			list = b
+		}
+		if err := s.SetServers(list...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
 	}
 }
