@@ -83,7 +83,11 @@ func startOne(t testing.TB, path string, unix bool) *memcached {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { os.RemoveAll(dir) })
+			t.Cleanup(func() {
+				if err := os.RemoveAll(dir); err != nil {
+					t.Error(err)
+				}
+			})
 			addr = filepath.Join(dir, "memcached.sock")
 			args = append(args, "-s", addr, "-a", "0700")
 		} else {
@@ -117,7 +121,7 @@ func launch(path, addr string, args []string) (*memcached, error) {
 	}
 	m := &memcached{addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait() // a killed server's exit status is expected
 		close(m.done)
 	}()
 	network := "tcp"
@@ -133,7 +137,7 @@ func launch(path, addr string, args []string) (*memcached, error) {
 		}
 		c, err := net.DialTimeout(network, addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close()
 			return m, nil
 		}
 		if time.Now().After(deadline) {
@@ -151,7 +155,7 @@ func (m *memcached) stop() {
 		return
 	default:
 	}
-	m.cmd.Process.Kill()
+	_ = m.cmd.Process.Kill() // fails only if the process has just exited
 	<-m.done
 }
 
@@ -161,8 +165,8 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // addrs returns the servers' addresses.

@@ -22,7 +22,11 @@ func Example() {
 		},
 		NewConsistentHash: redismaglev.NewConsistentHash,
 	})
-	defer rdb.Close()
+	defer func() {
+		if err := rdb.Close(); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	ctx := context.Background()
 	if err := rdb.Set(ctx, "user:42", "Ada", 0).Err(); err != nil {

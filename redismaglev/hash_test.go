@@ -35,8 +35,10 @@ func shardNames(n int) []string {
 func defaultConsistentHash(t testing.TB) func([]string) redis.ConsistentHash {
 	t.Helper()
 	r := redis.NewRing(&redis.RingOptions{})
-	defer r.Close()
 	f := r.Options().NewConsistentHash
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if f == nil {
 		t.Fatal("a Ring's options have no NewConsistentHash")
 	}

@@ -31,7 +31,11 @@ func newRing(t *testing.T, servers []*redisServer, hash func([]string) redis.Con
 		HeartbeatFrequency: heartbeat,
 		DialTimeout:        time.Second,
 	})
-	t.Cleanup(func() { r.Close() })
+	t.Cleanup(func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	return r
 }
 
@@ -96,8 +100,11 @@ func getAll(t *testing.T, r redis.Cmdable, ks []string) map[string]bool {
 func onServer(t *testing.T, addr string, ks []string) map[string]bool {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	return getAll(t, c, ks)
+	hits := getAll(t, c, ks)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return hits
 }
 
 // flushAll empties every server.
@@ -105,8 +112,7 @@ func flushAll(t *testing.T, servers []*redisServer) {
 	t.Helper()
 	for _, s := range servers {
 		c := redis.NewClient(&redis.Options{Addr: s.addr})
-		err := c.FlushAll(context.Background()).Err()
-		c.Close()
+		err := errors.Join(c.FlushAll(context.Background()).Err(), c.Close())
 		if err != nil {
 			t.Fatalf("FLUSHALL on %s: %v", s.addr, err)
 		}
@@ -306,7 +312,11 @@ func TestRingBadShardName(t *testing.T) {
 		Addrs:             map[string]string{"": servers[0].addr, "shard1": servers[1].addr},
 		NewConsistentHash: redismaglev.NewConsistentHash,
 	})
-	defer r.Close()
+	defer func() {
+		if err := r.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
 	if err := r.Set(ctx, "k", "v", 0).Err(); err == nil {

@@ -104,7 +104,7 @@ func launch(path, addr string, args []string) (*redisServer, error) {
 	}
 	s := &redisServer{addr: addr, cmd: cmd, done: make(chan struct{})}
 	go func() {
-		cmd.Wait()
+		_ = cmd.Wait() // a killed server's exit status is expected
 		close(s.done)
 	}()
 	deadline := time.Now().Add(startTimeout)
@@ -116,7 +116,7 @@ func launch(path, addr string, args []string) (*redisServer, error) {
 		}
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close()
 			return s, nil
 		}
 		if time.Now().After(deadline) {
@@ -134,7 +134,7 @@ func (s *redisServer) stop() {
 		return
 	default:
 	}
-	s.cmd.Process.Kill()
+	_ = s.cmd.Process.Kill() // fails only if the process has just exited
 	<-s.done
 }
 
@@ -144,8 +144,8 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	port := l.Addr().(*net.TCPAddr).Port
+	return port, l.Close()
 }
 
 // portOf returns the port of a "host:port" address.
