@@ -1,0 +1,19 @@
+module github.com/maglevlb/maglev/redismaglev
+
+go 1.26.0
+
+require (
+	github.com/maglevlb/maglev v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
+
+replace github.com/maglevlb/maglev => ../
