@@ -59,7 +59,7 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 // M slots before repeating, so every turn finds an empty slot.
 func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 	var f filler[S]
-	f.start(table, perms, cursors)
+	f.reset(table, perms, cursors)
 	// The turns before the endgame, as in f.turn, with the state in
 	// registers.
 	empty := ^S(0)
@@ -88,17 +88,6 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 			}
 		}
 		i = 0
-	}
-}
-
-// start empties table and puts every backend's cursor at its Offset.
-func start[S Slot](table []S, perms []Permutation, cursors []uint32) {
-	empty := ^S(0)
-	for i := range table {
-		table[i] = empty
-	}
-	for i, p := range perms {
-		cursors[i] = p.Offset
 	}
 }
 
@@ -173,10 +162,16 @@ func isqrt(n int) int {
 	return int(r)
 }
 
-// start prepares f to fill table: every slot empty, every cursor at its
-// backend's Offset.
-func (f *filler[S]) start(table []S, perms []Permutation, cursors []uint32) {
-	start(table, perms, cursors)
+// reset prepares f to fill table: every slot empty, every cursor at its
+// backend's Offset. It takes O(M + N) time.
+func (f *filler[S]) reset(table []S, perms []Permutation, cursors []uint32) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	for i, p := range perms {
+		cursors[i] = p.Offset
+	}
 	f.table, f.perms, f.cursors = table, perms, cursors
 	f.left = len(table)
 	f.end = endgameAt(len(table))
@@ -327,7 +322,7 @@ func inverse(s, m uint32) uint32 {
 // every round visits every backend in index order.
 func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
 	var f filler[S]
-	f.start(table, perms, cursors)
+	f.reset(table, perms, cursors)
 	t := make([]uint64, len(perms)) // t_i
 	for k := uint64(1); ; k++ {
 		for i := range perms {
@@ -355,7 +350,7 @@ const never = math.MaxUint64
 // turns go in index order.
 func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
 	var f filler[S]
-	f.start(table, perms, cursors)
+	f.reset(table, perms, cursors)
 	// turned[i] is t_i / W: how many turns backend i has taken.
 	turned := make([]uint32, len(perms))
 	link := make([]int32, len(perms))
