@@ -432,13 +432,13 @@ func BenchmarkWeightedSchedule(b *testing.B) {
 	b.Run("sched=heap", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			fillWeightedQueue(table, perms, weights, cursors, 1_000_000)
+			fillWeightedQueue(table, perms, weights, cursors, 1_000_000, endgameAt(DefaultSize))
 		}
 	})
 	b.Run("sched=scan", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			fillWeightedScan(table, perms, weights, cursors, 1_000_000)
+			fillWeightedScan(table, perms, weights, cursors, 1_000_000, endgameAt(DefaultSize))
 		}
 	})
 }

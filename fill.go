@@ -58,8 +58,14 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 // valid, and len(cursors) ≥ len(perms). Each backend's walk then visits all
 // M slots before repeating, so every turn finds an empty slot.
 func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	fillEqual(table, perms, cursors, endgameAt(len(table)))
+}
+
+// fillEqual is fill with the endgame starting once end slots are left
+// empty (see filler).
+func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
 	var f filler[S]
-	f.reset(table, perms, cursors)
+	f.reset(table, perms, cursors, end)
 	// The turns before the endgame, as in f.turn, with the state in
 	// registers.
 	empty := ^S(0)
@@ -99,8 +105,14 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 // whatever the skew (a sort of a short bucket for backends due within
 // calendarLen rounds, a heap operation for the others).
 func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
+	fillWithEndgame(table, perms, weights, cursors, endgameAt(len(table)))
+}
+
+// fillWithEndgame is fillWeighted with the endgame starting once end slots
+// are left empty (see filler): the entry point for tests, which vary end.
+func fillWithEndgame[S Slot](table []S, perms []Permutation, weights, cursors []uint32, end int) {
 	if weights == nil {
-		fill(table, perms, cursors)
+		fillEqual(table, perms, cursors, end)
 		return
 	}
 	var maxWeight, sum uint64
@@ -111,9 +123,9 @@ func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uin
 	m, n := uint64(len(table)), uint64(len(perms))
 	rounds := m*maxWeight/sum + 2 // rounds needed, give or take one
 	if n*rounds <= 2*m*uint64(bits.Len64(n)) {
-		fillWeightedScan(table, perms, weights, cursors, maxWeight)
+		fillWeightedScan(table, perms, weights, cursors, maxWeight, end)
 	} else {
-		fillWeightedQueue(table, perms, weights, cursors, maxWeight)
+		fillWeightedQueue(table, perms, weights, cursors, maxWeight, end)
 	}
 }
 
@@ -123,7 +135,9 @@ func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uin
 // (probe); once at most end are left, a turn computes it instead from the
 // list of empty slots (nearest): the last few empty slots, which take a
 // probed turn about M/E probes each, would otherwise take half of all
-// probes. Both give the same slot, so the table does not depend on end.
+// probes. Both give the same slot, so neither the table nor the cursors
+// depend on end; only the speed does. end is at most endgameMax: endgameAt
+// in production, anything from 0 (no endgame) up in tests.
 type filler[S Slot] struct {
 	table   []S
 	perms   []Permutation
@@ -139,17 +153,14 @@ type filler[S Slot] struct {
 const endgameMax = 2048
 
 // endgameAt returns how many empty slots are left when the endgame of a fill
-// of m slots starts. A probed turn with E slots empty costs about M/E
-// probes, an endgame turn E multiply-adds and one modular inverse: the two
-// costs meet near E = √M. Measured, 1.5·√M is a little faster than √M, 2·√M
-// about the same, 3·√M slower.
+// of m slots starts: 1.5·√m, at most endgameMax. A probed turn with E slots
+// empty costs about M/E probes, an endgame turn E multiply-adds and one
+// modular inverse: the two costs meet near E = √M. Measured, 1.5·√M is a
+// little faster than √M, 2·√M about the same, 3·√M slower. It takes
+// constant time.
 func endgameAt(m int) int {
-	return min(endgameScale*isqrt(m)/4, endgameMax)
+	return min(3*isqrt(m)/2, endgameMax)
 }
-
-// endgameScale is endgameAt's factor, in quarters of √M. Only speed
-// depends on it, never the table; tests vary it.
-var endgameScale = 6
 
 // isqrt returns ⌊√n⌋ for 0 ≤ n < 2^32.
 func isqrt(n int) int {
@@ -163,8 +174,10 @@ func isqrt(n int) int {
 }
 
 // reset prepares f to fill table: every slot empty, every cursor at its
-// backend's Offset. It takes O(M + N) time.
-func (f *filler[S]) reset(table []S, perms []Permutation, cursors []uint32) {
+// backend's Offset, the endgame to start once end slots are left empty
+// (at most endgameMax; a larger end counts as endgameMax). It takes
+// O(M + N) time.
+func (f *filler[S]) reset(table []S, perms []Permutation, cursors []uint32, end int) {
 	empty := ^S(0)
 	for i := range table {
 		table[i] = empty
@@ -174,7 +187,7 @@ func (f *filler[S]) reset(table []S, perms []Permutation, cursors []uint32) {
 	}
 	f.table, f.perms, f.cursors = table, perms, cursors
 	f.left = len(table)
-	f.end = endgameAt(len(table))
+	f.end = min(end, endgameMax)
 	f.listed = false
 }
 
@@ -319,10 +332,11 @@ func inverse(s, m uint32) uint32 {
 }
 
 // fillWeightedScan is the weighted schedule as NewWeighted states it:
-// every round visits every backend in index order.
-func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+// every round visits every backend in index order. The endgame starts once
+// end slots are left empty (see filler).
+func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64, end int) {
 	var f filler[S]
-	f.reset(table, perms, cursors)
+	f.reset(table, perms, cursors, end)
 	t := make([]uint64, len(perms)) // t_i
 	for k := uint64(1); ; k++ {
 		for i := range perms {
@@ -347,10 +361,11 @@ const never = math.MaxUint64
 // keys round<<32 | index. At the start of a round its bucket and the heap
 // entries due then become the round's list, sorted by index: a bucket
 // holds few backends, and often already in order, since each round's
-// turns go in index order.
-func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+// turns go in index order. The endgame starts once end slots are left
+// empty (see filler).
+func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64, end int) {
 	var f filler[S]
-	f.reset(table, perms, cursors)
+	f.reset(table, perms, cursors, end)
 	// turned[i] is t_i / W: how many turns backend i has taken.
 	turned := make([]uint32, len(perms))
 	link := make([]int32, len(perms))

@@ -573,11 +573,11 @@ func TestRefFill(t *testing.T) {
 }
 
 // TestFillEndgame checks that the table and the cursors do not depend on
-// when the fill's endgame starts: never, at the usual point, or from the
-// first turn. Fills of both slot widths, unweighted and weighted, are
-// compared with refFill and the weighted spec.
+// when the fill's endgame starts: never, for the last slot only, at the
+// usual point and around it, or from the first turn (as far as the
+// endgame's list allows). Fills of both slot widths, unweighted and
+// weighted, are compared with refFill and the weighted spec.
 func TestFillEndgame(t *testing.T) {
-	defer func(old int) { endgameScale = old }(endgameScale)
 	r := rand.New(rand.NewPCG(11, 12))
 	for iter := range 120 {
 		m := smallPrimes[r.IntN(len(smallPrimes))]
@@ -598,28 +598,27 @@ func TestFillEndgame(t *testing.T) {
 			bs[i] = Backend{names[i], ws[i]}
 		}
 		wantWeighted := slowWeighted(bs, m, nil)
-		for _, scale := range []int{0, 1, 4, 16, 1 << 20} {
-			endgameScale = scale
+		for _, end := range []int{0, 1, isqrt(m) / 4, isqrt(m), endgameAt(m), 4 * isqrt(m), m} {
 			t16, t32 := make([]uint16, m), make([]uint32, m)
 			c16, c32 := make([]uint32, n), make([]uint32, n)
-			fill(t16, perms, c16)
-			fill(t32, perms, c32)
+			fillWithEndgame(t16, perms, nil, c16, end)
+			fillWithEndgame(t32, perms, nil, c32, end)
 			for s := range want {
 				if t16[s] != want[s] || t32[s] != uint32(want[s]) {
-					t.Fatalf("M=%d N=%d scale %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, scale, s, t16[s], t32[s], want[s])
+					t.Fatalf("M=%d N=%d end %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, end, s, t16[s], t32[s], want[s])
 				}
 			}
 			if !slices.Equal(c16, wantCursors) || !slices.Equal(c32, wantCursors) {
-				t.Fatalf("M=%d N=%d scale %d: cursors differ from refFill's", m, n, scale)
+				t.Fatalf("M=%d N=%d end %d: cursors differ from refFill's", m, n, end)
 			}
 			if slices.Max(ws) == 0 {
 				continue
 			}
 			tw := make([]uint16, m)
-			fillWeighted(tw, perms, ws, make([]uint32, n))
+			fillWithEndgame(tw, perms, ws, make([]uint32, n), end)
 			for s, i := range tw {
 				if names[i] != wantWeighted[s] {
-					t.Fatalf("M=%d N=%d scale %d weights %v: slot %d owned by %q, want %q", m, n, scale, ws, s, names[i], wantWeighted[s])
+					t.Fatalf("M=%d N=%d end %d weights %v: slot %d owned by %q, want %q", m, n, end, ws, s, names[i], wantWeighted[s])
 				}
 			}
 		}
