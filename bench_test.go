@@ -326,6 +326,44 @@ func BenchmarkFill(b *testing.B) {
 	}
 }
 
+// fillByTurns is fill with every turn taken by filler.turn: without the
+// copy of its probing branch that fillEqual takes the turns before the
+// endgame with, the copy BenchmarkFillTurns measures.
+func fillByTurns[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	var f filler[S]
+	f.reset(table, perms, cursors, endgameAt(len(table)))
+	for {
+		for i := range perms {
+			if f.turn(i) {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkFillTurns measures fill beside fillByTurns on the same
+// permutations, in one run: what fillEqual's copy of filler.turn buys.
+func BenchmarkFillTurns(b *testing.B) {
+	for _, c := range []struct{ n, m int }{{100, DefaultSize}, {1000, DefaultSize}, {100, 655373}, {1000, 655373}} {
+		g, _ := NewGenerator(c.m, nil)
+		perms := g.Permutations(nil, benchBackends(c.n))
+		table := make([]uint16, c.m)
+		cursors := make([]uint32, c.n)
+		b.Run(fmt.Sprintf("impl=turns/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
+			for b.Loop() {
+				fillByTurns(table, perms, cursors)
+			}
+			sinkInt = int(table[0])
+		})
+		b.Run(fmt.Sprintf("impl=fill/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
+			for b.Loop() {
+				fill(table, perms, cursors)
+			}
+			sinkInt = int(table[0])
+		})
+	}
+}
+
 // BenchmarkDiff measures comparing tables before and after one backend
 // joins, by count and by enumerating the changed slots.
 func BenchmarkDiff(b *testing.B) {

@@ -562,12 +562,22 @@ func TestFillErrors(t *testing.T) {
 }
 
 // TestRefFill checks that refFill, the frozen fill the benchmarks compare
-// with, builds New's tables, so that the comparison is like for like.
+// with, builds New's tables, and that fillByTurns fills as fill does, so
+// that the comparisons are like for like.
 func TestRefFill(t *testing.T) {
 	for _, c := range []struct{ n, m int }{{1, 7}, {5, 13}, {100, 1009}, {1000, DefaultSize}} {
 		bs := benchBackends(c.n)
 		if d := refNew(bs, c.m).Diff(mustNew(t, bs, c.m, nil)); d != 0 {
 			t.Errorf("N=%d M=%d: refNew and New differ in %d slots", c.n, c.m, d)
+		}
+		g, _ := NewGenerator(c.m, nil)
+		perms := g.Permutations(nil, bs)
+		want, got := make([]uint16, c.m), make([]uint16, c.m)
+		wantCursors, gotCursors := make([]uint32, c.n), make([]uint32, c.n)
+		fill(want, perms, wantCursors)
+		fillByTurns(got, perms, gotCursors)
+		if !slices.Equal(got, want) || !slices.Equal(gotCursors, wantCursors) {
+			t.Errorf("N=%d M=%d: fillByTurns and fill differ", c.n, c.m)
 		}
 	}
 }
