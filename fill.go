@@ -64,10 +64,11 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 // fillEqual is fill with the endgame starting once end slots are left
 // empty (see filler). It takes the turns before the endgame in a copy of
 // filler.turn's probing branch that keeps the filler's state in local
-// variables, which stay in registers, and leaves the endgame's turns to
-// filler.turn. Measured, taking every turn by filler.turn instead costs
-// 13–17% more CPU time for Fill and New at N = 10 to 1000, M = 65537 and
-// 655373 (BenchmarkFillTurns; docs/performance.md).
+// variables, which the compiler can keep in registers, and leaves the
+// endgame's turns to filler.turn. Measured, taking every turn by
+// filler.turn instead costs 13–17% more CPU time for Fill and New at
+// N = 10 to 1000, M = 65537 and 655373 (BenchmarkFillTurns;
+// docs/performance.md).
 func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
 	var f filler[S]
 	f.reset(table, perms, cursors, end)
@@ -109,10 +110,11 @@ func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int
 // small unless the weights are skewed; the queue costs at most O(log n) a
 // turn for M turns whatever the skew (a sort of a short bucket for
 // backends due within calendarLen rounds, a heap operation for the
-// others). Measured (BenchmarkWeightedSchedule), the queue takes 1.3–2.1×
-// the scan's CPU time on weights 1–3, 1–10 and 1–100 at N = 100 and 1000,
-// M = 65537 and 655373; near the threshold, the scan is between 1.2×
-// slower and 1.3× faster than the queue, depending on the weights' spread.
+// others). Measured (BenchmarkWeightedSchedule; docs/performance.md),
+// the queue takes 1.3–2.1× the scan's CPU time on weights 1–3, 1–10 and
+// 1–100 at N = 100 and 1000, M = 65537 and 655373; near the threshold,
+// the scan is between 1.2× slower and 1.3× faster than the queue,
+// depending on the weights' spread.
 func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
 	fillWithEndgame(table, perms, weights, cursors, endgameAt(len(table)))
 }
