@@ -474,9 +474,8 @@ func siftUp(h []uint64, p int) {
 // O(log n) steps. h[n] must hold the sentinel ^uint64(0), so that every
 // node has two children to compare and no step checks for a missing right
 // child. The smaller child is picked by a compare and a conditional jump
-// (go1.26 on amd64 emits no CMOV for it), which mispredicts about half the
-// time on random keys. The heap holds only backends due more than
-// calendarLen rounds ahead.
+// (go1.26 on amd64 emits no CMOV for it). The heap holds only backends due
+// more than calendarLen rounds ahead.
 func siftDown(h []uint64, n int) {
 	x := h[0]
 	i := 0
