@@ -326,6 +326,44 @@ func BenchmarkFill(b *testing.B) {
 	}
 }
 
+// fillByTurns is fill with every turn taken by filler.turn: without the
+// copy of its probing branch that fillEqual takes the turns before the
+// endgame with, the copy BenchmarkFillTurns measures.
+func fillByTurns[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	var f filler[S]
+	f.reset(table, perms, cursors, endgameAt(len(table)))
+	for {
+		for i := range perms {
+			if f.turn(i) {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkFillTurns measures fill beside fillByTurns on the same
+// permutations, in one run: what fillEqual's copy of filler.turn buys.
+func BenchmarkFillTurns(b *testing.B) {
+	for _, c := range []struct{ n, m int }{{100, DefaultSize}, {1000, DefaultSize}, {100, 655373}, {1000, 655373}} {
+		g, _ := NewGenerator(c.m, nil)
+		perms := g.Permutations(nil, benchBackends(c.n))
+		table := make([]uint16, c.m)
+		cursors := make([]uint32, c.n)
+		b.Run(fmt.Sprintf("impl=turns/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
+			for b.Loop() {
+				fillByTurns(table, perms, cursors)
+			}
+			sinkInt = int(table[0])
+		})
+		b.Run(fmt.Sprintf("impl=fill/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
+			for b.Loop() {
+				fill(table, perms, cursors)
+			}
+			sinkInt = int(table[0])
+		})
+	}
+}
+
 // BenchmarkDiff measures comparing tables before and after one backend
 // joins, by count and by enumerating the changed slots.
 func BenchmarkDiff(b *testing.B) {
@@ -415,30 +453,64 @@ func BenchmarkNewWeighted(b *testing.B) {
 	}
 }
 
-// BenchmarkWeightedSchedule compares the priority-queue schedule with the
-// round-by-round scan (the spec's obvious loop) on the same permutations,
-// one backend at weight 1,000,000 and 999 at weight 1: the skew for which
-// fillWeighted picks the queue.
+// BenchmarkWeightedSchedule compares fillWeighted's two schedules, the
+// priority queue and the round scan, on the same permutations: on mild
+// weights, where fillWeighted picks the scan, at N = 100 and 1000 and
+// M = 65537 and 655373, and at N = 1000, M = 65537 with one backend at
+// weight 1,000,000 and 999 at weight 1, a skew for which it picks the
+// queue. Each name says which one fillWeighted picks.
 func BenchmarkWeightedSchedule(b *testing.B) {
-	g, _ := NewGenerator(DefaultSize, nil)
-	perms := g.Permutations(nil, benchBackends(1000))
-	weights := make([]uint32, len(perms))
-	for i := range weights {
-		weights[i] = 1
+	type scenario struct {
+		name   string
+		weight func(i int) uint32
 	}
-	weights[0] = 1_000_000
-	table := make([]uint16, DefaultSize)
-	cursors := make([]uint32, len(perms))
-	b.Run("sched=heap", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			fillWeightedQueue(table, perms, weights, cursors, 1_000_000)
+	mild := []scenario{
+		{"1-3", func(i int) uint32 { return uint32(1 + (i*7919)%3) }},
+		{"1-10", func(i int) uint32 { return uint32(1 + (i*7919)%10) }},
+		{"1-100", func(i int) uint32 { return uint32(1 + (i*7919)%100) }},
+	}
+	skewed := []scenario{{"one-1e6-rest-1", func(i int) uint32 {
+		if i == 0 {
+			return 1_000_000
 		}
-	})
-	b.Run("sched=scan", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			fillWeightedScan(table, perms, weights, cursors, 1_000_000)
+		return 1
+	}}}
+	for _, c := range []struct {
+		n, m      int
+		scenarios []scenario
+	}{
+		{100, DefaultSize, mild}, {1000, DefaultSize, mild},
+		{100, 655373, mild}, {1000, 655373, mild},
+		{1000, DefaultSize, skewed},
+	} {
+		g, _ := NewGenerator(c.m, nil)
+		perms := g.Permutations(nil, benchBackends(c.n))
+		table := make([]uint16, c.m)
+		cursors := make([]uint32, c.n)
+		end := endgameAt(c.m)
+		for _, s := range c.scenarios {
+			weights := make([]uint32, c.n)
+			for i := range weights {
+				weights[i] = s.weight(i)
+			}
+			maxWeight := uint64(slices.Max(weights))
+			picks := "queue"
+			if _, scan := weightedSchedule(c.m, weights); scan {
+				picks = "scan"
+			}
+			name := fmt.Sprintf("w=%s/N=%d/M=%d/picks=%s", s.name, c.n, c.m, picks)
+			b.Run(name+"/sched=queue", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					fillWeightedQueue(table, perms, weights, cursors, maxWeight, end)
+				}
+			})
+			b.Run(name+"/sched=scan", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					fillWeightedScan(table, perms, weights, cursors, maxWeight, end)
+				}
+			})
 		}
-	})
+	}
 }

@@ -58,10 +58,21 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 // valid, and len(cursors) ≥ len(perms). Each backend's walk then visits all
 // M slots before repeating, so every turn finds an empty slot.
 func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
+	fillEqual(table, perms, cursors, endgameAt(len(table)))
+}
+
+// fillEqual is fill with the endgame starting once end slots are left
+// empty (see filler). It takes the turns before the endgame in a copy of
+// filler.turn's probing branch that keeps the filler's state in local
+// variables, which the compiler can keep in registers, and leaves the
+// endgame's turns to filler.turn. Measured, taking every turn by
+// filler.turn instead costs 13–17% more CPU time for Fill and New at
+// N = 10 to 1000, M = 65537 and 655373 (BenchmarkFillTurns;
+// docs/performance.md).
+func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
 	var f filler[S]
-	f.start(table, perms, cursors)
-	// The turns before the endgame, as in f.turn, with the state in
-	// registers.
+	f.reset(table, perms, cursors, end)
+	// The turns before the endgame, as in f.turn.
 	empty := ^S(0)
 	m := uint32(len(table))
 	i, left := 0, f.left
@@ -91,41 +102,50 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 	}
 }
 
-// start empties table and puts every backend's cursor at its Offset.
-func start[S Slot](table []S, perms []Permutation, cursors []uint32) {
-	empty := ^S(0)
-	for i := range table {
-		table[i] = empty
+// fillWeighted is fill with weighted turns (see NewWeighted); nil weights
+// means equal weights, which is fill itself. Its two schedules take the
+// same turns in the same order, and it picks the one expected to be
+// cheaper (weightedSchedule): scanning every backend every round costs n
+// checks a round for about M·W/Σw rounds (W the largest weight), which is
+// small unless the weights are skewed; the queue costs at most O(log n) a
+// turn for M turns whatever the skew (a sort of a short bucket for
+// backends due within calendarLen rounds, a heap operation for the
+// others). Measured (BenchmarkWeightedSchedule; docs/performance.md),
+// the queue takes 1.3–2.1× the scan's CPU time on weights 1–3, 1–10 and
+// 1–100 at N = 100 and 1000, M = 65537 and 655373; near the threshold,
+// the scan is between 1.2× slower and 1.3× faster than the queue,
+// depending on the weights' spread.
+func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
+	fillWithEndgame(table, perms, weights, cursors, endgameAt(len(table)))
+}
+
+// fillWithEndgame is fillWeighted with the endgame starting once end slots
+// are left empty (see filler): the entry point for tests, which vary end.
+func fillWithEndgame[S Slot](table []S, perms []Permutation, weights, cursors []uint32, end int) {
+	if weights == nil {
+		fillEqual(table, perms, cursors, end)
+		return
 	}
-	for i, p := range perms {
-		cursors[i] = p.Offset
+	if maxWeight, scan := weightedSchedule(len(table), weights); scan {
+		fillWeightedScan(table, perms, weights, cursors, maxWeight, end)
+	} else {
+		fillWeightedQueue(table, perms, weights, cursors, maxWeight, end)
 	}
 }
 
-// fillWeighted is fill with weighted turns (see NewWeighted); nil weights
-// means equal weights, which is fill itself. It picks whichever of two
-// exact schedules is cheaper: scanning every backend every round costs n
-// checks a round for about M·W/Σw rounds, which is small unless the
-// weights are skewed; the queue costs at most O(log n) a turn for M turns
-// whatever the skew (a sort of a short bucket for backends due within
-// calendarLen rounds, a heap operation for the others).
-func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uint32) {
-	if weights == nil {
-		fill(table, perms, cursors)
-		return
-	}
-	var maxWeight, sum uint64
+// weightedSchedule returns the largest of weights, not all 0, and whether
+// fillWeighted takes the round scan for them with m slots rather than the
+// queue: while the scan's n checks a round, over the rounds the heaviest
+// backend needs, are at most 2·m·⌈log₂(n+1)⌉. It takes O(n) time.
+func weightedSchedule(m int, weights []uint32) (maxWeight uint64, scan bool) {
+	var sum uint64
 	for _, w := range weights {
 		maxWeight = max(maxWeight, uint64(w))
 		sum += uint64(w)
 	}
-	m, n := uint64(len(table)), uint64(len(perms))
-	rounds := m*maxWeight/sum + 2 // rounds needed, give or take one
-	if n*rounds <= 2*m*uint64(bits.Len64(n)) {
-		fillWeightedScan(table, perms, weights, cursors, maxWeight)
-	} else {
-		fillWeightedQueue(table, perms, weights, cursors, maxWeight)
-	}
+	mm, n := uint64(m), uint64(len(weights))
+	rounds := mm*maxWeight/sum + 2 // rounds needed, give or take one
+	return maxWeight, n*rounds <= 2*mm*uint64(bits.Len64(n))
 }
 
 // A filler takes the turns of one fill. A turn claims, for its backend,
@@ -134,7 +154,9 @@ func fillWeighted[S Slot](table []S, perms []Permutation, weights, cursors []uin
 // (probe); once at most end are left, a turn computes it instead from the
 // list of empty slots (nearest): the last few empty slots, which take a
 // probed turn about M/E probes each, would otherwise take half of all
-// probes. Both give the same slot, so the table does not depend on end.
+// probes. Both give the same slot, so neither the table nor the cursors
+// depend on end; only the speed does. end is at most endgameMax: endgameAt
+// in production, anything from 0 (no endgame) up in tests.
 type filler[S Slot] struct {
 	table   []S
 	perms   []Permutation
@@ -150,17 +172,14 @@ type filler[S Slot] struct {
 const endgameMax = 2048
 
 // endgameAt returns how many empty slots are left when the endgame of a fill
-// of m slots starts. A probed turn with E slots empty costs about M/E
-// probes, an endgame turn E multiply-adds and one modular inverse: the two
-// costs meet near E = √M. Measured, 1.5·√M is a little faster than √M, 2·√M
-// about the same, 3·√M slower.
+// of m slots starts: 1.5·√m, at most endgameMax. A probed turn with E slots
+// empty costs about M/E probes, an endgame turn E multiply-adds and one
+// modular inverse: the two costs meet near E = √M. Measured, 1.5·√M is a
+// little faster than √M, 2·√M about the same, 3·√M slower. It takes
+// constant time.
 func endgameAt(m int) int {
-	return min(endgameScale*isqrt(m)/4, endgameMax)
+	return min(3*isqrt(m)/2, endgameMax)
 }
-
-// endgameScale is endgameAt's factor, in quarters of √M. Only speed
-// depends on it, never the table; tests vary it.
-var endgameScale = 6
 
 // isqrt returns ⌊√n⌋ for 0 ≤ n < 2^32.
 func isqrt(n int) int {
@@ -173,13 +192,21 @@ func isqrt(n int) int {
 	return int(r)
 }
 
-// start prepares f to fill table: every slot empty, every cursor at its
-// backend's Offset.
-func (f *filler[S]) start(table []S, perms []Permutation, cursors []uint32) {
-	start(table, perms, cursors)
+// reset prepares f to fill table: every slot empty, every cursor at its
+// backend's Offset, the endgame to start once end slots are left empty
+// (at most endgameMax; a larger end counts as endgameMax). It takes
+// O(M + N) time.
+func (f *filler[S]) reset(table []S, perms []Permutation, cursors []uint32, end int) {
+	empty := ^S(0)
+	for i := range table {
+		table[i] = empty
+	}
+	for i, p := range perms {
+		cursors[i] = p.Offset
+	}
 	f.table, f.perms, f.cursors = table, perms, cursors
 	f.left = len(table)
-	f.end = endgameAt(len(table))
+	f.end = min(end, endgameMax)
 	f.listed = false
 }
 
@@ -324,10 +351,11 @@ func inverse(s, m uint32) uint32 {
 }
 
 // fillWeightedScan is the weighted schedule as NewWeighted states it:
-// every round visits every backend in index order.
-func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+// every round visits every backend in index order. The endgame starts once
+// end slots are left empty (see filler).
+func fillWeightedScan[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64, end int) {
 	var f filler[S]
-	f.start(table, perms, cursors)
+	f.reset(table, perms, cursors, end)
 	t := make([]uint64, len(perms)) // t_i
 	for k := uint64(1); ; k++ {
 		for i := range perms {
@@ -352,10 +380,11 @@ const never = math.MaxUint64
 // keys round<<32 | index. At the start of a round its bucket and the heap
 // entries due then become the round's list, sorted by index: a bucket
 // holds few backends, and often already in order, since each round's
-// turns go in index order.
-func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64) {
+// turns go in index order. The endgame starts once end slots are left
+// empty (see filler).
+func fillWeightedQueue[S Slot](table []S, perms []Permutation, weights, cursors []uint32, maxWeight uint64, end int) {
 	var f filler[S]
-	f.start(table, perms, cursors)
+	f.reset(table, perms, cursors, end)
 	// turned[i] is t_i / W: how many turns backend i has taken.
 	turned := make([]uint32, len(perms))
 	link := make([]int32, len(perms))
@@ -441,10 +470,12 @@ func siftUp(h []uint64, p int) {
 	h[p] = x
 }
 
-// siftDown restores the min-heap order of h[:n] after h[0] grew. h[n] must
-// hold the sentinel ^uint64(0), so that every node has two children to
-// compare. The smaller child is picked without a branch: which one it is
-// is a coin toss that a branch would mispredict half the time.
+// siftDown restores the min-heap order of h[:n] after h[0] grew, in
+// O(log n) steps. h[n] must hold the sentinel ^uint64(0), so that every
+// node has two children to compare and no step checks for a missing right
+// child. The smaller child is picked by a compare and a conditional jump
+// (go1.26 on amd64 emits no CMOV for it). The heap holds only backends due
+// more than calendarLen rounds ahead.
 func siftDown(h []uint64, n int) {
 	x := h[0]
 	i := 0

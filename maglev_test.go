@@ -562,22 +562,32 @@ func TestFillErrors(t *testing.T) {
 }
 
 // TestRefFill checks that refFill, the frozen fill the benchmarks compare
-// with, builds New's tables, so that the comparison is like for like.
+// with, builds New's tables, and that fillByTurns fills as fill does, so
+// that the comparisons are like for like.
 func TestRefFill(t *testing.T) {
 	for _, c := range []struct{ n, m int }{{1, 7}, {5, 13}, {100, 1009}, {1000, DefaultSize}} {
 		bs := benchBackends(c.n)
 		if d := refNew(bs, c.m).Diff(mustNew(t, bs, c.m, nil)); d != 0 {
 			t.Errorf("N=%d M=%d: refNew and New differ in %d slots", c.n, c.m, d)
 		}
+		g, _ := NewGenerator(c.m, nil)
+		perms := g.Permutations(nil, bs)
+		want, got := make([]uint16, c.m), make([]uint16, c.m)
+		wantCursors, gotCursors := make([]uint32, c.n), make([]uint32, c.n)
+		fill(want, perms, wantCursors)
+		fillByTurns(got, perms, gotCursors)
+		if !slices.Equal(got, want) || !slices.Equal(gotCursors, wantCursors) {
+			t.Errorf("N=%d M=%d: fillByTurns and fill differ", c.n, c.m)
+		}
 	}
 }
 
 // TestFillEndgame checks that the table and the cursors do not depend on
-// when the fill's endgame starts: never, at the usual point, or from the
-// first turn. Fills of both slot widths, unweighted and weighted, are
-// compared with refFill and the weighted spec.
+// when the fill's endgame starts: never, for the last slot only, at the
+// usual point and around it, or from the first turn (as far as the
+// endgame's list allows). Fills of both slot widths, unweighted and
+// weighted, are compared with refFill and the weighted spec.
 func TestFillEndgame(t *testing.T) {
-	defer func(old int) { endgameScale = old }(endgameScale)
 	r := rand.New(rand.NewPCG(11, 12))
 	for iter := range 120 {
 		m := smallPrimes[r.IntN(len(smallPrimes))]
@@ -598,28 +608,27 @@ func TestFillEndgame(t *testing.T) {
 			bs[i] = Backend{names[i], ws[i]}
 		}
 		wantWeighted := slowWeighted(bs, m, nil)
-		for _, scale := range []int{0, 1, 4, 16, 1 << 20} {
-			endgameScale = scale
+		for _, end := range []int{0, 1, isqrt(m) / 4, isqrt(m), endgameAt(m), 4 * isqrt(m), m} {
 			t16, t32 := make([]uint16, m), make([]uint32, m)
 			c16, c32 := make([]uint32, n), make([]uint32, n)
-			fill(t16, perms, c16)
-			fill(t32, perms, c32)
+			fillWithEndgame(t16, perms, nil, c16, end)
+			fillWithEndgame(t32, perms, nil, c32, end)
 			for s := range want {
 				if t16[s] != want[s] || t32[s] != uint32(want[s]) {
-					t.Fatalf("M=%d N=%d scale %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, scale, s, t16[s], t32[s], want[s])
+					t.Fatalf("M=%d N=%d end %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, end, s, t16[s], t32[s], want[s])
 				}
 			}
 			if !slices.Equal(c16, wantCursors) || !slices.Equal(c32, wantCursors) {
-				t.Fatalf("M=%d N=%d scale %d: cursors differ from refFill's", m, n, scale)
+				t.Fatalf("M=%d N=%d end %d: cursors differ from refFill's", m, n, end)
 			}
 			if slices.Max(ws) == 0 {
 				continue
 			}
 			tw := make([]uint16, m)
-			fillWeighted(tw, perms, ws, make([]uint32, n))
+			fillWithEndgame(tw, perms, ws, make([]uint32, n), end)
 			for s, i := range tw {
 				if names[i] != wantWeighted[s] {
-					t.Fatalf("M=%d N=%d scale %d weights %v: slot %d owned by %q, want %q", m, n, scale, ws, s, names[i], wantWeighted[s])
+					t.Fatalf("M=%d N=%d end %d weights %v: slot %d owned by %q, want %q", m, n, end, ws, s, names[i], wantWeighted[s])
 				}
 			}
 		}

@@ -211,12 +211,12 @@ func TestWeightedSchedules(t *testing.T) {
 		want := slowWeighted(bs, m, nil)
 		g, _ := NewGenerator(m, nil)
 		perms := g.Permutations(nil, names)
-		for name, fill := range map[string]func([]uint16, []Permutation, []uint32, []uint32, uint64){
+		for name, fill := range map[string]func([]uint16, []Permutation, []uint32, []uint32, uint64, int){
 			"scan":  fillWeightedScan[uint16],
 			"queue": fillWeightedQueue[uint16],
 		} {
 			table := make([]uint16, m)
-			fill(table, perms, ws, make([]uint32, len(perms)), maxW)
+			fill(table, perms, ws, make([]uint32, len(perms)), maxW, endgameAt(m))
 			for s, i := range table {
 				if names[i] != want[s] {
 					t.Fatalf("iter %d %s (M=%d, weights %v): slot %d owned by %q, want %q", iter, name, m, ws, s, names[i], want[s])
@@ -291,7 +291,7 @@ func TestWeightedQueueCalendar(t *testing.T) {
 		g, _ := NewGenerator(DefaultSize, nil)
 		perms := g.Permutations(nil, names)
 		table := make([]uint16, DefaultSize)
-		fillWeightedQueue(table, perms, ws, make([]uint32, len(perms)), 100_000)
+		fillWeightedQueue(table, perms, ws, make([]uint32, len(perms)), 100_000, endgameAt(DefaultSize))
 		for s, i := range table {
 			if names[i] != want[s] {
 				t.Fatalf("spread %d: slot %d owned by %q, want %q", spread, s, names[i], want[s])
