@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -845,7 +846,7 @@ func TestSizeFor(t *testing.T) {
 // TestCheckSize checks that CheckSize accepts exactly the sizes New
 // accepts, with New's errors.
 func TestCheckSize(t *testing.T) {
-	for _, m := range []int{-7, 0, 1, 2, 3, 4, 7, 9, 13, 65536, DefaultSize, 1 << 24, MaxSize - 2, MaxSize, MaxSize + 1, 1 << 40} {
+	for _, m := range []int{-7, 0, 1, 2, 3, 4, 7, 9, 13, 65536, DefaultSize, 1 << 24, MaxSize - 2, MaxSize, MaxSize + 1, math.MaxInt} {
 		err := CheckSize(m)
 		_, newErr := New(nil, m, nil)
 		if (err == nil) != (newErr == nil) || (err != nil && err.Error() != newErr.Error()) {
