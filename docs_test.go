@@ -93,12 +93,28 @@ func TestDocCommands(t *testing.T) {
 
 // TestDocSignatures checks that every function signature the README and
 // the docs list in their Go blocks (a line starting "func " that opens no
-// body) is one the
-// root package or ring declares, parameter names and all, so that an API
+// body) is one a package of the repository declares, parameter names and
+// all, so that an API
 // listing cannot drift from the code.
 func TestDocSignatures(t *testing.T) {
 	decls := map[string]bool{}
-	for _, dir := range []string{".", "ring"} {
+	var dirs []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "testdata" || path == "bench" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range dirs {
 		fset := token.NewFileSet()
 		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
 		if err != nil {
@@ -138,7 +154,7 @@ func TestDocSignatures(t *testing.T) {
 				// A listed signature, not an example's function.
 				sig, _, _ := strings.Cut(line, "//")
 				if sig = normalizeSig(sig); !decls[sig] {
-					t.Errorf("%s:%d: %q is not a signature of the root package or ring", file, n+1, sig)
+					t.Errorf("%s:%d: %q is not a signature of any package of the repository", file, n+1, sig)
 				}
 				listed++
 			}
