@@ -103,7 +103,7 @@ func TestDocSignatures(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (path == "testdata" || path == "bench" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+		if d.IsDir() && path != "." && (d.Name() == "testdata" || path == "bench" || strings.HasPrefix(d.Name(), ".")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() {
