@@ -87,7 +87,8 @@ type maglevBalancer struct {
 	table       *maglev.Table                  // over usable, built with tableCfg
 	usable      []maglev.Backend               // sorted by name
 	tableCfg    *lbConfig
-	bounded     *maglev.Bounded // over table, with cfg's balanceFactor; nil when it is 0
+	counts      *maglev.Bounded // the channel's in-flight counts at cfg's balanceFactor; nil when it is 0
+	bounded     *maglev.Bounded // counts.With(table), what pickers acquire on; nil when counts is
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
@@ -182,10 +183,10 @@ func (b *maglevBalancer) publishLocked() {
 }
 
 // rebuildLocked rebuilds the table if the usable children, their weights or
-// the config changed, logging how many slots moved, and publishes it to the
-// Bounded that places keyed RPCs when balanceFactor is set (syncBounded).
-// The rebuild is maglev.NewWeighted's O(M log M) build, done here, on the
-// goroutine that reported the change, never in a pick. Caller holds b.mu.
+// the config changed, logging how many slots moved, and binds the channel's
+// counts to it when balanceFactor is set (syncBoundedLocked). The rebuild is
+// maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
+// reported the change, never in a pick. Caller holds b.mu.
 func (b *maglevBalancer) rebuildLocked() error {
 	if err := b.rebuildTableLocked(); err != nil {
 		return err
@@ -193,24 +194,29 @@ func (b *maglevBalancer) rebuildLocked() error {
 	return b.syncBoundedLocked()
 }
 
-// syncBoundedLocked makes b.bounded place RPCs on b.table with the
-// config's balanceFactor: nil when the factor is 0, a new Bounded when the
-// factor changes (leases on the old one are released into it, so L starts
-// again from the RPCs made after the change), and otherwise the same one,
-// given the table if it was rebuilt. Bounded.Update keeps the in-flight
-// counts of the endpoints that stay in the table. Caller holds b.mu.
+// syncBoundedLocked keeps b.counts, the channel's in-flight counts, at the
+// config's balanceFactor, and b.bounded, the Bounded pickers acquire on, at
+// b.counts.With(b.table): both nil when the factor is 0; new counts when the
+// factor changes (leases taken before are released into the old counts, so
+// L starts again from the RPCs made after the change); and otherwise the
+// same counts, bound anew when the table was rebuilt. Every Bounded With
+// makes shares the counts, so an endpoint that stays in the table keeps its
+// in-flight count across rebuilds and pickers. With is O(N) and allocates
+// O(N), once per table, here and not in a pick. Caller holds b.mu.
 func (b *maglevBalancer) syncBoundedLocked() error {
 	switch f := b.cfg.factor; {
 	case f == 0:
-		b.bounded = nil
-	case b.bounded == nil || b.bounded.Factor() != f:
-		bd, err := maglev.NewBounded(b.table, f)
-		if err != nil { // parseFactor vetted f
+		b.counts, b.bounded = nil, nil
+		return nil
+	case b.counts == nil || b.counts.Factor() != f:
+		c, err := maglev.NewBounded(nil, f)
+		if err != nil { // parseConfig vetted f
 			return fmt.Errorf("grpcmaglev: balanceFactor: %w", err)
 		}
-		b.bounded = bd
-	case b.bounded.Table() != b.table:
-		b.bounded.Update(b.table)
+		b.counts, b.bounded = c, nil
+	}
+	if b.bounded == nil || b.bounded.Table() != b.table {
+		b.bounded = b.counts.With(b.table)
 	}
 	return nil
 }

@@ -58,8 +58,9 @@
 // With a balanceFactor F, a keyed RPC goes to the first of its key's
 // candidates (maglev.Table.Candidates order) whose in-flight count is below
 // its capacity ceil(F × L × w_i/Σw), with L the keyed RPCs in flight on the
-// channel, this one included: maglev.Bounded, one per channel, given every
-// rebuilt table so that endpoints that stay keep their counts. An RPC holds
+// channel, this one included: maglev.Bounded, one set of counts per
+// channel, which each picker binds to its own table with Bounded.With, so
+// that endpoints that stay across a rebuild keep their counts. An RPC holds
 // its place from the pick until gRPC calls the pick's Done. A chosen
 // candidate that is connecting or idle makes the pick queue, as the key's
 // owner does without the factor, and holds nothing while it waits. RPCs
