@@ -46,9 +46,10 @@ type builder struct{}
 // Name returns Name.
 func (builder) Name() string { return Name }
 
-// ParseConfig parses the policy's JSON config (see the package doc). Every
-// error wraps ErrInvalidConfig and is a *ConfigError naming the field. It
-// takes O(len(js)) time plus O(√tableSize) for the primality check, and
+// ParseConfig parses the policy's JSON config (see the package doc); grpc
+// calls it for each service config that chooses the policy. Every error
+// wraps ErrInvalidConfig and is a *ConfigError naming the field. It takes
+// O(len(js)) time plus O(√tableSize) for the primality check, and
 // allocates the parsed config.
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	return parseConfig(js)

@@ -61,8 +61,8 @@ func TestParseConfigGood(t *testing.T) {
 }
 
 // TestParseConfigBad: every bad field is rejected with an error that starts
-// with "maglev: ", names the field, and wraps ErrInvalidConfig (and, for a
-// bad size, the maglev error).
+// with "maglev: invalid config: ", names the field, and wraps
+// ErrInvalidConfig (and, for a bad size or factor, the maglev error).
 func TestParseConfigBad(t *testing.T) {
 	p := parser(t)
 	for _, c := range []struct {
@@ -99,8 +99,20 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"balanceFactor": true}`, "balanceFactor", nil, "JSON number"},
 		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, "},
 		{`{"tablesize": 65537}`, "tablesize", nil, "unknown field"},
+		{`{"TableSize": 65537}`, "TableSize", nil, "unknown field"},
+		{`{"tablesize": "x"}`, "tablesize", nil, "unknown field"},
+		{`{"seed": 1, "x": "y"}`, "x", nil, "unknown field"},
+		{`{"tableSize": -99999999999999999999}`, "tableSize", maglev.ErrNotPrime, "-99999999999999999999"},
+		{`{"seed": -99999999999999999999}`, "seed", nil, "integer from 0"},
+		{`{"seed": {}}`, "seed", nil, "JSON number, got a JSON object"},
+		{`{"tableSize": [65537]}`, "tableSize", nil, "JSON number, got a JSON array"},
+		{`{"requestHashHeader": ["x-user"]}`, "requestHashHeader", nil, "JSON string, got a JSON array"},
 		{`[]`, "", nil, "not a JSON object"},
 		{`"x"`, "", nil, "not a JSON object"},
+		{`42`, "", nil, "not a JSON object"},
+		{`{"seed": 1} {}`, "", nil, "after top-level value"},
+		{`{"seed": 1,}`, "", nil, "not a JSON object"},
+		{``, "", nil, "not a JSON object"},
 	} {
 		_, err := p.ParseConfig([]byte(c.js))
 		if err == nil {

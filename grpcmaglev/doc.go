@@ -31,9 +31,12 @@
 //   - balanceFactor: bounded loads (see below), a JSON number that is 0
 //     (off) or finite and at least 1; Envoy's users set 1.25. Default 0.
 //
-// A bad field makes the whole service config invalid, with an error that
-// names it and wraps [ErrInvalidConfig]; grpc.NewClient with such a config
-// as its default service config fails.
+// Field names are matched exactly, case included. grpc parses the config
+// with the service config that holds it: a bad field makes the whole
+// service config invalid, with an error that names it (see
+// [ErrInvalidConfig]); grpc.NewClient with such a config as its default
+// service config fails with that error, and one from the resolver is
+// ignored while the channel has a good one.
 //
 // # The table
 //
