@@ -24,10 +24,10 @@ import (
 // text: the message names the field, but errors.Is cannot see
 // ErrInvalidConfig through grpc's error. A caller gets the parser with
 // balancer.Get(Name).(balancer.ConfigParser).
-var ErrInvalidConfig = errors.New("maglev: invalid config")
+var ErrInvalidConfig = errors.New("grpcmaglev: invalid config")
 
 // A ConfigError reports the field of the policy's service config that is
-// wrong, and why. Its message starts with "maglev: invalid config: " and
+// wrong, and why. Its message starts with "grpcmaglev: invalid config: " and
 // names the field as it is spelled in the JSON. A ConfigError is not
 // changed after the parser returns it, so it is safe for concurrent use.
 type ConfigError struct {
@@ -35,7 +35,7 @@ type ConfigError struct {
 	Err   error  // the reason
 }
 
-// Error returns "maglev: invalid config: <field>: <reason>", where a
+// Error returns "grpcmaglev: invalid config: <field>: <reason>", where a
 // reason from package maglev loses its "maglev: " prefix. It builds the
 // string on each call.
 func (e *ConfigError) Error() string {

@@ -61,7 +61,7 @@ func TestParseConfigGood(t *testing.T) {
 }
 
 // TestParseConfigBad: every bad field is rejected with an error that starts
-// with "maglev: invalid config: ", names the field, and wraps
+// with "grpcmaglev: invalid config: ", names the field, and wraps
 // ErrInvalidConfig (and, for a bad size or factor, the maglev error).
 func TestParseConfigBad(t *testing.T) {
 	p := parser(t)
@@ -128,8 +128,8 @@ func TestParseConfigBad(t *testing.T) {
 			t.Errorf("ParseConfig(%s) = %v: does not wrap %v", c.js, err, c.is)
 		case !errors.As(err, &ce) || ce.Field != c.field:
 			t.Errorf("ParseConfig(%s) = %v: want a ConfigError for field %q", c.js, err, c.field)
-		case !strings.HasPrefix(msg, "maglev: invalid config: "+c.field):
-			t.Errorf("ParseConfig(%s) = %q: want it to start with \"maglev: invalid config: %s\"", c.js, msg, c.field)
+		case !strings.HasPrefix(msg, "grpcmaglev: invalid config: "+c.field):
+			t.Errorf("ParseConfig(%s) = %q: want it to start with \"grpcmaglev: invalid config: %s\"", c.js, msg, c.field)
 		case !strings.Contains(msg, c.text):
 			t.Errorf("ParseConfig(%s) = %q: want it to say %q", c.js, msg, c.text)
 		}
@@ -153,7 +153,7 @@ func TestNewClientBadConfig(t *testing.T) {
 			t.Errorf("grpc.NewClient with config {%s} succeeded", c.fields)
 			continue
 		}
-		if msg := err.Error(); !strings.Contains(msg, "maglev: invalid config: "+c.field) {
+		if msg := err.Error(); !strings.Contains(msg, "grpcmaglev: invalid config: "+c.field) {
 			t.Errorf("grpc.NewClient with config {%s}: %q does not name the field", c.fields, msg)
 		}
 	}
@@ -194,5 +194,22 @@ func TestResolverErrorFirst(t *testing.T) {
 	_, err := c.call(context.Background(), "k", viaWithKey)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no such host") {
 		t.Fatalf("RPC after a resolver error: got %v", err)
+	}
+}
+
+// TestErrorPrefix: every error of the package starts with "grpcmaglev: ",
+// a ConfigError's too.
+func TestErrorPrefix(t *testing.T) {
+	_, cfgErr := parser(t).ParseConfig([]byte(`{"tableSize": 100}`))
+	for _, err := range []error{
+		grpcmaglev.ErrInvalidConfig,
+		grpcmaglev.ErrBadResolverUpdate,
+		grpcmaglev.ErrNoUsableEndpoint,
+		cfgErr,
+		&grpcmaglev.ConfigError{Err: errors.New("x")},
+	} {
+		if msg := err.Error(); !strings.HasPrefix(msg, "grpcmaglev: ") {
+			t.Errorf("error %q does not start with \"grpcmaglev: \"", msg)
+		}
 	}
 }
