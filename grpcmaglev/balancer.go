@@ -28,8 +28,8 @@ const Name = "maglev"
 // rejected with: an endpoint with no address, two endpoints with the same
 // name, or more endpoints than table slots. The error also wraps
 // balancer.ErrBadResolverState, so that gRPC asks the resolver again, and,
-// for names and counts, the maglev error (maglev.ErrDuplicateName,
-// maglev.ErrEmptyName, maglev.ErrTooManyBackends). The policy keeps using
+// for names and counts, the error maglev.NewWeighted gives them
+// (maglev.ErrDuplicateName, maglev.ErrEmptyName, maglev.ErrTooManyBackends). The policy keeps using
 // the last good update; before there is one, picks fail with the error.
 var ErrBadResolverUpdate = errors.New("grpcmaglev: resolver update rejected")
 
@@ -370,11 +370,14 @@ func endpointWeight(e resolver.Endpoint) uint32 {
 
 // checkEndpoints reports whether endpoints (after dropping exact duplicates,
 // as endpointsharding does) can name a table of size slots: each has an
-// address, and their names are non-empty, distinct, and no more than size.
-// It is O(n log n).
+// address, and maglev.NewWeighted accepts their names, so they are
+// non-empty, distinct, and no more than size. The names are checked by
+// NewWeighted itself, over every endpoint with weight 0: a table with every
+// backend drained is empty, so the check fills no slot. checkEndpoints is
+// O(n log n) and allocates O(n).
 func checkEndpoints(endpoints []resolver.Endpoint, size int) error {
 	seen := resolver.NewEndpointMap[bool]()
-	names := make([]string, 0, len(endpoints))
+	drained := make([]maglev.Backend, 0, len(endpoints))
 	for i, e := range endpoints {
 		if len(e.Addresses) == 0 {
 			return fmt.Errorf("endpoint %d: %w", i, errNoAddress)
@@ -383,19 +386,8 @@ func checkEndpoints(endpoints []resolver.Endpoint, size int) error {
 			continue
 		}
 		seen.Set(e, true)
-		names = append(names, endpointName(e))
+		drained = append(drained, maglev.Backend{Name: endpointName(e)})
 	}
-	if len(names) > size {
-		return fmt.Errorf("%w: %d endpoints, tableSize %d", maglev.ErrTooManyBackends, len(names), size)
-	}
-	slices.Sort(names)
-	for i, n := range names {
-		if n == "" {
-			return maglev.ErrEmptyName
-		}
-		if i > 0 && n == names[i-1] {
-			return fmt.Errorf("%w: %q", maglev.ErrDuplicateName, n)
-		}
-	}
-	return nil
+	_, err := maglev.NewWeighted(drained, size, nil)
+	return err
 }
