@@ -84,6 +84,7 @@ type maglevBalancer struct {
 	children    []endpointsharding.ChildState  // as the children last reported
 	resolverErr error                          // the last resolver error, until the next good update
 	records     *resolver.EndpointMap[*record] // what each endpoint last reported
+	gen         uint64                         // counts recordFailuresLocked's calls
 	seq         uint64                         // counts TRANSIENT_FAILURE reports
 	table       *maglev.Table                  // over usable, built with tableCfg
 	usable      []maglev.Backend               // sorted by name
@@ -96,6 +97,7 @@ type maglevBalancer struct {
 // and when it last failed, to find the endpoint that failed last. Records
 // are guarded by maglevBalancer.mu.
 type record struct {
+	gen   uint64 // the last recordFailuresLocked call that found the endpoint among the children
 	state connectivity.State
 	seq   uint64 // when it last entered TRANSIENT_FAILURE; 0 if never
 	down  bool   // it reported TRANSIENT_FAILURE and has not been READY since
@@ -249,16 +251,20 @@ func (b *maglevBalancer) rebuildTableLocked() error {
 
 // recordFailuresLocked updates each child's record: a child that entered
 // TRANSIENT_FAILURE since the last call is stamped, and marked down until
-// it is READY; records of removed endpoints are dropped. Caller holds b.mu.
+// it is READY; records of removed endpoints are dropped. It marks the
+// records it visits with the call's generation, and drops those left
+// unmarked, so that it allocates nothing beyond the map's own lookups (and
+// a record per new endpoint). It is O(n) for n children and records.
+// Caller holds b.mu.
 func (b *maglevBalancer) recordFailuresLocked() {
-	present := resolver.NewEndpointMap[bool]()
+	b.gen++
 	for _, cs := range b.children {
-		present.Set(cs.Endpoint, true)
 		r, ok := b.records.Get(cs.Endpoint)
 		if !ok {
 			r = &record{}
 			b.records.Set(cs.Endpoint, r)
 		}
+		r.gen = b.gen
 		switch st := cs.State.ConnectivityState; st {
 		case connectivity.TransientFailure:
 			if r.state != st {
@@ -271,9 +277,9 @@ func (b *maglevBalancer) recordFailuresLocked() {
 		}
 		r.state = cs.State.ConnectivityState
 	}
-	for e := range b.records.All() {
-		if _, ok := present.Get(e); !ok {
-			b.records.Delete(e)
+	for e, r := range b.records.All() {
+		if r.gen != b.gen {
+			b.records.Delete(e) // deleting during the iteration is safe: All ranges over a Go map
 		}
 	}
 }

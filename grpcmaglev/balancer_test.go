@@ -69,3 +69,24 @@ func TestCheckEndpointsFillsNoSlot(t *testing.T) {
 		t.Fatalf("checkEndpoints at M = %d allocated %d bytes; want no table's slots", maglev.MaxSize, n)
 	}
 }
+
+// TestRecordFailuresAllocs: updating the records for children that all
+// have one allocates only the map's lookups of them (grpc's EndpointMap
+// encodes an endpoint's addresses on each lookup), and nothing per update;
+// records of removed endpoints are still dropped.
+func TestRecordFailuresAllocs(t *testing.T) {
+	b, kids := testBalancer(t, 100, defaultConfig())
+	update(t, b, kids)
+	lookups := testing.AllocsPerRun(100, func() {
+		for _, cs := range b.children {
+			b.records.Get(cs.Endpoint)
+		}
+	})
+	if got := testing.AllocsPerRun(100, b.recordFailuresLocked); got != lookups {
+		t.Errorf("recordFailuresLocked over %d children: %v allocations; want the %v of their lookups", len(b.children), got, lookups)
+	}
+	update(t, b, kids[:60])
+	if n := b.records.Len(); n != 60 {
+		t.Fatalf("%d records for 60 endpoints", n)
+	}
+}

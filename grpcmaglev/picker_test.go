@@ -342,3 +342,26 @@ func BenchmarkRebuild(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStateUpdate measures what a state change that keeps the table
+// costs the balancer: one endpoint going between READY and CONNECTING, as
+// on a reconnection, takes the records' update, the check that the usable
+// set is unchanged, and a new picker, with no rebuild.
+func BenchmarkStateUpdate(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			bal, kids := testBalancer(b, n, defaultConfig())
+			t0 := update(b, bal, kids).table
+			b.ReportAllocs()
+			var p *picker
+			for i := 0; b.Loop(); i++ {
+				kids[0].state = []connectivity.State{connectivity.Connecting, connectivity.Ready}[i%2]
+				p = update(b, bal, kids)
+			}
+			if p.table != t0 {
+				b.Fatal("a state change rebuilt the table")
+			}
+			sinkPicker = p
+		})
+	}
+}
