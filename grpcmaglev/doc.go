@@ -102,6 +102,8 @@
 // (BenchmarkRebuild).
 //
 // grpc marks endpointsharding, pick_first's health listener and the weight
-// and hash-key attributes experimental; this module pins the grpc version
-// it is tested with (see its go.mod).
+// and hash-key attributes experimental. This module's go.mod requires the
+// grpc version it is tested with, v1.85.0; a require is a minimum, so a
+// build in which another module requires a later grpc uses that one, which
+// the policy's tests have not run against.
 package grpcmaglev
