@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/resolver/ringhash"
@@ -157,6 +158,43 @@ func TestNewClientBadConfig(t *testing.T) {
 			t.Errorf("grpc.NewClient with config {%s}: %q does not name the field", c.fields, msg)
 		}
 	}
+}
+
+// TestResolverServiceConfig: a service config from the resolver whose
+// policy config is bad fails RPCs with Unavailable and the field's error
+// while the channel has no good service config, and is ignored once it has
+// one: the channel keeps routing by the good one.
+func TestResolverServiceConfig(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	r := manual.NewBuilderWithScheme("maglevtest")
+	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		testBackoff,
+	)
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() { closeConn(t, cc) })
+	cc.Connect()
+	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+	state := func(sc string) resolver.State {
+		return resolver.State{Endpoints: endpoints(ss), ServiceConfig: r.CC().ParseServiceConfig(sc)}
+	}
+	bad := serviceConfig(`"requestHashHeader": "x-user", "tableSize": 65536`, false)
+
+	r.UpdateState(state(bad))
+	_, err = c.call(context.Background(), "k", viaWithKey)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "grpcmaglev: invalid config: tableSize") {
+		t.Fatalf("RPC with only a bad service config: got %v", err)
+	}
+
+	r.UpdateState(state(serviceConfig(`"requestHashHeader": "x-user"`, false)))
+	tb := tableOf(t, ss)
+	ks := keys(100)
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
+	r.UpdateState(state(bad))
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
 }
 
 // TestBadResolverUpdate: endpoints that cannot name a table (two with one
