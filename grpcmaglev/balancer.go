@@ -29,8 +29,9 @@ const Name = "maglev"
 // name, or more endpoints than table slots. The error also wraps
 // balancer.ErrBadResolverState, so that gRPC asks the resolver again, and,
 // for names and counts, the error maglev.NewWeighted gives them
-// (maglev.ErrDuplicateName, maglev.ErrEmptyName, maglev.ErrTooManyBackends). The policy keeps using
-// the last good update; before there is one, picks fail with the error.
+// (maglev.ErrDuplicateName, maglev.ErrEmptyName,
+// maglev.ErrTooManyBackends). The policy keeps using the last good update;
+// before there is one, picks fail with the error.
 var ErrBadResolverUpdate = errors.New("grpcmaglev: resolver update rejected")
 
 // errNoAddress is the reason for rejecting an endpoint with no address.
