@@ -28,9 +28,10 @@ const Name = "maglev"
 // rejected with: an endpoint with no address, two endpoints with the same
 // name, or more endpoints than table slots. The error also wraps
 // balancer.ErrBadResolverState, so that gRPC asks the resolver again, and,
-// for names and counts, the maglev error (maglev.ErrDuplicateName,
-// maglev.ErrEmptyName, maglev.ErrTooManyBackends). The policy keeps using
-// the last good update; before there is one, picks fail with the error.
+// for names and counts, the error maglev.NewWeighted gives them
+// (maglev.ErrDuplicateName, maglev.ErrEmptyName,
+// maglev.ErrTooManyBackends). The policy keeps using the last good update;
+// before there is one, picks fail with the error.
 var ErrBadResolverUpdate = errors.New("grpcmaglev: resolver update rejected")
 
 // errNoAddress is the reason for rejecting an endpoint with no address.
@@ -46,9 +47,10 @@ type builder struct{}
 // Name returns Name.
 func (builder) Name() string { return Name }
 
-// ParseConfig parses the policy's JSON config (see the package doc). Every
-// error wraps ErrInvalidConfig and is a *ConfigError naming the field. It
-// takes O(len(js)) time plus O(√tableSize) for the primality check, and
+// ParseConfig parses the policy's JSON config (see the package doc); grpc
+// calls it for each service config that chooses the policy. Every error
+// wraps ErrInvalidConfig and is a *ConfigError naming the field. It takes
+// O(len(js)) time plus O(√tableSize) for the primality check, and
 // allocates the parsed config.
 func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
 	return parseConfig(js)
@@ -83,17 +85,20 @@ type maglevBalancer struct {
 	children    []endpointsharding.ChildState  // as the children last reported
 	resolverErr error                          // the last resolver error, until the next good update
 	records     *resolver.EndpointMap[*record] // what each endpoint last reported
+	gen         uint64                         // counts recordFailuresLocked's calls
 	seq         uint64                         // counts TRANSIENT_FAILURE reports
 	table       *maglev.Table                  // over usable, built with tableCfg
 	usable      []maglev.Backend               // sorted by name
 	tableCfg    *lbConfig
-	bounded     *maglev.Bounded // over table, with cfg's balanceFactor; nil when it is 0
+	counts      *maglev.Bounded // the channel's in-flight counts at cfg's balanceFactor; nil when it is 0
+	bounded     *maglev.Bounded // counts.With(table), what pickers acquire on; nil when counts is
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
 // and when it last failed, to find the endpoint that failed last. Records
 // are guarded by maglevBalancer.mu.
 type record struct {
+	gen   uint64 // the last recordFailuresLocked call that found the endpoint among the children
 	state connectivity.State
 	seq   uint64 // when it last entered TRANSIENT_FAILURE; 0 if never
 	down  bool   // it reported TRANSIENT_FAILURE and has not been READY since
@@ -182,10 +187,10 @@ func (b *maglevBalancer) publishLocked() {
 }
 
 // rebuildLocked rebuilds the table if the usable children, their weights or
-// the config changed, logging how many slots moved, and publishes it to the
-// Bounded that places keyed RPCs when balanceFactor is set (syncBounded).
-// The rebuild is maglev.NewWeighted's O(M log M) build, done here, on the
-// goroutine that reported the change, never in a pick. Caller holds b.mu.
+// the config changed, logging how many slots moved, and binds the channel's
+// counts to it when balanceFactor is set (syncBoundedLocked). The rebuild is
+// maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
+// reported the change, never in a pick. Caller holds b.mu.
 func (b *maglevBalancer) rebuildLocked() error {
 	if err := b.rebuildTableLocked(); err != nil {
 		return err
@@ -193,24 +198,29 @@ func (b *maglevBalancer) rebuildLocked() error {
 	return b.syncBoundedLocked()
 }
 
-// syncBoundedLocked makes b.bounded place RPCs on b.table with the
-// config's balanceFactor: nil when the factor is 0, a new Bounded when the
-// factor changes (leases on the old one are released into it, so L starts
-// again from the RPCs made after the change), and otherwise the same one,
-// given the table if it was rebuilt. Bounded.Update keeps the in-flight
-// counts of the endpoints that stay in the table. Caller holds b.mu.
+// syncBoundedLocked keeps b.counts, the channel's in-flight counts, at the
+// config's balanceFactor, and b.bounded, the Bounded pickers acquire on, at
+// b.counts.With(b.table): both nil when the factor is 0; new counts when the
+// factor changes (leases taken before are released into the old counts, so
+// L starts again from the RPCs made after the change); and otherwise the
+// same counts, bound anew when the table was rebuilt. Every Bounded With
+// makes shares the counts, so an endpoint that stays in the table keeps its
+// in-flight count across rebuilds and pickers. With is O(N) and allocates
+// O(N), once per table, here and not in a pick. Caller holds b.mu.
 func (b *maglevBalancer) syncBoundedLocked() error {
 	switch f := b.cfg.factor; {
 	case f == 0:
-		b.bounded = nil
-	case b.bounded == nil || b.bounded.Factor() != f:
-		bd, err := maglev.NewBounded(b.table, f)
-		if err != nil { // parseFactor vetted f
+		b.counts, b.bounded = nil, nil
+		return nil
+	case b.counts == nil || b.counts.Factor() != f:
+		c, err := maglev.NewBounded(nil, f)
+		if err != nil { // parseConfig vetted f
 			return fmt.Errorf("grpcmaglev: balanceFactor: %w", err)
 		}
-		b.bounded = bd
-	case b.bounded.Table() != b.table:
-		b.bounded.Update(b.table)
+		b.counts, b.bounded = c, nil
+	}
+	if b.bounded == nil || b.bounded.Table() != b.table {
+		b.bounded = b.counts.With(b.table)
 	}
 	return nil
 }
@@ -242,16 +252,20 @@ func (b *maglevBalancer) rebuildTableLocked() error {
 
 // recordFailuresLocked updates each child's record: a child that entered
 // TRANSIENT_FAILURE since the last call is stamped, and marked down until
-// it is READY; records of removed endpoints are dropped. Caller holds b.mu.
+// it is READY; records of removed endpoints are dropped. It marks the
+// records it visits with the call's generation, and drops those left
+// unmarked, so that it allocates nothing beyond the map's own lookups (and
+// a record per new endpoint). It is O(n) for n children and records.
+// Caller holds b.mu.
 func (b *maglevBalancer) recordFailuresLocked() {
-	present := resolver.NewEndpointMap[bool]()
+	b.gen++
 	for _, cs := range b.children {
-		present.Set(cs.Endpoint, true)
 		r, ok := b.records.Get(cs.Endpoint)
 		if !ok {
 			r = &record{}
 			b.records.Set(cs.Endpoint, r)
 		}
+		r.gen = b.gen
 		switch st := cs.State.ConnectivityState; st {
 		case connectivity.TransientFailure:
 			if r.state != st {
@@ -264,9 +278,9 @@ func (b *maglevBalancer) recordFailuresLocked() {
 		}
 		r.state = cs.State.ConnectivityState
 	}
-	for e := range b.records.All() {
-		if _, ok := present.Get(e); !ok {
-			b.records.Delete(e)
+	for e, r := range b.records.All() {
+		if r.gen != b.gen {
+			b.records.Delete(e) // deleting during the iteration is safe: All ranges over a Go map
 		}
 	}
 }
@@ -363,11 +377,14 @@ func endpointWeight(e resolver.Endpoint) uint32 {
 
 // checkEndpoints reports whether endpoints (after dropping exact duplicates,
 // as endpointsharding does) can name a table of size slots: each has an
-// address, and their names are non-empty, distinct, and no more than size.
-// It is O(n log n).
+// address, and maglev.NewWeighted accepts their names, so they are
+// non-empty, distinct, and no more than size. The names are checked by
+// NewWeighted itself, over every endpoint with weight 0: a table with every
+// backend drained is empty, so the check fills no slot. checkEndpoints is
+// O(n log n) and allocates O(n).
 func checkEndpoints(endpoints []resolver.Endpoint, size int) error {
 	seen := resolver.NewEndpointMap[bool]()
-	names := make([]string, 0, len(endpoints))
+	drained := make([]maglev.Backend, 0, len(endpoints))
 	for i, e := range endpoints {
 		if len(e.Addresses) == 0 {
 			return fmt.Errorf("endpoint %d: %w", i, errNoAddress)
@@ -376,19 +393,8 @@ func checkEndpoints(endpoints []resolver.Endpoint, size int) error {
 			continue
 		}
 		seen.Set(e, true)
-		names = append(names, endpointName(e))
+		drained = append(drained, maglev.Backend{Name: endpointName(e)})
 	}
-	if len(names) > size {
-		return fmt.Errorf("%w: %d endpoints, tableSize %d", maglev.ErrTooManyBackends, len(names), size)
-	}
-	slices.Sort(names)
-	for i, n := range names {
-		if n == "" {
-			return maglev.ErrEmptyName
-		}
-		if i > 0 && n == names[i-1] {
-			return fmt.Errorf("%w: %q", maglev.ErrDuplicateName, n)
-		}
-	}
-	return nil
+	_, err := maglev.NewWeighted(drained, size, nil)
+	return err
 }

@@ -152,15 +152,16 @@ func TestBoundedPickNotReady(t *testing.T) {
 	}
 }
 
-// TestBoundedRebuild: a table rebuild keeps the in-flight counts of the
-// endpoints that stay; RPCs picked before it release into them; a picker
-// older than the Bounded's table queues its picks; a changed factor makes
-// a new Bounded, and factor 0 none.
+// TestBoundedRebuild: each picker acquires on its own table, through
+// counts the channel keeps across rebuilds: the endpoints that stay keep
+// their in-flight counts; RPCs picked before a rebuild release into them;
+// a picker older than the rebuild still places RPCs on its own table, in
+// the same counts; a state change that keeps the table keeps the picker's
+// Bounded; a changed factor starts new counts, and factor 0 has none.
 func TestBoundedRebuild(t *testing.T) {
 	b, kids := testBalancer(t, 5, boundedConfig(1.25))
 	const key = "hot"
 	p0 := update(t, b, kids)
-	bd := p0.bounded
 	c := candidatesOf(t, p0.table, key)
 	e0, r0 := holdPick(t, p0, kids, key)
 	e1, r1 := holdPick(t, p0, kids, key)
@@ -171,32 +172,49 @@ func TestBoundedRebuild(t *testing.T) {
 	gone := c[len(c)-1]
 	kids[gone].state = connectivity.TransientFailure
 	p1 := update(t, b, kids)
-	if p1.bounded != bd || p1.table == p0.table || bd.Table() != p1.table {
-		t.Fatal("the rebuild did not give the new table to the same Bounded")
+	if p1.table == p0.table || p1.bounded.Table() != p1.table || p0.bounded.Table() != p0.table {
+		t.Fatal("after the rebuild, a picker's Bounded is not over its own table")
 	}
-	loads := map[string]int64{}
-	for _, l := range bd.Loads(nil) {
-		loads[l.Backend] = l.InFlight
+	loadsOf := func(bd *maglev.Bounded) map[string]int64 {
+		loads := map[string]int64{}
+		for _, l := range bd.Loads(nil) {
+			loads[l.Backend] = l.InFlight
+		}
+		return loads
 	}
-	if loads[addr(c[0])] != 1 || loads[addr(c[1])] != 1 || bd.Stats().InFlight != 2 {
-		t.Fatalf("after the rebuild: loads %v, %d in flight; want 1 at %s and %s", loads, bd.Stats().InFlight, addr(c[0]), addr(c[1]))
+	if loads := loadsOf(p1.bounded); loads[addr(c[0])] != 1 || loads[addr(c[1])] != 1 || p1.bounded.Stats().InFlight != 2 {
+		t.Fatalf("after the rebuild: loads %v, %d in flight; want 1 at %s and %s", loads, p1.bounded.Stats().InFlight, addr(c[0]), addr(c[1]))
 	}
-	// The old picker's table is not the Bounded's: its pick queues for
-	// the new picker and holds nothing.
-	if err := pickKey(p0, key); err != balancer.ErrNoSubConnAvailable || bd.Stats().InFlight != 2 {
-		t.Fatalf("pick through the old picker: err %v, %d in flight", err, bd.Stats().InFlight)
+	// The old picker still picks from its own table, and its RPC is
+	// counted with the others: L = 3 gives each of 5 candidates capacity
+	// 1, so the key's third candidate in p0's table takes it.
+	e2, r2 := holdPick(t, p0, kids, key)
+	if e2 != c[2] || p1.bounded.Stats().InFlight != 3 || loadsOf(p1.bounded)[addr(c[2])] != 1 {
+		t.Fatalf("pick through the old picker went to %d; want %d, counted in the channel's 3 in flight (%d, loads %v)", e2, c[2], p1.bounded.Stats().InFlight, loadsOf(p1.bounded))
 	}
-	r0.Done(balancer.DoneInfo{})
-	r1.Done(balancer.DoneInfo{})
-	for _, l := range bd.Loads(nil) {
+	for _, r := range []balancer.PickResult{r0, r1, r2} {
+		r.Done(balancer.DoneInfo{})
+	}
+	for _, l := range p1.bounded.Loads(nil) {
 		if l.InFlight != 0 {
-			t.Fatalf("after the old picks' Done: %+v", l)
+			t.Fatalf("after the picks' Done: %+v", l)
 		}
 	}
 
+	kids[c[0]].state = connectivity.Connecting
+	if p := update(t, b, kids); p.table != p1.table || p.bounded != p1.bounded {
+		t.Fatal("a state change that keeps the table made a new Bounded")
+	}
+	kids[c[0]].state = connectivity.Ready
+	_, r3 := holdPick(t, update(t, b, kids), kids, key)
 	b.cfg = boundedConfig(2)
-	if p2 := update(t, b, kids); p2.bounded == bd || p2.bounded.Factor() != 2 || p2.bounded.Table() != p2.table {
-		t.Fatal("a new factor did not make a new Bounded over the table")
+	p2 := update(t, b, kids)
+	if p2.bounded.Factor() != 2 || p2.bounded.Table() != p2.table || p2.bounded.Stats().InFlight != 0 {
+		t.Fatalf("a new factor: factor %v, %d in flight; want new counts at factor 2 over the table", p2.bounded.Factor(), p2.bounded.Stats().InFlight)
+	}
+	r3.Done(balancer.DoneInfo{}) // released into the old counts
+	if n := p2.bounded.Stats().InFlight; n != 0 {
+		t.Fatalf("an RPC picked before the new factor changed its counts: %d in flight", n)
 	}
 	b.cfg = boundedConfig(0)
 	if p3 := update(t, b, kids); p3.bounded != nil || pickKey(p3, key) != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/resolver/ringhash"
@@ -61,8 +62,8 @@ func TestParseConfigGood(t *testing.T) {
 }
 
 // TestParseConfigBad: every bad field is rejected with an error that starts
-// with "maglev: ", names the field, and wraps ErrInvalidConfig (and, for a
-// bad size, the maglev error).
+// with "grpcmaglev: invalid config: ", names the field, and wraps
+// ErrInvalidConfig (and, for a bad size or factor, the maglev error).
 func TestParseConfigBad(t *testing.T) {
 	p := parser(t)
 	for _, c := range []struct {
@@ -99,8 +100,20 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"balanceFactor": true}`, "balanceFactor", nil, "JSON number"},
 		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, "},
 		{`{"tablesize": 65537}`, "tablesize", nil, "unknown field"},
+		{`{"TableSize": 65537}`, "TableSize", nil, "unknown field"},
+		{`{"tablesize": "x"}`, "tablesize", nil, "unknown field"},
+		{`{"seed": 1, "x": "y"}`, "x", nil, "unknown field"},
+		{`{"tableSize": -99999999999999999999}`, "tableSize", maglev.ErrNotPrime, "-99999999999999999999"},
+		{`{"seed": -99999999999999999999}`, "seed", nil, "integer from 0"},
+		{`{"seed": {}}`, "seed", nil, "JSON number, got a JSON object"},
+		{`{"tableSize": [65537]}`, "tableSize", nil, "JSON number, got a JSON array"},
+		{`{"requestHashHeader": ["x-user"]}`, "requestHashHeader", nil, "JSON string, got a JSON array"},
 		{`[]`, "", nil, "not a JSON object"},
 		{`"x"`, "", nil, "not a JSON object"},
+		{`42`, "", nil, "not a JSON object"},
+		{`{"seed": 1} {}`, "", nil, "after top-level value"},
+		{`{"seed": 1,}`, "", nil, "not a JSON object"},
+		{``, "", nil, "not a JSON object"},
 	} {
 		_, err := p.ParseConfig([]byte(c.js))
 		if err == nil {
@@ -116,8 +129,8 @@ func TestParseConfigBad(t *testing.T) {
 			t.Errorf("ParseConfig(%s) = %v: does not wrap %v", c.js, err, c.is)
 		case !errors.As(err, &ce) || ce.Field != c.field:
 			t.Errorf("ParseConfig(%s) = %v: want a ConfigError for field %q", c.js, err, c.field)
-		case !strings.HasPrefix(msg, "maglev: invalid config: "+c.field):
-			t.Errorf("ParseConfig(%s) = %q: want it to start with \"maglev: invalid config: %s\"", c.js, msg, c.field)
+		case !strings.HasPrefix(msg, "grpcmaglev: invalid config: "+c.field):
+			t.Errorf("ParseConfig(%s) = %q: want it to start with \"grpcmaglev: invalid config: %s\"", c.js, msg, c.field)
 		case !strings.Contains(msg, c.text):
 			t.Errorf("ParseConfig(%s) = %q: want it to say %q", c.js, msg, c.text)
 		}
@@ -141,10 +154,47 @@ func TestNewClientBadConfig(t *testing.T) {
 			t.Errorf("grpc.NewClient with config {%s} succeeded", c.fields)
 			continue
 		}
-		if msg := err.Error(); !strings.Contains(msg, "maglev: invalid config: "+c.field) {
+		if msg := err.Error(); !strings.Contains(msg, "grpcmaglev: invalid config: "+c.field) {
 			t.Errorf("grpc.NewClient with config {%s}: %q does not name the field", c.fields, msg)
 		}
 	}
+}
+
+// TestResolverServiceConfig: a service config from the resolver whose
+// policy config is bad fails RPCs with Unavailable and the field's error
+// while the channel has no good service config, and is ignored once it has
+// one: the channel keeps routing by the good one.
+func TestResolverServiceConfig(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	r := manual.NewBuilderWithScheme("maglevtest")
+	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
+		grpc.WithResolvers(r),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		testBackoff,
+	)
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() { closeConn(t, cc) })
+	cc.Connect()
+	c := &client{cc: cc, tc: testgrpc.NewTestServiceClient(cc), res: r}
+	state := func(sc string) resolver.State {
+		return resolver.State{Endpoints: endpoints(ss), ServiceConfig: r.CC().ParseServiceConfig(sc)}
+	}
+	bad := serviceConfig(`"requestHashHeader": "x-user", "tableSize": 65536`, false)
+
+	r.UpdateState(state(bad))
+	_, err = c.call(context.Background(), "k", viaWithKey)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "grpcmaglev: invalid config: tableSize") {
+		t.Fatalf("RPC with only a bad service config: got %v", err)
+	}
+
+	r.UpdateState(state(serviceConfig(`"requestHashHeader": "x-user"`, false)))
+	tb := tableOf(t, ss)
+	ks := keys(100)
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
+	r.UpdateState(state(bad))
+	checkRouting(t, c, tb, ks, 1, viaWithKey, nil)
 }
 
 // TestBadResolverUpdate: endpoints that cannot name a table (two with one
@@ -182,5 +232,22 @@ func TestResolverErrorFirst(t *testing.T) {
 	_, err := c.call(context.Background(), "k", viaWithKey)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no such host") {
 		t.Fatalf("RPC after a resolver error: got %v", err)
+	}
+}
+
+// TestErrorPrefix: every error of the package starts with "grpcmaglev: ",
+// a ConfigError's too.
+func TestErrorPrefix(t *testing.T) {
+	_, cfgErr := parser(t).ParseConfig([]byte(`{"tableSize": 100}`))
+	for _, err := range []error{
+		grpcmaglev.ErrInvalidConfig,
+		grpcmaglev.ErrBadResolverUpdate,
+		grpcmaglev.ErrNoUsableEndpoint,
+		cfgErr,
+		&grpcmaglev.ConfigError{Err: errors.New("x")},
+	} {
+		if msg := err.Error(); !strings.HasPrefix(msg, "grpcmaglev: ") {
+			t.Errorf("error %q does not start with \"grpcmaglev: \"", msg)
+		}
 	}
 }

@@ -31,9 +31,12 @@
 //   - balanceFactor: bounded loads (see below), a JSON number that is 0
 //     (off) or finite and at least 1; Envoy's users set 1.25. Default 0.
 //
-// A bad field makes the whole service config invalid, with an error that
-// names it and wraps [ErrInvalidConfig]; grpc.NewClient with such a config
-// as its default service config fails.
+// Field names are matched exactly, case included. grpc parses the config
+// with the service config that holds it: a bad field makes the whole
+// service config invalid, with an error that names it (see
+// [ErrInvalidConfig]); grpc.NewClient with such a config as its default
+// service config fails with that error, and one from the resolver is
+// ignored while the channel has a good one.
 //
 // # The table
 //
@@ -58,8 +61,9 @@
 // With a balanceFactor F, a keyed RPC goes to the first of its key's
 // candidates (maglev.Table.Candidates order) whose in-flight count is below
 // its capacity ceil(F × L × w_i/Σw), with L the keyed RPCs in flight on the
-// channel, this one included: maglev.Bounded, one per channel, given every
-// rebuilt table so that endpoints that stay keep their counts. An RPC holds
+// channel, this one included: maglev.Bounded, one set of counts per
+// channel, which each picker binds to its own table with Bounded.With, so
+// that endpoints that stay across a rebuild keep their counts. An RPC holds
 // its place from the pick until gRPC calls the pick's Done. A chosen
 // candidate that is connecting or idle makes the pick queue, as the key's
 // owner does without the factor, and holds nothing while it waits. RPCs
@@ -98,6 +102,8 @@
 // (BenchmarkRebuild).
 //
 // grpc marks endpointsharding, pick_first's health listener and the weight
-// and hash-key attributes experimental; this module pins the grpc version
-// it is tested with (see its go.mod).
+// and hash-key attributes experimental. This module's go.mod requires the
+// grpc version it is tested with, v1.85.0; a require is a minimum, so a
+// build in which another module requires a later grpc uses that one, which
+// the policy's tests have not run against.
 package grpcmaglev

@@ -65,8 +65,10 @@ func (c *child) connect() {
 //
 // A pick is three steps: the key (rpcKey), the owner's table index
 // (ownerOf), and the owner's pick (child.pick). With a balanceFactor, the
-// index comes from the channel's maglev.Bounded instead (pickBounded), whose
-// lease the PickResult's Done releases.
+// index comes from the picker's maglev.Bounded instead (pickBounded): the
+// channel's counts bound to the picker's own table with Bounded.With, so
+// that a lease's index is always one of the picker's owners. The
+// PickResult's Done releases the lease.
 //
 // A picker is safe for concurrent use by multiple goroutines.
 type picker struct {
@@ -76,7 +78,7 @@ type picker struct {
 	idle    []*child        // IDLE children, asked to connect by keyless picks that find none ready
 	waiting bool            // some child is IDLE or CONNECTING
 	header  string          // the config's requestHashHeader
-	bounded *maglev.Bounded // the channel's, over table; nil when balanceFactor is 0
+	bounded *maglev.Bounded // the channel's counts over table; nil when balanceFactor is 0
 	failed  *child          // the child that last entered TRANSIENT_FAILURE, or nil
 	err     error           // the error when failed is nil and nothing is usable
 }
@@ -127,18 +129,15 @@ func (p *picker) ownerOf(key string) int { return p.table.LookupIndex(key) }
 // connection's passing state, and the queued pick is made again, with the
 // counts of that moment, when the next picker is published.
 //
-// A lease from a table newer than p's, published by a rebuild whose picker
-// is on its way, is released and the pick queues for that picker.
-// pickBounded is O(k) for the k candidates it looks at, takes no lock, and
-// allocates only the Done callback of a pick that succeeds.
+// p.bounded picks from p.table, even after a rebuild has bound the counts
+// to a newer table whose picker is on its way, so the lease's index is
+// always one of p's owners. pickBounded is O(k) for the k candidates it
+// looks at, takes no lock, and allocates only the Done callback of a pick
+// that succeeds.
 func (p *picker) pickBounded(info balancer.PickInfo, key string) (balancer.PickResult, error) {
 	lease := p.bounded.Acquire(key)
-	switch {
-	case lease.Index < 0: // no usable child; the lease holds nothing
+	if lease.Index < 0 { // no usable child; the lease holds nothing
 		return p.none(info)
-	case lease.Table != p.table:
-		lease.Release()
-		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	res, err := p.owners[lease.Index].pick(info)
 	if err != nil {

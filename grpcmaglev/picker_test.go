@@ -58,6 +58,13 @@ func testBalancer(t testing.TB, n int, cfg *lbConfig) (*maglevBalancer, []*fakeC
 // builds.
 func update(t testing.TB, b *maglevBalancer, kids []*fakeChild) *picker {
 	t.Helper()
+	setChildren(b, kids)
+	return publish(t, b)
+}
+
+// setChildren sets b.children to the children's current states, as
+// endpointsharding reports them.
+func setChildren(b *maglevBalancer, kids []*fakeChild) {
 	b.children = b.children[:0]
 	for i, k := range kids {
 		e := resolver.Endpoint{Addresses: []resolver.Address{{Addr: addr(i)}}}
@@ -70,6 +77,12 @@ func update(t testing.TB, b *maglevBalancer, kids []*fakeChild) *picker {
 			ExitIdle: func() { k.exitIdle.Add(1) },
 		})
 	}
+}
+
+// publish does what publishLocked does with b.children, and returns the
+// picker.
+func publish(t testing.TB, b *maglevBalancer) *picker {
+	t.Helper()
 	b.recordFailuresLocked()
 	if err := b.rebuildLocked(); err != nil {
 		t.Fatal(err)
@@ -337,6 +350,30 @@ func BenchmarkRebuild(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
 				kids[0].state = []connectivity.State{connectivity.TransientFailure, connectivity.Ready}[i%2]
 				p = update(b, bal, kids)
+			}
+			sinkPicker = p
+		})
+	}
+}
+
+// BenchmarkStateUpdate measures what a state change that keeps the table
+// costs the balancer: one endpoint going between READY and CONNECTING, as
+// on a reconnection, takes the records' update, the check that the usable
+// set is unchanged, and a new picker, with no rebuild. The children's
+// states are built once, so that only the balancer's work is measured.
+func BenchmarkStateUpdate(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			bal, kids := testBalancer(b, n, defaultConfig())
+			t0 := update(b, bal, kids).table
+			b.ReportAllocs()
+			var p *picker
+			for i := 0; b.Loop(); i++ {
+				bal.children[0].State.ConnectivityState = []connectivity.State{connectivity.Connecting, connectivity.Ready}[i%2]
+				p = publish(b, bal)
+			}
+			if p.table != t0 {
+				b.Fatal("a state change rebuilt the table")
 			}
 			sinkPicker = p
 		})
