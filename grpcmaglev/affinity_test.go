@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/envoymaglev"
 	"github.com/maglevlb/maglev/grpcmaglev"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/metadata"
@@ -116,6 +117,49 @@ func TestAffinityWeighted(t *testing.T) {
 	counts := tb.Counts()
 	if heavy, light := counts[tb.Index(ss[4].addr)], counts[tb.Index("alpha")]; heavy < 4*light {
 		t.Fatalf("weight 5 owns %d slots, weight 1 owns %d", heavy, light)
+	}
+}
+
+// TestAffinityEnvoy: with envoyCompatible, every key reaches the host of
+// Envoy's table for the same hosts, weights and table size
+// (envoymaglev.New), hashed with XXH64 as Envoy hashes a header's value;
+// weight 0 counts as 1, as everywhere in the policy.
+func TestAffinityEnvoy(t *testing.T) {
+	ss := startServers(t, 5, 0)
+	weights := []uint32{1, 2, 3, 0, 5}
+	es := endpoints(ss)
+	hosts := make([]envoymaglev.Host, len(es))
+	for i := range es {
+		es[i] = weight.Set(es[i], weight.EndpointInfo{Weight: weights[i]})
+		hosts[i] = envoymaglev.Host{Key: ss[i].addr, Weight: max(weights[i], 1)}
+	}
+	const size = 1009
+	tb, err := envoymaglev.New(hosts, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, es, serviceConfig(`"requestHashHeader": "x-user", "envoyCompatible": true, "tableSize": 1009`, false))
+	ks := keys(300)
+	checkRouting(t, c, tb, ks, 2, viaHeader, nil)
+	checkRouting(t, c, tb, ks, 2, viaWithKey, nil)
+	// The Envoy table differs from the policy's own: some keys route
+	// differently, so the test above could tell them apart.
+	ws := make([]maglev.Backend, len(hosts))
+	for i, h := range hosts {
+		ws[i] = maglev.Backend{Name: h.Key, Weight: h.Weight}
+	}
+	own, err := maglev.NewWeighted(ws, size, maglev.XXH3Seed(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	differ := 0
+	for _, k := range ks {
+		if own.Lookup(k) != tb.Lookup(k) {
+			differ++
+		}
+	}
+	if differ < len(ks)/2 {
+		t.Fatalf("only %d of %d keys route differently under Envoy's table and hash", differ, len(ks))
 	}
 }
 

@@ -237,7 +237,7 @@ func (b *maglevBalancer) rebuildTableLocked() error {
 	if b.table != nil && b.tableCfg.sameTable(b.cfg) && slices.Equal(usable, b.usable) {
 		return nil
 	}
-	t, err := maglev.NewWeighted(usable, b.cfg.size, b.cfg.hasher())
+	t, err := b.cfg.newTable(usable)
 	if err != nil {
 		return fmt.Errorf("grpcmaglev: building the table: %w", err)
 	}

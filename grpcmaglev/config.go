@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/envoymaglev"
 	"google.golang.org/grpc/serviceconfig"
 )
 
@@ -59,14 +60,30 @@ type lbConfig struct {
 	size   int     // table size: a prime ≤ maglev.MaxSize
 	seed   uint64  // XXH3 seed; 0 is the library's default hasher
 	factor float64 // balanceFactor: 0 (bounded loads off), or finite and ≥ 1
+	envoy  bool    // envoyCompatible: Envoy's table and request hash (envoymaglev)
 }
 
-// hasher returns the table hasher the config names.
-func (c *lbConfig) hasher() maglev.Hasher { return maglev.XXH3Seed(c.seed) }
+// newTable builds the table the config names over the usable endpoints:
+// maglev.NewWeighted with XXH3 and the config's seed, or, with
+// envoyCompatible, envoymaglev.New, whose table hashes keys with XXH64 as
+// Envoy's header hash policy does. Every weight is at least 1
+// (endpointWeight), as Envoy requires.
+func (c *lbConfig) newTable(usable []maglev.Backend) (*maglev.Table, error) {
+	if !c.envoy {
+		return maglev.NewWeighted(usable, c.size, maglev.XXH3Seed(c.seed))
+	}
+	hosts := make([]envoymaglev.Host, len(usable))
+	for i, b := range usable {
+		hosts[i] = envoymaglev.Host{Key: b.Name, Weight: b.Weight}
+	}
+	return envoymaglev.New(hosts, c.size)
+}
 
 // sameTable reports whether c and o build the same table from the same
 // endpoints.
-func (c *lbConfig) sameTable(o *lbConfig) bool { return c.size == o.size && c.seed == o.seed }
+func (c *lbConfig) sameTable(o *lbConfig) bool {
+	return c.size == o.size && c.seed == o.seed && c.envoy == o.envoy
+}
 
 // jsonConfig is the policy's JSON config as encoding/json decodes it. The
 // numbers are kept as their literals, so that parseConfig reads integers
@@ -76,6 +93,7 @@ type jsonConfig struct {
 	TableSize         number `json:"tableSize"`
 	Seed              number `json:"seed"`
 	BalanceFactor     number `json:"balanceFactor"`
+	EnvoyCompatible   *bool  `json:"envoyCompatible"`
 }
 
 // The config's fields, as spelled in the JSON and listed in the error
@@ -85,10 +103,15 @@ const (
 	fieldSize   = "tableSize"
 	fieldSeed   = "seed"
 	fieldFactor = "balanceFactor"
+	fieldEnvoy  = "envoyCompatible"
 )
 
 // errUnknownField is the reason given for a field the config does not have.
-var errUnknownField = fmt.Errorf("unknown field (known: %s, %s, %s, %s)", fieldFactor, fieldHeader, fieldSeed, fieldSize)
+var errUnknownField = fmt.Errorf("unknown field (known: %s, %s, %s, %s, %s)", fieldFactor, fieldEnvoy, fieldHeader, fieldSeed, fieldSize)
+
+// errEnvoySeed is the reason given for a seed with envoyCompatible: Envoy
+// hashes with XXH64 and no seed of ours.
+var errEnvoySeed = errors.New("must be 0 or absent with envoyCompatible, whose hash is Envoy's XXH64")
 
 // A number is a JSON number's literal, like json.Number, but decoding
 // anything else into it, a string among them, is an *json.UnmarshalTypeError
@@ -151,7 +174,7 @@ func parseConfig(js json.RawMessage) (*lbConfig, error) {
 		return nil, decodeError(err)
 	}
 	for _, k := range slices.Sorted(maps.Keys(fields)) { // the same first bad field on every run
-		if k != fieldHeader && k != fieldSize && k != fieldSeed && k != fieldFactor {
+		if k != fieldHeader && k != fieldSize && k != fieldSeed && k != fieldFactor && k != fieldEnvoy {
 			return nil, &ConfigError{Field: k, Err: errUnknownField}
 		}
 	}
@@ -180,6 +203,12 @@ func parseConfig(js json.RawMessage) (*lbConfig, error) {
 			return nil, &ConfigError{Field: fieldFactor, Err: err}
 		}
 	}
+	if jc.EnvoyCompatible != nil {
+		cfg.envoy = *jc.EnvoyCompatible
+	}
+	if cfg.envoy && cfg.seed != 0 {
+		return nil, &ConfigError{Field: fieldSeed, Err: errEnvoySeed}
+	}
 	return cfg, nil
 }
 
@@ -196,8 +225,11 @@ func decodeError(err error) *ConfigError {
 		return &ConfigError{Err: fmt.Errorf("not a JSON object: got a JSON %s", te.Value)}
 	}
 	want := "number"
-	if te.Type == reflect.TypeFor[string]() {
+	switch te.Type {
+	case reflect.TypeFor[string]():
 		want = "string"
+	case reflect.TypeFor[bool]():
+		want = "bool"
 	}
 	return &ConfigError{Field: te.Field, Err: fmt.Errorf("must be a JSON %s, got a JSON %s", want, te.Value)}
 }

@@ -17,6 +17,10 @@ func TestParseConfigValues(t *testing.T) {
 			lbConfig{header: "x-user", size: 101, seed: 1<<53 + 1, factor: 1.25}},
 		{`{"seed": 18446744073709551615, "tableSize": 16777259}`, lbConfig{size: 16777259, seed: 1<<64 - 1}},
 		{` {"seed": 7} `, lbConfig{size: 65537, seed: 7}},
+		{`{"envoyCompatible": true, "tableSize": 7}`, lbConfig{size: 7, envoy: true}},
+		{`{"envoyCompatible": false, "seed": 3}`, lbConfig{size: 65537, seed: 3}},
+		{`{"envoyCompatible": true, "seed": 0}`, lbConfig{size: 65537, envoy: true}},
+		{`{"envoyCompatible": null}`, lbConfig{size: 65537}},
 	} {
 		cfg, err := parseConfig([]byte(c.js))
 		if err != nil {

@@ -53,6 +53,7 @@ func TestParseConfigGood(t *testing.T) {
 		`{"balanceFactor": 1}`,
 		`{"balanceFactor": 1.25}`,
 		`{"balanceFactor": 2e3}`,
+		`{"envoyCompatible": true, "balanceFactor": 1.25, "tableSize": 17}`,
 		`null`, // like {}
 	} {
 		if _, err := p.ParseConfig([]byte(js)); err != nil {
@@ -98,7 +99,10 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"balanceFactor": 1e400}`, "balanceFactor", maglev.ErrBalanceFactor, "1e400"},
 		{`{"balanceFactor": "1.25"}`, "balanceFactor", nil, "JSON number"},
 		{`{"balanceFactor": true}`, "balanceFactor", nil, "JSON number"},
-		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, "},
+		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, envoyCompatible, "},
+		{`{"envoyCompatible": "true"}`, "envoyCompatible", nil, "JSON bool, got a JSON string"},
+		{`{"envoyCompatible": 1}`, "envoyCompatible", nil, "JSON bool, got a JSON number"},
+		{`{"envoyCompatible": true, "seed": 5}`, "seed", nil, "with envoyCompatible"},
 		{`{"tablesize": 65537}`, "tablesize", nil, "unknown field"},
 		{`{"TableSize": 65537}`, "TableSize", nil, "unknown field"},
 		{`{"tablesize": "x"}`, "tablesize", nil, "unknown field"},

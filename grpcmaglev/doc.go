@@ -30,6 +30,12 @@
 //     Default 0, the library's default hasher.
 //   - balanceFactor: bounded loads (see below), a JSON number that is 0
 //     (off) or finite and at least 1; Envoy's users set 1.25. Default 0.
+//   - envoyCompatible: a JSON bool. When true, the table is Envoy's Maglev
+//     table for the same endpoints, weights and tableSize
+//     (envoymaglev.New), and keys are hashed with XXH64 as Envoy hashes a
+//     header's value, so that this client and an Envoy with a header hash
+//     policy on the same header pick the same server for every key. seed
+//     must then be 0 or absent. Default false.
 //
 // Field names are matched exactly, case included. grpc parses the config
 // with the service config that holds it: a bad field makes the whole

@@ -4,10 +4,12 @@ go 1.26.0
 
 require (
 	github.com/maglevlb/maglev v0.1.0
+	github.com/maglevlb/maglev/envoymaglev v0.1.0
 	google.golang.org/grpc v1.85.0
 )
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
@@ -19,3 +21,5 @@ require (
 )
 
 replace github.com/maglevlb/maglev => ../
+
+replace github.com/maglevlb/maglev/envoymaglev => ../envoymaglev
