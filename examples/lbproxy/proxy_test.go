@@ -10,10 +10,11 @@ import (
 	"time"
 )
 
-// With a single backend, which is dead, there is nowhere to retry: 502.
+// With a single backend, which dies after the first health check, there
+// is nowhere to retry: 502.
 func TestOnlyBackendDead(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	dead.Close()
+	dead := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer dead.Close()
 	p, err := newProxy(config{
 		Backends:       []string{dead.URL},
 		Key:            "ip",
@@ -29,6 +30,7 @@ func TestOnlyBackendDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.close()
+	dead.Close()
 	w := httptest.NewRecorder()
 	p.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
 	if want := "bad gateway: backend " + dead.URL + " failed\n"; w.Code != http.StatusBadGateway || w.Body.String() != want {
