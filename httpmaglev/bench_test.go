@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/maglevlb/maglev/httpmaglev"
@@ -15,27 +16,41 @@ import (
 // BenchmarkProxy measures a GET through httputil.ReverseProxy on loopback,
 // client to proxy to backend and back, one at a time, with the proxy's
 // Transport being transport=maglev (an httpmaglev.Transport over 3
-// backends, keyed by a header) or transport=plain (a clone of
-// http.DefaultTransport to one backend). Each op is one request's latency;
-// docs/http.md compares the two medians over interleaved runs.
+// backends, keyed by a header), transport=maglev1 (the same over one
+// backend, to separate the Transport's cost from the backends'),
+// transport=plain (a clone of http.DefaultTransport to one backend) or
+// transport=plain3 (the same, the proxy taking the 3 backends in turn). Each
+// op is one request's latency; docs/http.md compares the medians over
+// interleaved runs.
 func BenchmarkProxy(b *testing.B) {
 	servers := startServers(b, 3)
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%d", i)
 	}
-	for _, name := range []string{"maglev", "plain"} {
+	for _, name := range []string{"maglev", "maglev1", "plain", "plain3"} {
 		b.Run("transport="+name, func(b *testing.B) {
 			var rt http.RoundTripper
 			target := servers[0].url
-			if name == "maglev" {
+			switch name {
+			case "maglev":
 				rt = newTransport(b, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader)}, servers)
 				target = &url.URL{Scheme: "http", Host: "backends"}
-			} else {
+			case "maglev1":
+				rt = newTransport(b, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader)}, servers[:1])
+				target = &url.URL{Scheme: "http", Host: "backends"}
+			default:
 				rt = http.DefaultTransport.(*http.Transport).Clone()
 			}
+			var turn atomic.Int64
 			proxy := httptest.NewServer(&httputil.ReverseProxy{
-				Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					if name == "plain3" {
+						pr.SetURL(servers[turn.Add(1)%3].url)
+						return
+					}
+					pr.SetURL(target)
+				},
 				Transport: rt,
 			})
 			defer proxy.Close()
@@ -101,6 +116,56 @@ func BenchmarkSetBackends(b *testing.B) {
 				if err := tr.SetBackends(list); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// stubTransport answers every request at once with an empty 200, without
+// a network: what is left of a RoundTrip is the caller's own cost.
+type stubTransport struct{}
+
+func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody, Request: req}, nil
+}
+
+// BenchmarkRoundTrip measures what the Transport adds to a request, with
+// no network: transport=stub is the stub alone, transport=maglev the
+// Transport over 3 backends sending through the stub, and
+// transport=bounded the same with BalanceFactor 1.25 (a lease, and a body
+// wrapper released by Close).
+func BenchmarkRoundTrip(b *testing.B) {
+	var backends []httpmaglev.Backend
+	for i := range 3 {
+		backends = append(backends, httpmaglev.Backend{URL: &url.URL{Scheme: "http", Host: fmt.Sprintf("10.0.0.%d:80", i+1)}})
+	}
+	for _, name := range []string{"stub", "maglev", "bounded"} {
+		b.Run("transport="+name, func(b *testing.B) {
+			var rt http.RoundTripper = stubTransport{}
+			if name != "stub" {
+				cfg := httpmaglev.Config{Backends: backends, Key: httpmaglev.HeaderKey(keyHeader), Transport: stubTransport{}}
+				if name == "bounded" {
+					cfg.BalanceFactor = 1.25
+				}
+				tr, err := httpmaglev.NewTransport(cfg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer func() { _ = tr.Close() }()
+				rt = tr
+			}
+			req, err := http.NewRequest(http.MethodGet, "http://backends/item", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			req.Header.Set(keyHeader, "user-12345")
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := rt.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = resp.Body.Close()
 			}
 		})
 	}

@@ -421,8 +421,10 @@ func (r *releaser) closed() {
 
 // holdLease makes resp hold lease until its body is closed or ctx ends.
 func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
-	r := &releaser{lease: lease}
-	r.stop = context.AfterFunc(ctx, r.release)
+	r := &releaser{lease: lease, stop: neverStarted}
+	if ctx.Done() != nil { // a context that can end: release then too
+		r.stop = context.AfterFunc(ctx, r.release)
+	}
 	if resp.Body == nil {
 		r.closed()
 		return
@@ -434,6 +436,9 @@ func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
 	}
 	resp.Body = &leaseBody{resp.Body, r}
 }
+
+// neverStarted is the stop function of a context that never ends.
+func neverStarted() bool { return false }
 
 type leaseBody struct {
 	io.ReadCloser
