@@ -1,9 +1,8 @@
 // Lbproxy is an HTTP load balancer built on Maglev consistent hashing: an
 // httputil.ReverseProxy over an httpmaglev.Transport, which sends each
 // request to the backend owning its key in a Maglev table of the healthy
-// backends, so that the same client (or
-// session, or tenant) keeps reaching the same backend, and a membership
-// change moves only the keys it must.
+// backends, so that the same client (or session, or tenant) keeps reaching
+// the same backend, and a membership change moves only the keys it must.
 //
 // Usage:
 //
