@@ -1,0 +1,307 @@
+package httpmaglev
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/maglevlb/maglev"
+)
+
+// The errors NewTransport, SetBackends and RoundTrip return wrap one of
+// these, so that callers can match them with errors.Is.
+var (
+	// ErrInvalidConfig is wrapped by every error NewTransport returns for a
+	// bad Config field; the message names the field. An error about a bad
+	// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one
+	// about a bad BalanceFactor maglev.ErrBalanceFactor.
+	ErrInvalidConfig = errors.New("httpmaglev: invalid config")
+
+	// ErrInvalidBackends is wrapped by every error SetBackends (and
+	// NewTransport, for Config.Backends) returns for a bad backend list,
+	// together with the reason: ErrEmptyName, ErrDuplicateName, ErrBadURL,
+	// ErrBadWeights or ErrTable.
+	ErrInvalidBackends = errors.New("httpmaglev: invalid backends")
+
+	// ErrEmptyName means a backend has neither a Name nor a URL host.
+	ErrEmptyName = errors.New("httpmaglev: empty backend name")
+
+	// ErrDuplicateName means two backends have the same name.
+	ErrDuplicateName = errors.New("httpmaglev: duplicate backend name")
+
+	// ErrBadURL means a backend's URL is nil, or is not a base URL
+	// http://HOST[:PORT] or https://HOST[:PORT] without user, path,
+	// query or fragment.
+	ErrBadURL = errors.New("httpmaglev: backend URL must be http(s)://HOST[:PORT]")
+
+	// ErrBadWeights means some backends have weight 0 and others not.
+	// Weights are all 0 (equal weights) or all positive; to drain a
+	// backend, leave it out of the list.
+	ErrBadWeights = errors.New("httpmaglev: weights must be all 0 (equal) or all positive")
+
+	// ErrTable means the table builder (maglev.NewWeighted, or
+	// Config.NewTable) failed, or returned a table whose backends are not
+	// the ones it was given.
+	ErrTable = errors.New("httpmaglev: table build failed")
+
+	// ErrNoHealthyBackend is what RoundTrip returns when no backend is
+	// healthy (or none is configured). ErrorHandler answers it with 503.
+	ErrNoHealthyBackend = errors.New("httpmaglev: no healthy backend")
+)
+
+// A BackendError is the error RoundTrip returns when the request's backend
+// (or, for a retried request, the retry's) failed before answering. It
+// names the backend that failed last and wraps the transport's error.
+type BackendError struct {
+	Backend string // the backend's name
+	Err     error  // the transport's error
+}
+
+// Error returns "httpmaglev: backend NAME: ERR".
+func (e *BackendError) Error() string {
+	return "httpmaglev: backend " + e.Backend + ": " + e.Err.Error()
+}
+
+// Unwrap returns the transport's error.
+func (e *BackendError) Unwrap() error { return e.Err }
+
+// A Backend is one server requests may go to.
+type Backend struct {
+	// Name is the backend's name in the Maglev table, which hashes names:
+	// a backend that keeps its name keeps its keys when its address
+	// changes. Empty means URL.Host.
+	Name string
+
+	// URL is the backend's base URL, http://HOST[:PORT] or
+	// https://HOST[:PORT] (a trailing "/" is allowed): a request's scheme
+	// and host are replaced by these.
+	URL *url.URL
+
+	// Weight is the backend's share of the keys, relative to the others'.
+	// Weights are all 0, meaning equal (the table is maglev.New's), or all
+	// positive (maglev.NewWeighted's).
+	Weight uint32
+}
+
+// Config configures a Transport. The zero value of every field but
+// Backends is a usable default; a Transport with no backends answers
+// every request with ErrNoHealthyBackend until SetBackends gives it some.
+type Config struct {
+	// Backends is the initial membership, as for SetBackends.
+	Backends []Backend
+
+	// Key returns the key a request is routed by: requests with the same
+	// key go to the same backend while membership and health are stable.
+	// An empty key, and a nil Key, mean the client IP (see ClientIP and
+	// TrustForwardedFor): a request without its key is routed, never
+	// rejected. HeaderKey, CookieKey and QueryKey make common Keys. Key
+	// is called once per RoundTrip, from many goroutines at once.
+	Key func(*http.Request) string
+
+	// TrustForwardedFor makes the client IP the first address of the
+	// request's X-Forwarded-For header, when it has one (see
+	// ForwardedClientIP). Only set it behind a proxy that sets the header:
+	// a client can write any X-Forwarded-For it likes.
+	TrustForwardedFor bool
+
+	// TableSize is the table's size M, a prime no larger than
+	// maglev.MaxSize; 0 means maglev.DefaultSize (65,537).
+	TableSize int
+
+	// Hasher hashes backend names and keys; nil means maglev.XXH3().
+	Hasher maglev.Hasher
+
+	// NewTable, if set, builds the table instead of maglev.NewWeighted
+	// (maglev.New for equal weights) with Hasher: a hook for a builder that
+	// follows other rules, such as an Envoy-compatible one in another
+	// module. It is given the healthy backends, sorted by name, with their
+	// weights (all 1 for equal weights), and TableSize; Hasher is not
+	// passed, since the table carries its own, and keys are hashed with
+	// the table's Hasher(). It must return a table over exactly those
+	// names, or an error. It runs off the request path, for every rebuild,
+	// once for the table and once per backend for the retry targets (see
+	// RoundTrip), and must be safe to call from several goroutines.
+	NewTable func(backends []maglev.Backend, size int) (*maglev.Table, error)
+
+	// BalanceFactor turns on bounded loads: 0 is off, otherwise it must be
+	// finite and at least 1 (Envoy's users set 1.25); see maglev.NewBounded.
+	BalanceFactor float64
+
+	// Transport sends the requests to the backends; nil means a clone of
+	// http.DefaultTransport (made at NewTransport). Health checks use it
+	// too.
+	Transport http.RoundTripper
+
+	// HealthPath is the path the active health check GETs on each backend,
+	// such as "/healthz"; a 2xx answer passes. "" turns active checks off:
+	// then only passive ejection takes backends out.
+	HealthPath string
+
+	// HealthInterval is the time between health rounds, which probe every
+	// backend at once; 0 means 1s.
+	HealthInterval time.Duration
+
+	// HealthTimeout bounds one probe; 0 means half the interval. It must
+	// not exceed HealthInterval.
+	HealthTimeout time.Duration
+
+	// Fall consecutive failed probes take a healthy backend out of the
+	// table; Rise consecutive passed probes put it (or a passively ejected
+	// one) back. 0 means 2 for each.
+	Fall, Rise int
+
+	// EjectAfter consecutive failed requests to a backend (no response:
+	// refused, reset, timed out) eject it from the table until Rise probes
+	// pass, or, with active checks off, for EjectionTime. 0 means 3; -1
+	// turns passive ejection off.
+	EjectAfter int
+
+	// EjectionTime is how long a passively ejected backend stays out when
+	// active checks are off; 0 means 10s.
+	EjectionTime time.Duration
+
+	// MaxRetryBody is the largest request body RoundTrip buffers so that
+	// an idempotent request can be sent again; 0 means 1 MiB, -1 buffers
+	// nothing (only requests without a body, or with GetBody, are then
+	// retried).
+	MaxRetryBody int64
+
+	// DisableRetries turns retries off: every request is sent once.
+	DisableRetries bool
+
+	// Logger receives rebuilds (at Info), ejections, health changes and
+	// retries (at Warn); nil means no logging.
+	Logger *slog.Logger
+}
+
+// Defaults of the Config fields whose zero value means a default.
+const (
+	defaultInterval     = time.Second
+	defaultFallRise     = 2
+	defaultEjectAfter   = 3
+	defaultEjectionTime = 10 * time.Second
+	defaultMaxRetryBody = 1 << 20
+)
+
+// normalize checks c and fills in its defaults. It does not look at
+// c.Backends. It is O(√TableSize), for the prime check.
+func (c Config) normalize() (Config, error) {
+	bad := func(field string, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	if c.TableSize == 0 {
+		c.TableSize = maglev.DefaultSize
+	}
+	if err := maglev.CheckSize(c.TableSize); err != nil {
+		return c, fmt.Errorf("%w: TableSize: %w", ErrInvalidConfig, err)
+	}
+	if c.Hasher == nil {
+		c.Hasher = maglev.XXH3()
+	}
+	if _, err := maglev.NewBounded(nil, c.BalanceFactor); err != nil {
+		return c, fmt.Errorf("%w: BalanceFactor: %w", ErrInvalidConfig, err)
+	}
+	if c.Transport == nil {
+		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	if c.HealthPath != "" && (!strings.HasPrefix(c.HealthPath, "/") || strings.ContainsAny(c.HealthPath, " \t\r\n")) {
+		return c, bad("HealthPath", "%q is not an absolute path", c.HealthPath)
+	}
+	switch {
+	case c.HealthInterval < 0:
+		return c, bad("HealthInterval", "negative: %v", c.HealthInterval)
+	case c.HealthInterval == 0:
+		c.HealthInterval = defaultInterval
+	}
+	switch {
+	case c.HealthTimeout < 0 || c.HealthTimeout > c.HealthInterval:
+		return c, bad("HealthTimeout", "%v is not in (0, HealthInterval %v]", c.HealthTimeout, c.HealthInterval)
+	case c.HealthTimeout == 0:
+		c.HealthTimeout = c.HealthInterval / 2
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"Fall", &c.Fall}, {"Rise", &c.Rise}} {
+		switch {
+		case *f.v < 0:
+			return c, bad(f.name, "negative: %d", *f.v)
+		case *f.v == 0:
+			*f.v = defaultFallRise
+		}
+	}
+	switch {
+	case c.EjectAfter < -1:
+		return c, bad("EjectAfter", "%d is neither -1 (off) nor positive", c.EjectAfter)
+	case c.EjectAfter == 0:
+		c.EjectAfter = defaultEjectAfter
+	}
+	switch {
+	case c.EjectionTime < 0:
+		return c, bad("EjectionTime", "negative: %v", c.EjectionTime)
+	case c.EjectionTime == 0:
+		c.EjectionTime = defaultEjectionTime
+	}
+	switch {
+	case c.MaxRetryBody < -1 || c.MaxRetryBody == math.MaxInt64:
+		return c, bad("MaxRetryBody", "%d is neither -1 (none) nor in [0, MaxInt64)", c.MaxRetryBody)
+	case c.MaxRetryBody == 0:
+		c.MaxRetryBody = defaultMaxRetryBody
+	case c.MaxRetryBody == -1:
+		c.MaxRetryBody = 0
+	}
+	return c, nil
+}
+
+// checkBackends validates a backend list and returns it normalized: each
+// Name filled in, each URL reduced to scheme and host, sorted by name.
+// It is O(n log n) and allocates the result.
+func checkBackends(backends []Backend) ([]Backend, error) {
+	bad := func(i int, b Backend, reason error) error {
+		name := b.Name
+		if name == "" && b.URL != nil {
+			name = b.URL.Host
+		}
+		return fmt.Errorf("%w: backend %d (%q): %w", ErrInvalidBackends, i, name, reason)
+	}
+	out := make([]Backend, len(backends))
+	zero := 0
+	for i, b := range backends {
+		u := b.URL
+		if b.Name == "" && (u == nil || u.Host == "") {
+			return nil, bad(i, b, ErrEmptyName)
+		}
+		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+			return nil, bad(i, b, ErrBadURL)
+		}
+		b.URL = &url.URL{Scheme: u.Scheme, Host: u.Host}
+		if b.Name == "" {
+			b.Name = u.Host
+		}
+		if b.Weight == 0 {
+			zero++
+		}
+		out[i] = b
+	}
+	if zero != 0 && zero != len(out) {
+		for i, b := range backends {
+			if b.Weight == 0 {
+				return nil, bad(i, b, ErrBadWeights)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
+	for i := 1; i < len(out); i++ {
+		if out[i].Name == out[i-1].Name {
+			return nil, fmt.Errorf("%w: backend %q: %w", ErrInvalidBackends, out[i].Name, ErrDuplicateName)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,73 @@
+// Package httpmaglev is Maglev consistent hashing for Go HTTP clients and
+// reverse proxies, on the standard library alone. A service gets it with
+// one import:
+//
+//	import "github.com/maglevlb/maglev/httpmaglev"
+//
+// and one http.RoundTripper, a [Transport], which sends each request to the
+// backend that owns the request's key in the Maglev table of
+// github.com/maglevlb/maglev over the healthy backends:
+//
+//	t, err := httpmaglev.NewTransport(httpmaglev.Config{
+//		Backends: backends,                         // []httpmaglev.Backend{{Name, URL, Weight}}
+//		Key:      httpmaglev.HeaderKey("X-User"),   // nil: the client IP
+//	})
+//	client := &http.Client{Transport: t}           // client-side sharding
+//	proxy := &httputil.ReverseProxy{Transport: t,  // or a reverse proxy
+//		Rewrite:      func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "backends"}) },
+//		ErrorHandler: httpmaglev.ErrorHandler}     // 503 when no backend is healthy
+//
+// # Routing
+//
+// The table is maglev.NewWeighted over the healthy backends' names and
+// weights (maglev.New's table when every weight is 0), with Config's
+// TableSize and Hasher, or whatever Config.NewTable builds. With every
+// backend healthy and bounded loads off, a request whose key is k goes to
+// that table's Lookup(k): the owner every process that knows the same
+// backends computes, with no coordination. A request whose Key is empty
+// is keyed by its client IP, never rejected.
+//
+// # Membership and health
+//
+// [Transport.SetBackends] replaces the membership; active health checks
+// (Config.HealthPath, every HealthInterval, Fall and Rise) and passive
+// ejection (EjectAfter consecutive failed requests) take backends out of
+// the table and put them back. Every change builds a new immutable
+// snapshot off the request path and publishes it with an atomic pointer;
+// requests never wait for a build, nor build anything themselves.
+//
+// # Retries
+//
+// An idempotent request whose backend fails before answering is sent once
+// more, to where its key will live once that backend is dropped: the
+// owner of its slot in the table built without it. Each snapshot holds
+// those owners for every slot, so the retry costs an array index. Requests
+// that are not idempotent are never sent twice. See [Transport.RoundTrip].
+//
+// # Bounded loads
+//
+// With Config.BalanceFactor F, a request goes to the first of its key's
+// candidates holding fewer than ceil(F × L × w/Σw) of the L requests in
+// flight (maglev.Bounded, one per Transport, its table kept in each
+// snapshot with Bounded.With), and holds its place until its response
+// body is closed, it fails, or its context ends.
+//
+// # Costs
+//
+// The pick (key to backend, bounded loads off) is one hash and one array
+// index, takes no lock and does not allocate; RoundTrip adds a shallow
+// copy of the request (two allocations) and, with bounded loads, a few
+// atomic operations and a body wrapper. A rebuild over N healthy backends
+// builds N+1 tables (the table, and one without each backend for the retry
+// targets): O(N·M log M) time off the request path, and a snapshot keeps
+// 4 bytes a slot beyond the table. Through httputil.ReverseProxy on
+// loopback the Transport costs about as much as a plain single-backend
+// transport; see docs/http.md for the measured figures.
+//
+// # Concurrency
+//
+// A Transport is safe for concurrent use by multiple goroutines;
+// SetBackends, State and Close may be called at any time, from any
+// goroutine. NewTransport starts one goroutine, for health checks and
+// rebuilds, which Close stops.
+package httpmaglev

@@ -1,0 +1,470 @@
+package httpmaglev
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maglevlb/maglev"
+)
+
+// A Transport is an http.RoundTripper that sends each request to the
+// backend owning its key in a Maglev table of the healthy backends. It
+// serves a client, http.Client{Transport: t}, which shards requests
+// across the backends, and a reverse proxy,
+// httputil.ReverseProxy{Transport: t}.
+//
+// A Transport is safe for concurrent use by multiple goroutines. RoundTrip
+// reads an immutable snapshot through an atomic pointer: it never waits
+// for, nor does, a table build, and takes no lock that rebuilds hold.
+// SetBackends, health checks and passive ejection build a new snapshot
+// and publish it.
+type Transport struct {
+	cfg     Config
+	keyOf   func(*http.Request) string
+	ipOf    func(*http.Request) string
+	rt      http.RoundTripper
+	bounded *maglev.Bounded // the shared in-flight counts; nil when bounded loads are off
+	log     *slog.Logger
+	probe   *http.Client // the active health checks' client
+
+	cur      atomic.Pointer[snapshot] // what RoundTrip reads
+	requests atomic.Int64             // requests routed to a backend
+	retries  atomic.Int64             // requests sent a second time
+	rounds   atomic.Int64             // health rounds started
+
+	mu      sync.Mutex // serializes rebuilds; guards members and the members' active health
+	members []*member  // every configured backend, sorted by name
+
+	wake   chan struct{} // a passive ejection asks the loop for a rebuild
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop returns
+	closed sync.Once
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// NewTransport returns a Transport for cfg, with cfg.Backends as its
+// membership. With active health checks on, it probes every backend once
+// before it returns (taking up to HealthTimeout), and each backend's first
+// answer decides its health; backends that SetBackends adds later are
+// assumed healthy until their first probe. It starts one goroutine for
+// health checks and rebuilds; Close stops it.
+//
+// NewTransport returns an error wrapping ErrInvalidConfig for a bad
+// Config field, or ErrInvalidBackends for bad Backends. It builds the
+// first table, as SetBackends does.
+func NewTransport(cfg Config) (*Transport, error) {
+	cfg, err := cfg.normalize()
+	if err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		cfg:   cfg,
+		keyOf: cfg.Key,
+		ipOf:  ClientIP,
+		rt:    cfg.Transport,
+		log:   cfg.Logger,
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+	}
+	if cfg.TrustForwardedFor {
+		t.ipOf = ForwardedClientIP
+	}
+	if t.log == nil {
+		t.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BalanceFactor != 0 {
+		// normalize checked the factor.
+		t.bounded, _ = maglev.NewBounded(nil, cfg.BalanceFactor)
+	}
+	t.probe = &http.Client{
+		Transport: t.rt,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	members, err := t.members0(cfg.Backends)
+	if err != nil {
+		return nil, err
+	}
+	s, err := t.build(members)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidBackends, err)
+	}
+	if t.bounded != nil {
+		s.bounded = t.bounded.With(s.table)
+	}
+	t.members = members
+	t.cur.Store(s)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	if cfg.HealthPath != "" {
+		t.round(ctx) // so that the table reflects the first answers
+	}
+	go t.loop(ctx)
+	return t, nil
+}
+
+// members0 returns new members for backends, checked and sorted.
+func (t *Transport) members0(backends []Backend) ([]*member, error) {
+	bs, err := checkBackends(backends)
+	if err != nil {
+		return nil, err
+	}
+	members := make([]*member, len(bs))
+	for i, b := range bs {
+		members[i] = t.newMember(b)
+	}
+	return members, nil
+}
+
+func (t *Transport) newMember(b Backend) *member {
+	m := &member{b: b, up: true}
+	if t.cfg.HealthPath != "" {
+		m.health = b.URL.String() + t.cfg.HealthPath
+	}
+	return m
+}
+
+// SetBackends replaces the membership with backends. A backend that keeps
+// its name, URL and weight keeps its health; a new one is assumed healthy
+// until its first probe. SetBackends builds and publishes the new table
+// before it returns, on the caller's goroutine (requests in flight keep
+// the table they started with), and logs the slots that moved.
+//
+// SetBackends returns an error wrapping ErrInvalidBackends and the reason
+// (ErrEmptyName, ErrDuplicateName, ErrBadURL, ErrBadWeights, or ErrTable
+// if the table builder fails), and keeps the previous membership, if the
+// list is bad. It costs what the snapshot build does: N+1 table builds
+// for N healthy backends (see RoundTrip's retries), O(N·M log M).
+func (t *Transport) SetBackends(backends []Backend) error {
+	bs, err := checkBackends(backends)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := make(map[string]*member, len(t.members))
+	for _, m := range t.members {
+		old[m.b.Name] = m
+	}
+	members := make([]*member, len(bs))
+	for i, b := range bs {
+		m := old[b.Name]
+		if m != nil && *m.b.URL == *b.URL && m.b.Weight == b.Weight {
+			members[i] = m
+			continue
+		}
+		members[i] = t.newMember(b)
+	}
+	if err := t.publishLocked(members, "backends set"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBackends, err)
+	}
+	kept := make(map[*member]bool, len(members))
+	for _, m := range members {
+		kept[m] = true
+	}
+	for _, m := range old {
+		if !kept[m] {
+			m.removed = true
+		}
+	}
+	return nil
+}
+
+// Close stops the health checks and the rebuilds that passive ejections
+// ask for, waits for them to end, and closes the idle connections of the
+// Transport it sends through. The table stays as it is: requests still go
+// through. Close is safe to call more than once.
+func (t *Transport) Close() error {
+	t.closed.Do(func() {
+		t.cancel()
+		<-t.done
+	})
+	t.CloseIdleConnections()
+	return nil
+}
+
+// CloseIdleConnections closes the idle connections of the Transport it
+// sends through, if that has a CloseIdleConnections method, as
+// http.Client.CloseIdleConnections expects.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// Lookup returns the backend key goes to with every backend healthy as the
+// current table says and bounded loads off: the owner of key in the table
+// of the healthy backends, hashed with the table's Hasher; an empty key
+// means the empty string's owner (RoundTrip would use the client IP).
+// ok is false if no backend is healthy. Lookup is O(1) and does not
+// allocate; the Backend's URL must not be modified.
+func (t *Transport) Lookup(key string) (b Backend, ok bool) {
+	s := t.cur.Load()
+	i := s.table.LookupIndex(key)
+	if i < 0 {
+		return Backend{}, false
+	}
+	return s.members[i].b, true
+}
+
+// pick places a request: it returns the snapshot it routes by, the index
+// of the request's backend in its table (-1 if none is healthy), the lease
+// on that backend with bounded loads, and the key. It does not allocate
+// when the Key function does not, and takes no lock.
+func (t *Transport) pick(req *http.Request) (*snapshot, int, maglev.Lease, string) {
+	s := t.cur.Load()
+	var key string
+	if t.keyOf != nil {
+		key = t.keyOf(req)
+	}
+	if key == "" {
+		key = t.ipOf(req)
+	}
+	if s.bounded == nil {
+		return s, s.table.LookupIndex(key), maglev.Lease{}, key
+	}
+	lease := s.bounded.Acquire(key)
+	return s, lease.Index, lease, key
+}
+
+// RoundTrip sends req to its key's backend and returns the response. It
+// never modifies req: it sends a copy whose URL scheme and host are the
+// backend's, and whose Host header is the backend's too unless req.Host
+// was set to something other than req.URL.Host (as a ReverseProxy
+// Director that keeps the incoming Host does).
+//
+// The key is Config.Key(req), or the client IP if that is empty. With
+// bounded loads off the request goes to the key's owner in the table of
+// the healthy backends; with a BalanceFactor, to the first of the key's
+// candidates below its capacity (see maglev.Bounded), holding its place
+// there until the response body is closed, the request fails, or its
+// context ends. With no healthy backend RoundTrip returns
+// ErrNoHealthyBackend.
+//
+// Retries: if the backend fails before answering (no connection, reset,
+// timeout) while req's context is live, and req is idempotent (GET, HEAD,
+// OPTIONS, PUT, DELETE or TRACE, or any method with an Idempotency-Key or
+// X-Idempotency-Key header) and its body replayable (none, GetBody set, or
+// at most Config.MaxRetryBody bytes, which RoundTrip then buffers), it is
+// sent once more: to the owner of the key's slot in the table built
+// without the failed backend, that is where the key will live once that
+// backend is dropped. (Each snapshot holds those owners, computed off the
+// request path.) A retried request keeps its place in its first backend's
+// count. Any other request is sent at most once. A failure returns a
+// *BackendError naming the backend that failed last.
+//
+// Every failure before an answer counts towards the backend's passive
+// ejection (Config.EjectAfter); an answer, whatever its status, resets
+// the count.
+//
+// RoundTrip allocates the request copy, and with bounded loads a body
+// wrapper; the pick itself does not allocate.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errNilURL
+	}
+	s, i, lease, key := t.pick(req)
+	if i < 0 {
+		closeBody(req)
+		return nil, ErrNoHealthyBackend
+	}
+	t.requests.Add(1)
+	m := s.members[i]
+	out := outgoing(req, m)
+	retry := !t.cfg.DisableRetries && idempotent(req)
+	if retry {
+		retry = t.replayable(req, out)
+	}
+	resp, err := t.send(out, m)
+	if err != nil && retry && req.Context().Err() == nil {
+		if j := s.retryTarget(key, i); j >= 0 {
+			next := s.members[j]
+			again := outgoing(req, next)
+			if out.GetBody != nil {
+				body, berr := out.GetBody()
+				if berr != nil {
+					lease.Release()
+					return nil, &BackendError{Backend: m.b.Name, Err: err}
+				}
+				again.Body = body
+			}
+			t.retries.Add(1)
+			t.log.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
+				"backend", m.b.Name, "err", err, "retry", next.b.Name)
+			m = next
+			resp, err = t.send(again, m)
+		}
+	}
+	if err != nil {
+		lease.Release()
+		return nil, &BackendError{Backend: m.b.Name, Err: err}
+	}
+	if s.bounded != nil {
+		holdLease(req.Context(), resp, lease)
+	}
+	return resp, nil
+}
+
+var errNilURL = errors.New("httpmaglev: nil Request.URL")
+
+// send sends out to m's backend and keeps m's count of consecutive
+// failures, ejecting it when they reach Config.EjectAfter.
+func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(out)
+	if err == nil {
+		if m.connFails.Load() != 0 {
+			m.connFails.Store(0)
+		}
+		return resp, nil
+	}
+	if out.Context().Err() == nil && t.cfg.EjectAfter > 0 &&
+		int(m.connFails.Add(1)) >= t.cfg.EjectAfter && m.ejected.CompareAndSwap(false, true) {
+		m.ejectedAt.Store(time.Now().UnixNano())
+		m.ejectGen.Add(1)
+		t.log.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
+		select {
+		case t.wake <- struct{}{}:
+		default: // a rebuild is already due
+		}
+	}
+	return nil, err
+}
+
+// outgoing returns a shallow copy of req addressed to m's backend.
+func outgoing(req *http.Request, m *member) *http.Request {
+	out := new(http.Request)
+	*out = *req
+	u := *req.URL
+	u.Scheme, u.Host = m.b.URL.Scheme, m.b.URL.Host
+	out.URL = &u
+	if req.Host == "" || req.Host == req.URL.Host {
+		out.Host = ""
+	}
+	return out
+}
+
+// idempotent reports whether req may be sent twice: its method is GET,
+// HEAD, OPTIONS, PUT, DELETE or TRACE, which RFC 9110 defines as
+// idempotent, or it carries an Idempotency-Key (or X-Idempotency-Key)
+// header, by which the client promises the server deduplicates it, as
+// net/http's Transport also assumes.
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodPut, http.MethodDelete, http.MethodTrace:
+		return true
+	}
+	return nonEmpty(req.Header["Idempotency-Key"]) || nonEmpty(req.Header["X-Idempotency-Key"])
+}
+
+func nonEmpty(v []string) bool { return len(v) > 0 && v[0] != "" }
+
+// replayable makes out's body replayable, if req's is: none, or with
+// GetBody, or of at most MaxRetryBody bytes, which it buffers. It reports
+// whether out can be sent twice. A body too large, or whose read fails, is
+// sent once: what was read, then the rest.
+func (t *Transport) replayable(req, out *http.Request) bool {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
+		return true
+	}
+	limit := t.cfg.MaxRetryBody
+	if req.ContentLength > limit {
+		return false
+	}
+	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil || int64(len(buf)) > limit {
+		out.Body = readCloser{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
+		return false
+	}
+	_ = req.Body.Close() // read to the end; RoundTrip must close it
+	out.Body = io.NopCloser(bytes.NewReader(buf))
+	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
+	return true
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// closeBody closes req's body, as RoundTrip must even when it fails.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close() // the request is not sent; nothing to report
+	}
+}
+
+// A releaser releases a lease once: when the response body is closed or
+// the request's context ends, whichever comes first.
+type releaser struct {
+	done  atomic.Bool
+	lease maglev.Lease
+	stop  func() bool // stops the context.AfterFunc; set before the body is returned
+}
+
+// release releases the lease if it is the first call.
+func (r *releaser) release() {
+	if r.done.CompareAndSwap(false, true) {
+		r.lease.Release()
+	}
+}
+
+// closed releases the lease when the body is closed, and stops the
+// context.AfterFunc that would have.
+func (r *releaser) closed() {
+	r.release()
+	r.stop()
+}
+
+// holdLease makes resp hold lease until its body is closed or ctx ends.
+func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
+	r := &releaser{lease: lease, stop: neverStarted}
+	if ctx.Done() != nil { // a context that can end: release then too
+		r.stop = context.AfterFunc(ctx, r.release)
+	}
+	if resp.Body == nil {
+		r.closed()
+		return
+	}
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+		// An upgraded connection (101): ReverseProxy writes to the body.
+		resp.Body = &leaseRWBody{rwc, r}
+		return
+	}
+	resp.Body = &leaseBody{resp.Body, r}
+}
+
+// neverStarted is the stop function of a context that never ends.
+func neverStarted() bool { return false }
+
+type leaseBody struct {
+	io.ReadCloser
+	r *releaser
+}
+
+func (b *leaseBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.r.closed()
+	return err
+}
+
+type leaseRWBody struct {
+	io.ReadWriteCloser
+	r *releaser
+}
+
+func (b *leaseRWBody) Close() error {
+	err := b.ReadWriteCloser.Close()
+	b.r.closed()
+	return err
+}
