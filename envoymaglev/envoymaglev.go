@@ -320,3 +320,20 @@ func (q turnQueue) down() {
 		i = j
 	}
 }
+
+// NewTable is New for the root package's Backend type, with each backend's
+// Name as a host Key: it has the signature of httpmaglev.Config.NewTable,
+// so that an HTTP client or proxy builds Envoy's table, and, since the table
+// hashes with XXH64, routes each request key as Envoy's header hash policy
+// does:
+//
+//	httpmaglev.Config{NewTable: envoymaglev.NewTable, Key: httpmaglev.HeaderKey("x-user"), ...}
+//
+// Errors and costs are New's.
+func NewTable(backends []maglev.Backend, tableSize int) (*maglev.Table, error) {
+	hosts := make([]Host, len(backends))
+	for i, b := range backends {
+		hosts[i] = Host{Key: b.Name, Weight: b.Weight}
+	}
+	return New(hosts, tableSize)
+}
