@@ -115,25 +115,31 @@ func TestDocSignatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range dirs {
-		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, pkg := range pkgs {
-			for _, f := range pkg.Files {
-				for _, d := range f.Decls {
-					fn, ok := d.(*ast.FuncDecl)
-					if !ok || !fn.Name.IsExported() {
-						continue
-					}
-					fn.Body, fn.Doc = nil, nil
-					var b strings.Builder
-					if err := printer.Fprint(&b, fset, fn); err != nil {
-						t.Fatal(err)
-					}
-					decls[normalizeSig(b.String())] = true
+		for _, e := range entries {
+			name := e.Name()
+			if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok || !fn.Name.IsExported() {
+					continue
 				}
+				fn.Body, fn.Doc = nil, nil
+				var b strings.Builder
+				if err := printer.Fprint(&b, fset, fn); err != nil {
+					t.Fatal(err)
+				}
+				decls[normalizeSig(b.String())] = true
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func TestHTTPEnvoyMode(t *testing.T) {
 	var hosts []envoymaglev.Host
 	for i, w := range weights {
 		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			fmt.Fprint(rw, r.Host)
+			_, _ = fmt.Fprint(rw, r.Host) // a write error is the client's to see
 		}))
 		t.Cleanup(srv.Close)
 		u, err := url.Parse(srv.URL)

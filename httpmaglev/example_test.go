@@ -20,7 +20,7 @@ func startExampleBackends() ([]httpmaglev.Backend, func()) {
 	var servers []*httptest.Server
 	for _, name := range []string{"users-a", "users-b", "users-c"} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			fmt.Fprint(w, name)
+			_, _ = fmt.Fprint(w, name) // a write error is the client's to see
 		}))
 		servers = append(servers, srv)
 		u, err := url.Parse(srv.URL)
@@ -51,7 +51,11 @@ func Example_client() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Close()
+	defer func() {
+		if err := t.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}()
 	client := &http.Client{Transport: t}
 
 	owners, err := maglev.New([]string{"users-a", "users-b", "users-c"}, maglev.DefaultSize, nil)
@@ -69,7 +73,9 @@ func Example_client() {
 			log.Fatal(err)
 		}
 		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		if cerr := resp.Body.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -99,7 +105,11 @@ func Example_reverseProxy() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Close()
+	defer func() {
+		if err := t.Close(); err != nil {
+			log.Fatal(err)
+		}
+	}()
 	proxy := httptest.NewServer(&httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(&url.URL{Scheme: "http", Host: "users"}) // the Transport picks the host
@@ -123,7 +133,9 @@ func Example_reverseProxy() {
 			log.Fatal(err)
 		}
 		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		if cerr := resp.Body.Close(); err == nil {
+			err = cerr
+		}
 		if err != nil {
 			log.Fatal(err)
 		}
