@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 )
@@ -105,7 +106,7 @@ func (s *testEtcd) endpoint() string { return s.clientURL.String() }
 // client returns a client of the server, closed at the test's end.
 func (s *testEtcd) client(t *testing.T) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint()}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect})
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{s.endpoint()}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}

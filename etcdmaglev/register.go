@@ -19,7 +19,8 @@ import (
 // resolver, then drops it.
 //
 // A Registration is safe for concurrent use by multiple goroutines; it
-// runs one goroutine, for the keep-alive, which Deregister stops.
+// runs one goroutine, for the keep-alive, which Deregister stops, as does
+// closing the client (the key then stays until the TTL runs out).
 type Registration struct {
 	client *clientv3.Client
 	em     endpoints.Manager
@@ -86,7 +87,8 @@ func Register(ctx context.Context, client *clientv3.Client, prefix string, ep en
 	if err := r.register(ctx); err != nil {
 		return nil, err
 	}
-	r.ctx, r.cancel = context.WithCancel(context.Background())
+	// Closing the client ends the keep-alive too, as a crash would.
+	r.ctx, r.cancel = context.WithCancel(client.Ctx())
 	go r.keepAlive()
 	return r, nil
 }

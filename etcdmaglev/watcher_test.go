@@ -14,6 +14,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/httpmaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 func TestWatchArguments(t *testing.T) {
@@ -249,7 +250,7 @@ func TestWatchCompacted(t *testing.T) {
 	s := startEtcd(t)
 	c := s.client(t)
 	g := newGate(t, s.clientURL.Host)
-	wc, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + g.addr}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect})
+	wc, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + g.addr}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
