@@ -10,17 +10,15 @@ import (
 )
 
 // loop runs the health checks and the rebuilds passive ejections ask for,
-// until ctx ends. With active checks on, it probes every backend at once,
-// right away and then every HealthInterval; with them off, it readmits
+// until ctx ends. With active checks on, it probes every backend at once
+// every HealthInterval (NewTransport ran the first round); with them off,
+// it readmits
 // ejected backends EjectionTime after their ejection, checking every
 // HealthInterval.
 func (t *Transport) loop(ctx context.Context) {
 	defer close(t.done)
 	tick := time.NewTicker(t.cfg.HealthInterval)
 	defer tick.Stop()
-	if t.cfg.HealthPath != "" {
-		t.round(ctx)
-	}
 	for {
 		select {
 		case <-ctx.Done():

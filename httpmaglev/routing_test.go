@@ -7,6 +7,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/maglevlb/maglev"
@@ -200,9 +201,9 @@ func TestMembership(t *testing.T) {
 // Fingerprint64): keys go where that table says, hashed with its Hasher.
 func TestNewTableHook(t *testing.T) {
 	servers := startServers(t, 4)
-	calls := 0
+	var calls atomic.Int64 // the hook runs on several goroutines
 	hook := func(backends []maglev.Backend, size int) (*maglev.Table, error) {
-		calls++
+		calls.Add(1)
 		names := make([]string, len(backends))
 		for i, b := range backends {
 			names[i] = b.Name
@@ -210,8 +211,8 @@ func TestNewTableHook(t *testing.T) {
 		return maglev.New(names, size, maglev.Farm())
 	}
 	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), NewTable: hook, TableSize: 4099}, servers)
-	if calls != 1+4 { // the table, and one per backend for the retry targets
-		t.Errorf("NewTable called %d times, want 5", calls)
+	if n := calls.Load(); n != 1+4 { // the table, and one per backend for the retry targets
+		t.Errorf("NewTable called %d times, want 5", n)
 	}
 	want, err := maglev.New([]string{"s0", "s1", "s2", "s3"}, 4099, maglev.Farm())
 	if err != nil {

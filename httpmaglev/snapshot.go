@@ -1,9 +1,12 @@
 package httpmaglev
 
 import (
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,8 +111,9 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 // build returns a snapshot over the healthy members of all, which is
 // sorted by name. It builds the table and, for each of its N backends, the
 // table without it, from which it keeps only the new owners of that
-// backend's slots: N+1 table builds, O(N·M log M) time, and O(M) memory
-// kept (4 bytes a slot). It runs off the request path.
+// backend's slots: N+1 table builds, O(N·M log M) time spread over
+// GOMAXPROCS goroutines, and O(M) memory kept (4 bytes a slot). It runs
+// off the request path.
 func (t *Transport) build(all []*member) (*snapshot, error) {
 	var healthy []*member
 	var backends []maglev.Backend
@@ -163,33 +167,59 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 		owned[next[o]] = int32(slot)
 		next[o]++
 	}
-	rest := make([]maglev.Backend, 0, n-1)
-	toMain := make([]int32, n-1)
-	for i := range n {
-		name := table.Backend(i)
-		rest = rest[:0]
-		for _, b := range backends {
-			if b.Name != name {
-				rest = append(rest, b)
+	// One table per backend, without it; workers take backends in turn
+	// and write only their backend's slots of s.fallback.
+	workers := min(runtime.GOMAXPROCS(0), n)
+	errs := make([]error, workers)
+	var turn atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rest := make([]maglev.Backend, 0, n-1)
+			toMain := make([]int32, n-1)
+			for {
+				i := int(turn.Add(1)) - 1
+				if i >= n || errs[w] != nil {
+					return
+				}
+				errs[w] = t.fallbackFor(s, backends, i, owned[start[i]:start[i+1]], rest, toMain)
 			}
-		}
-		without, err := t.newTable(rest)
-		if err != nil {
-			return nil, err
-		}
-		if without.Size() != size {
-			return nil, fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, name, without.Size(), size)
-		}
-		for j := range n - 1 {
-			toMain[j] = int32(table.Index(without.Backend(j)))
-		}
-		for _, slot := range owned[start[i]:start[i+1]] {
-			if o := without.OwnerIndex(int(slot)); o >= 0 {
-				s.fallback[slot] = toMain[o]
-			}
-		}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// fallbackFor fills s.fallback for the slots backend i of s.table owns,
+// from the table over backends without it. rest and toMain are scratch
+// space of n-1 entries.
+func (t *Transport) fallbackFor(s *snapshot, backends []maglev.Backend, i int, slots []int32, rest []maglev.Backend, toMain []int32) error {
+	name := s.table.Backend(i)
+	rest = rest[:0]
+	for _, b := range backends {
+		if b.Name != name {
+			rest = append(rest, b)
+		}
+	}
+	without, err := t.newTable(rest)
+	if err != nil {
+		return err
+	}
+	if without.Size() != s.table.Size() {
+		return fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, name, without.Size(), s.table.Size())
+	}
+	for j := range toMain {
+		toMain[j] = int32(s.table.Index(without.Backend(j)))
+	}
+	for _, slot := range slots {
+		if o := without.OwnerIndex(int(slot)); o >= 0 {
+			s.fallback[slot] = toMain[o]
+		}
+	}
+	return nil
 }
 
 // publishLocked builds the snapshot over all, publishes it and makes all

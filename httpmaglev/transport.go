@@ -51,9 +51,11 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // NewTransport returns a Transport for cfg, with cfg.Backends as its
-// membership, all assumed healthy until the first health round (which
-// starts at once, in the background) says otherwise. It starts one
-// goroutine for health checks and rebuilds; Close stops it.
+// membership. With active health checks on, it probes every backend once
+// before it returns (taking up to HealthTimeout), and each backend's first
+// answer decides its health; backends that SetBackends adds later are
+// assumed healthy until their first probe. It starts one goroutine for
+// health checks and rebuilds; Close stops it.
 //
 // NewTransport returns an error wrapping ErrInvalidConfig for a bad
 // Config field, or ErrInvalidBackends for bad Backends. It builds the
@@ -103,6 +105,9 @@ func NewTransport(cfg Config) (*Transport, error) {
 	t.cur.Store(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
+	if cfg.HealthPath != "" {
+		t.round(ctx) // so that the table reflects the first answers
+	}
 	go t.loop(ctx)
 	return t, nil
 }
@@ -416,8 +421,10 @@ func (r *releaser) closed() {
 
 // holdLease makes resp hold lease until its body is closed or ctx ends.
 func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
-	r := &releaser{lease: lease}
-	r.stop = context.AfterFunc(ctx, r.release)
+	r := &releaser{lease: lease, stop: neverStarted}
+	if ctx.Done() != nil { // a context that can end: release then too
+		r.stop = context.AfterFunc(ctx, r.release)
+	}
 	if resp.Body == nil {
 		r.closed()
 		return
@@ -429,6 +436,9 @@ func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
 	}
 	resp.Body = &leaseBody{resp.Body, r}
 }
+
+// neverStarted is the stop function of a context that never ends.
+func neverStarted() bool { return false }
 
 type leaseBody struct {
 	io.ReadCloser

@@ -21,13 +21,8 @@ type config struct {
 	TableSize      int           // Maglev table size M, a prime
 	Seed           uint64        // XXH3 seed of the table; 0 is plain XXH3
 	BalanceFactor  float64       // bounded loads: 0 for off, else at least 1; see maglev.NewBounded
-}
-
-// A backend is one configured backend, healthy or not.
-type backend struct {
-	name   string   // the backend's name in the Maglev table
-	url    *url.URL // scheme://host:port, without a path
-	health string   // the URL the health checker probes
+	EjectAfter     int           // consecutive failed requests that eject a backend until Rise checks pass; -1 for off
+	IdlePerBackend int           // idle connections kept per backend; 0 for 32 (no flag: the load tests set it)
 }
 
 // parseBackend parses a backend spec: a base URL such as

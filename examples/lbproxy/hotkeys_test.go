@@ -102,16 +102,16 @@ func runHotLoad(t *testing.T, hl hotLoad) hotResult {
 		HealthTimeout:  time.Second,
 		Fall:           2,
 		Rise:           2,
+		EjectAfter:     3,
 		TableSize:      maglev.DefaultSize,
 		BalanceFactor:  hl.factor,
+		IdlePerBackend: hl.clients,
 	}
 	logs := new(lockedBuffer)
 	p, err := newProxy(cfg, log.New(logs, "", log.Lmicroseconds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.transport.MaxIdleConnsPerHost = hl.clients
-	t.Cleanup(p.transport.CloseIdleConnections)
 	// The wrapper's count of requests in flight through the proxy is at
 	// least the Bounded's L at every moment: it rises before the lease is
 	// taken and falls after it is released.
@@ -124,7 +124,15 @@ func runHotLoad(t *testing.T, hl hotLoad) hotResult {
 		inProxy.Add(-1)
 	}))
 	t.Cleanup(front.Close)
-	table := p.cur.Load().table
+	t.Cleanup(p.close)
+	var names []string
+	for _, b := range backs {
+		names = append(names, b.id)
+	}
+	table, err := maglev.New(names, maglev.DefaultSize, nil) // plain Maglev's owners
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	r := rand.New(rand.NewPCG(1, 2))
 	z := rand.NewZipf(r, hl.zipf, 1, uint64(hl.keys-1))
@@ -216,8 +224,8 @@ func runHotLoad(t *testing.T, hl hotLoad) hotResult {
 	}
 	// Every lease is released once the handlers return, a moment after
 	// the clients have their answers.
-	st := p.loads.Stats()
-	for deadline := time.Now().Add(5 * time.Second); st.InFlight != 0 && time.Now().Before(deadline); st = p.loads.Stats() {
+	st := p.state()
+	for deadline := time.Now().Add(5 * time.Second); st.InFlight != 0 && time.Now().Before(deadline); st = p.state() {
 		time.Sleep(time.Millisecond)
 	}
 	if st.InFlight != 0 {
@@ -339,7 +347,7 @@ func TestBalanceFactorConfig(t *testing.T) {
 	}
 	cfg := config{
 		Backends: []string{"http://127.0.0.1:9"}, Key: "ip", HealthPath: "/healthz",
-		HealthInterval: time.Second, HealthTimeout: time.Second, Fall: 1, Rise: 1, TableSize: 7,
+		HealthInterval: time.Second, HealthTimeout: time.Second, Fall: 1, Rise: 1, EjectAfter: 3, TableSize: 7,
 	}
 	for _, f := range []float64{0.5, -1, math.NaN(), math.Inf(1)} {
 		cfg.BalanceFactor = f
@@ -350,9 +358,12 @@ func TestBalanceFactorConfig(t *testing.T) {
 	}
 	for _, f := range []float64{0, 1, 1.25} {
 		cfg.BalanceFactor = f
-		if _, err := newProxy(cfg, log.New(io.Discard, "", 0)); err != nil {
+		p, err := newProxy(cfg, log.New(io.Discard, "", 0))
+		if err != nil {
 			t.Errorf("balance factor %v: %v", f, err)
+			continue
 		}
+		p.close()
 	}
 }
 
@@ -392,14 +403,14 @@ func TestDebugInFlight(t *testing.T) {
 	}
 	cfg := config{
 		Backends: specs, Key: "header:" + keyHeader, HealthPath: "/healthz",
-		HealthInterval: time.Minute, HealthTimeout: time.Second, Fall: 2, Rise: 2,
+		HealthInterval: time.Minute, HealthTimeout: time.Second, Fall: 2, Rise: 2, EjectAfter: 3,
 		TableSize: maglev.DefaultSize, BalanceFactor: 1,
 	}
 	p, err := newProxy(cfg, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.transport.CloseIdleConnections)
+	t.Cleanup(p.close)
 	front := httptest.NewServer(p)
 	t.Cleanup(front.Close)
 	admin := httptest.NewServer(p.adminHandler())
@@ -408,7 +419,8 @@ func TestDebugInFlight(t *testing.T) {
 	t.Cleanup(client.CloseIdleConnections)
 
 	const key = "celebrity"
-	home := p.cur.Load().table.Lookup(key)
+	b, _ := p.t.Lookup(key)
+	home := b.Name
 	errs := make(chan error, 4)
 	for range 4 {
 		go func() {

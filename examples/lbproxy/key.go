@@ -2,9 +2,10 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
+
+	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 // A keyFunc returns the key a request is routed by: requests with the same
@@ -35,10 +36,4 @@ func parseKey(s string) (keyFunc, error) {
 
 // clientIP returns the host part of r.RemoteAddr, or all of it if it has no
 // port.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func clientIP(r *http.Request) string { return httpmaglev.ClientIP(r) }

@@ -57,7 +57,7 @@ type harness struct {
 	log      *lockedBuffer
 }
 
-func newHarness(t *testing.T, n int) *harness {
+func newHarness(t *testing.T, n int, change func(*config)) *harness {
 	t.Helper()
 	h := &harness{t: t, log: new(lockedBuffer)}
 	var specs []string
@@ -78,21 +78,23 @@ func newHarness(t *testing.T, n int) *harness {
 		Fall:           2,
 		Rise:           2,
 		TableSize:      maglev.DefaultSize,
+		EjectAfter:     3,
+	}
+	if change != nil {
+		change(&cfg)
 	}
 	p, err := newProxy(cfg, log.New(h.log, "", log.Lmicroseconds))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.p = p
-	p.start()
-	t.Cleanup(p.stop)
+	t.Cleanup(p.close)
 	h.front = httptest.NewServer(p)
 	t.Cleanup(h.front.Close)
 	h.admin = httptest.NewServer(p.adminHandler())
 	t.Cleanup(h.admin.Close)
 	h.client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{}}
 	t.Cleanup(h.client.CloseIdleConnections)
-	t.Cleanup(p.transport.CloseIdleConnections)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("proxy log:\n%s", h.log)
@@ -137,25 +139,30 @@ func (h *harness) get(key string) string {
 	return backend
 }
 
-// waitTable waits until the proxy's table has want's backends and returns
-// the snapshot. Before the change the health checker had started r0 rounds;
-// it must publish the change by round r0+within.
-func (h *harness) waitTable(want *maglev.Table, r0 int64, within int) *snapshot {
+// waitTable waits until the proxy's table has want's backends, and checks
+// that it is want, slot for slot, through the slot counts the proxy
+// reports. It returns the proxy's state.
+func (h *harness) waitTable(want *maglev.Table) debugState {
 	h.t.Helper()
 	deadline := time.Now().Add(40 * testInterval)
 	for {
-		s := h.p.cur.Load()
-		if slices.Equal(s.table.Backends(), want.Backends()) {
-			if s.table.Diff(want) != 0 {
-				h.t.Fatalf("table over %v differs from an independent build in %d slots", want.Backends(), s.table.Diff(want))
+		st := h.p.state()
+		var healthy []string
+		for _, b := range st.Backends {
+			if b.Healthy {
+				healthy = append(healthy, b.Name)
 			}
-			if s.round > r0+int64(within) {
-				h.t.Errorf("table over %v published in round %d, want by round %d", want.Backends(), s.round, r0+int64(within))
+		}
+		if slices.Equal(healthy, want.Backends()) {
+			for _, b := range st.Backends {
+				if i := want.Index(b.Name); i >= 0 && b.Slots != want.Counts()[i] {
+					h.t.Fatalf("table over %v: %s owns %d slots, an independent build %d", healthy, b.Name, b.Slots, want.Counts()[i])
+				}
 			}
-			return s
+			return st
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("table still over %v after %v, want %v", s.table.Backends(), 40*testInterval, want.Backends())
+			h.t.Fatalf("table still over %v after %v, want %v", healthy, 40*testInterval, want.Backends())
 		}
 		time.Sleep(testInterval / 20)
 	}
@@ -230,9 +237,10 @@ func (h *harness) checkDebug(want *maglev.Table, churn int, rebuilds int64, sinc
 		}
 		sum += b.Slots
 	}
-	if got.BalanceFactor != 0 || got.InFlight != 0 || got.Spilled != 0 || got.Requests != h.p.requests.Load() {
+	st := h.p.state()
+	if got.BalanceFactor != 0 || got.InFlight != 0 || got.Spilled != 0 || got.Requests != st.Requests {
 		h.t.Errorf("/debug/maglev: balance_factor %v, in_flight %d, spilled %d, requests %d; want 0, 0, 0, %d",
-			got.BalanceFactor, got.InFlight, got.Spilled, got.Requests, h.p.requests.Load())
+			got.BalanceFactor, got.InFlight, got.Spilled, got.Requests, st.Requests)
 	}
 	if want.Len() > 0 && sum != m {
 		h.t.Errorf("/debug/maglev: slots sum to %d, want %d", sum, m)
@@ -240,12 +248,23 @@ func (h *harness) checkDebug(want *maglev.Table, churn int, rebuilds int64, sinc
 	if got.LastChurn.Slots != churn || got.LastChurn.Fraction != float64(churn)/float64(m) {
 		h.t.Errorf("/debug/maglev: last_churn %+v, want %d slots, fraction %g", got.LastChurn, churn, float64(churn)/float64(m))
 	}
-	if got.Rebuilds != rebuilds || got.Retries != h.p.retries.Load() {
-		h.t.Errorf("/debug/maglev: rebuilds %d, retries %d; want %d, %d", got.Rebuilds, got.Retries, rebuilds, h.p.retries.Load())
+	if got.Rebuilds != rebuilds || got.Retries != st.Retries {
+		h.t.Errorf("/debug/maglev: rebuilds %d, retries %d; want %d, %d", got.Rebuilds, got.Retries, rebuilds, st.Retries)
 	}
 	if got.LastRebuild.Before(since) || got.LastRebuild.After(time.Now()) {
 		h.t.Errorf("/debug/maglev: last_rebuild %v, want between %v and now", got.LastRebuild, since)
 	}
+}
+
+// healthy returns the names of the backends in the proxy's table.
+func (h *harness) healthy() []string {
+	var names []string
+	for _, b := range h.p.state().Backends {
+		if b.Healthy {
+			names = append(names, b.Name)
+		}
+	}
+	return names
 }
 
 // newTable builds the table the proxy should hold over backends.
@@ -260,22 +279,20 @@ func newTable(t *testing.T, backends ...string) *maglev.Table {
 
 func TestEndToEnd(t *testing.T) {
 	began := time.Now()
-	h := newHarness(t, 4)
-	p := h.p
+	h := newHarness(t, 4, nil)
 	keys := make([]string, testKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("session-%03d", i)
 	}
 	all := newTable(t, "b0", "b1", "b2", "b3")
 	three := newTable(t, "b0", "b2", "b3") // after b1 dies
-	two := newTable(t, "b0", "b3")         // after b2 dies too
-	one := newTable(t, "b0")               // while b3 fails its health check
+	two := newTable(t, "b0", "b2")         // while b3 fails its health check
 	none := newTable(t)
 	m := maglev.DefaultSize
 
 	// 1. Stable membership: every key reaches its backend in the table,
 	// every time; a request without the key header goes by client IP.
-	h.waitTable(all, 0, 1)
+	h.waitTable(all)
 	h.checkDebug(all, 0, 0, began)
 	first := make(map[string]string)
 	for pass := range 2 {
@@ -292,31 +309,26 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// 2. b1 dies while the checker runs. Every GET keeps succeeding (those
-	// for b1's keys by retry), and the table drops b1 within two rounds.
-	r0 := p.health.rounds.Load()
+	// for b1's keys by retry), and the table drops b1, by passive
+	// ejection or by the health checks.
 	died := time.Now()
 	h.servers[1].Close()
-	sent := 0
-	for i := 0; p.cur.Load().table.Index("b1") >= 0 && time.Since(died) < 40*testInterval; i++ {
-		if sent >= testKeys {
+	dropped := func() bool { return !slices.Contains(h.healthy(), "b1") }
+	for i := 0; !dropped() && time.Since(died) < 40*testInterval; i++ {
+		if i >= testKeys {
 			time.Sleep(testInterval / 20)
 			continue
 		}
-		k := keys[i%len(keys)]
-		got := h.get(k)
-		sent++
-		if got != three.Lookup(k) && (got != first[k] || got == "b1") {
+		k := keys[i]
+		if got := h.get(k); got != three.Lookup(k) && (got != first[k] || got == "b1") {
 			t.Fatalf("while b1 dies: key %q reached %s, want %s or, before the drop, %s", k, got, three.Lookup(k), first[k])
 		}
 	}
-	s := h.waitTable(three, r0, p.cfg.Fall)
-	t.Logf("b1 dropped %v after it died, in round %d of %d..%d; %d GETs meanwhile, %d retried",
-		s.built.Sub(died).Round(time.Millisecond), s.round, r0+1, r0+int64(p.cfg.Fall), sent, p.retries.Load())
-	if s.churn != all.Diff(three) {
-		t.Errorf("churn %d slots, want %d", s.churn, all.Diff(three))
+	st := h.waitTable(three)
+	if st.LastChurn.Slots != all.Diff(three) {
+		t.Errorf("churn %d slots, want %d", st.LastChurn.Slots, all.Diff(three))
 	}
-	logLine := fmt.Sprintf("table rebuilt: 3 of 4 backends healthy (-b1); %d of %d slots moved (%.1f%%)",
-		s.churn, m, 100*float64(s.churn)/float64(m))
+	logLine := fmt.Sprintf("healthy=3 backends=4 change=-b1 moved=%d slots=%d", all.Diff(three), m)
 	if !strings.Contains(h.log.String(), logLine) {
 		t.Errorf("log lacks %q", logLine)
 	}
@@ -338,25 +350,69 @@ func TestEndToEnd(t *testing.T) {
 	}
 	b1Slots := all.Counts()[all.Index("b1")]
 	collateral := all.Diff(three) - b1Slots
-	t.Logf("b1 dropped: %d of %d keys of surviving backends moved; %d of %d of their slots",
-		moved, survivors, collateral, m-b1Slots)
 	if float64(moved) >= 0.02*float64(survivors) || float64(collateral) >= 0.02*float64(m-b1Slots) {
 		t.Errorf("b1 dropped: %d of %d keys and %d of %d slots of surviving backends moved, want under 2%%",
 			moved, survivors, collateral, m-b1Slots)
 	}
 
-	// 3. The retry path: with the checker stopped, b2 dies unnoticed.
-	// Idempotent requests for its keys reach the key's backend in the table
-	// without b2, with their bodies; a POST gets 502.
-	p.stop()
-	h.servers[2].Close()
-	retries := p.retries.Load()
-	var onB2 []string
+	// 3. b3 fails its health check while it still serves: it is dropped,
+	// and re-added when it passes again; its keys come back.
+	flipped := time.Now()
+	h.backends[3].down.Store(true)
+	h.waitTable(two)
+	h.checkDebug(two, three.Diff(two), 2, flipped)
+	for _, k := range keys[:20] {
+		if got := h.get(k); got != two.Lookup(k) {
+			t.Errorf("while b3 is down: key %q reached %s, want %s", k, got, two.Lookup(k))
+		}
+	}
+	flipped = time.Now()
+	h.backends[3].down.Store(false)
+	h.waitTable(three)
+	h.checkDebug(three, two.Diff(three), 3, flipped)
 	for _, k := range keys {
-		if three.Lookup(k) == "b2" {
+		if got := h.get(k); got != three.Lookup(k) {
+			t.Errorf("after b3 is back: key %q reached %s, want %s", k, got, three.Lookup(k))
+		}
+	}
+
+	// 4. All backends down: 503 with a plain-text body.
+	stopped := time.Now()
+	for _, i := range []int{0, 2, 3} {
+		h.servers[i].Close()
+	}
+	st = h.waitTable(none)
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		if status, _, text := h.do(method, "session-000", ""); status != http.StatusServiceUnavailable || text != "no healthy backend\n" {
+			t.Errorf("%s with no healthy backend: %d %q, want 503 %q", method, status, text, "no healthy backend\n")
+		}
+	}
+	// b0, b2 and b3 may have been dropped in one round or in several.
+	h.checkDebug(none, st.LastChurn.Slots, st.Rebuilds, stopped)
+	if st.Rebuilds < 4 || st.Rebuilds > 6 {
+		t.Errorf("all down after %d rebuilds, want 4 to 6", st.Rebuilds)
+	}
+}
+
+// TestRetries kills a backend the health checker has not noticed (rounds
+// a minute apart) and with passive ejection off: idempotent requests for
+// its keys reach the key's backend in the table without it, with their
+// bodies; a POST gets 502 and reaches no backend.
+func TestRetries(t *testing.T) {
+	h := newHarness(t, 3, func(c *config) {
+		c.HealthInterval = time.Minute
+		c.EjectAfter = -1
+	})
+	all := newTable(t, "b0", "b1", "b2")
+	without := newTable(t, "b0", "b1")
+	h.waitTable(all)
+	h.servers[2].Close()
+	var onB2 []string
+	for i := range testKeys {
+		if k := fmt.Sprintf("session-%03d", i); all.Lookup(k) == "b2" {
 			onB2 = append(onB2, k)
-			if got := h.get(k); got != two.Lookup(k) {
-				t.Errorf("GET key %q on dead b2 reached %s, want %s", k, got, two.Lookup(k))
+			if got := h.get(k); got != without.Lookup(k) {
+				t.Errorf("GET key %q on dead b2 reached %s, want %s", k, got, without.Lookup(k))
 			}
 		}
 	}
@@ -368,64 +424,14 @@ func TestEndToEnd(t *testing.T) {
 		t.Errorf("POST key %q on dead b2: %d %q, want 502", k, status, text)
 	}
 	status, got, text := h.do(http.MethodPost, k, "order", "Idempotency-Key", "42")
-	if status != http.StatusOK || got != two.Lookup(k) || !strings.HasSuffix(text, "(5 bytes)\n") {
-		t.Errorf("POST with Idempotency-Key, key %q on dead b2: %d from %s %q, want 200 from %s with 5 bytes", k, status, got, text, two.Lookup(k))
+	if status != http.StatusOK || got != without.Lookup(k) || !strings.HasSuffix(text, "(5 bytes)\n") {
+		t.Errorf("POST with Idempotency-Key, key %q on dead b2: %d from %s %q, want 200 from %s with 5 bytes", k, status, got, text, without.Lookup(k))
 	}
 	status, got, text = h.do(http.MethodPut, k, "hello, maglev")
-	if status != http.StatusOK || got != two.Lookup(k) || !strings.HasSuffix(text, "(13 bytes)\n") {
-		t.Errorf("PUT key %q on dead b2: %d from %s %q, want 200 from %s with 13 bytes", k, status, got, text, two.Lookup(k))
+	if status != http.StatusOK || got != without.Lookup(k) || !strings.HasSuffix(text, "(13 bytes)\n") {
+		t.Errorf("PUT key %q on dead b2: %d from %s %q, want 200 from %s with 13 bytes", k, status, got, text, without.Lookup(k))
 	}
-	if strings.Contains(h.log.String(), "<nil>; retrying") {
-		t.Errorf("a retry logged a nil error instead of the failure:\n%s", h.log)
-	}
-	if n := p.retries.Load() - retries; n != int64(len(onB2))+2 {
+	if n := h.p.state().Retries; n != int64(len(onB2))+2 {
 		t.Errorf("%d retries, want %d", n, len(onB2)+2)
 	}
-	r0 = p.health.rounds.Load()
-	restarted := time.Now()
-	p.start()
-	h.waitTable(two, r0, p.cfg.Fall)
-	h.checkDebug(two, three.Diff(two), 2, restarted)
-
-	// 4. b3 fails its health check while it still serves: it is dropped,
-	// and re-added when it passes again; its keys come back.
-	r0 = p.health.rounds.Load()
-	flipped := time.Now()
-	h.backends[3].down.Store(true)
-	h.waitTable(one, r0, p.cfg.Fall)
-	h.checkDebug(one, two.Diff(one), 3, flipped)
-	for _, k := range keys[:20] {
-		if got := h.get(k); got != "b0" {
-			t.Errorf("while b3 is down: key %q reached %s, want b0", k, got)
-		}
-	}
-	r0 = p.health.rounds.Load()
-	flipped = time.Now()
-	h.backends[3].down.Store(false)
-	h.waitTable(two, r0, p.cfg.Rise)
-	h.checkDebug(two, one.Diff(two), 4, flipped)
-	for _, k := range keys {
-		if got := h.get(k); got != two.Lookup(k) {
-			t.Errorf("after b3 is back: key %q reached %s, want %s", k, got, two.Lookup(k))
-		}
-	}
-
-	// 5. All backends down: 503 with a plain-text body.
-	r0 = p.health.rounds.Load()
-	stopped := time.Now()
-	h.servers[0].Close()
-	h.servers[3].Close()
-	s = h.waitTable(none, r0, p.cfg.Fall)
-	for _, method := range []string{http.MethodGet, http.MethodPost} {
-		if status, _, text := h.do(method, "session-000", ""); status != http.StatusServiceUnavailable || text != "no healthy backend\n" {
-			t.Errorf("%s with no healthy backend: %d %q, want 503 %q", method, status, text, "no healthy backend\n")
-		}
-	}
-	// b0 and b3 may have been dropped in the same round or in two.
-	h.checkDebug(none, s.churn, s.rebuilds, stopped)
-	if s.rebuilds != 5 && s.rebuilds != 6 || s.churn != m && s.churn != one.Diff(none) {
-		t.Errorf("all down after %d rebuilds, the last moving %d slots; want 5 and %d, or 6 and %d",
-			s.rebuilds, s.churn, m, one.Diff(none))
-	}
-	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
 }

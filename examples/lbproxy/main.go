@@ -1,8 +1,8 @@
-// Lbproxy is an HTTP load balancer built on Maglev consistent hashing: a
-// reverse proxy that sends each request to the backend owning its key in a
-// Maglev table of the healthy backends, so that the same client (or
-// session, or tenant) keeps reaching the same backend, and a membership
-// change moves only the keys it must.
+// Lbproxy is an HTTP load balancer built on Maglev consistent hashing: an
+// httputil.ReverseProxy over an httpmaglev.Transport, which sends each
+// request to the backend owning its key in a Maglev table of the healthy
+// backends, so that the same client (or session, or tenant) keeps reaching
+// the same backend, and a membership change moves only the keys it must.
 //
 // Usage:
 //
@@ -25,8 +25,10 @@
 // table; -rise consecutive passes put it back. A backend that dies is
 // dropped by the -fall-th round after its death: with the default -fall 2,
 // within two intervals if it refuses connections, plus one -health-timeout
-// if it hangs. Each change rebuilds the table off the request path,
-// publishes it atomically and logs how many slots moved.
+// if it hangs. Passive ejection drops it sooner under traffic: -eject-after
+// consecutive failed requests (3 by default; -1 turns it off) eject it
+// until -rise checks pass. Each change rebuilds the table off the request
+// path, publishes it atomically and logs how many slots moved.
 //
 // Until its backend is dropped, a request whose backend fails before
 // answering (refused, reset, timed out) is sent once more, to the key's
@@ -50,8 +52,8 @@
 // The admin listener (-admin) serves /debug/maglev: the backends with their
 // health, slot counts, requests in flight and requests spilled away from
 // them, the table size, the balance factor, the totals of requests, of
-// requests in flight and of spilled requests, and the last rebuild and its
-// churn, as JSON.
+// retries, of requests in flight and of spilled requests, and the last
+// rebuild and its churn, as JSON: httpmaglev.State and the -key flag.
 package main
 
 import (
@@ -105,6 +107,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.cfg.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
 	fs.IntVar(&o.cfg.Fall, "fall", 2, "consecutive failed checks that drop a backend")
 	fs.IntVar(&o.cfg.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
+	fs.IntVar(&o.cfg.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -rise checks pass; -1 for off")
 	fs.IntVar(&o.cfg.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
 	fs.Float64Var(&o.cfg.BalanceFactor, "balance-factor", 0,
@@ -170,6 +173,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer p.close()
 	servers := []*http.Server{{Addr: o.listen, Handler: p}}
 	if o.admin != "" {
 		servers = append(servers, &http.Server{Addr: o.admin, Handler: p.adminHandler()})
@@ -185,14 +189,12 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		}
 		listeners = append(listeners, ln)
 	}
-	p.start()
-	defer p.stop()
 	errc := make(chan error, len(servers))
 	for i, srv := range servers {
 		srv.ReadHeaderTimeout = 10 * time.Second
 		go func() { errc <- srv.Serve(listeners[i]) }()
 	}
-	logger.Printf("proxy on http://%s, keyed by %s, %d backends", listeners[0].Addr(), o.cfg.Key, len(p.backends))
+	logger.Printf("proxy on http://%s, keyed by %s, %d backends", listeners[0].Addr(), o.cfg.Key, len(o.cfg.Backends))
 	if len(listeners) > 1 {
 		logger.Printf("admin on http://%s/debug/maglev", listeners[1].Addr())
 	}
@@ -210,6 +212,5 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 			logger.Printf("shutting down %s: %v", srv.Addr, err)
 		}
 	}
-	p.transport.CloseIdleConnections()
 	return err
 }
