@@ -290,3 +290,39 @@ func TestWatchCompacted(t *testing.T) {
 	addEndpoint(t, c, prefix, "10.0.0.4:80", nil)
 	waitFor(t, settle, "an addition after the re-list", func() bool { return r.names() == "10.0.0.2:80 10.0.0.3:80 10.0.0.4:80" })
 }
+
+// TestWatchSetFails: a list that set rejects is offered again at the next
+// change, and Backends keeps the last list set accepted.
+func TestWatchSetFails(t *testing.T) {
+	s := startEtcd(t)
+	c := s.client(t)
+	const prefix = "services/web"
+	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
+	var r recorder
+	fail := errors.New("rejected")
+	calls := 0
+	set := func(bs []httpmaglev.Backend) error {
+		calls++
+		if calls == 1 {
+			return fail
+		}
+		return r.set(bs)
+	}
+	var logs logBuffer
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, logs.logger())
+	if err != nil {
+		t.Fatalf("Watch with a failing set: %v", err)
+	}
+	defer w.Close()
+	if bs, _ := w.Backends(); bs != nil || w.Sets() != 1 {
+		t.Fatalf("after a rejected first list: Backends %v, %d sets", bs, w.Sets())
+	}
+	if !strings.Contains(logs.String(), "rejected") {
+		t.Errorf("the rejection is not logged; logs:\n%s", logs.String())
+	}
+	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
+	waitFor(t, settle, "the list offered again", func() bool { return r.names() == "10.0.0.1:80 10.0.0.2:80" })
+	if bs, _ := w.Backends(); names(bs) != "10.0.0.1:80 10.0.0.2:80" {
+		t.Errorf("Backends() = %q", names(bs))
+	}
+}

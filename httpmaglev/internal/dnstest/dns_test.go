@@ -301,3 +301,35 @@ func TestWatchSRV(t *testing.T) {
 	waitFor(t, "the backup alone", func() bool { return names(w.Backends()) == nameOf("c.test", 2) })
 	checkOwners(t, tr, []string{nameOf("c.test", 2)}, addr)
 }
+
+// TestWatchDNSSetFails: an answer that set rejects is offered again after
+// the next lookup, and Backends keeps the last list set accepted.
+func TestWatchDNSSetFails(t *testing.T) {
+	z := startZone(t)
+	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1")
+	var mu sync.Mutex
+	calls, accepted := 0, ""
+	set := func(bs []httpmaglev.Backend) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return errors.New("rejected")
+		}
+		accepted = names(bs)
+		return nil
+	}
+	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	waitFor(t, "the answer offered again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted == "192.0.2.1:80"
+	})
+	if got := names(w.Backends()); got != "192.0.2.1:80" {
+		t.Errorf("Backends() = %q", got)
+	}
+}
