@@ -26,19 +26,19 @@ func ExampleWatch() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	t, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-User"), HealthPath: "/healthz"})
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Close()
+	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, slog.Default())
 	if err != nil {
 		log.Fatal(err) // etcd could not be read at start
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	proxy := &httputil.ReverseProxy{
 		Transport:    t,
 		Rewrite:      func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "backends"}) },
@@ -56,7 +56,7 @@ func ExampleRegister() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	srv := &http.Server{Addr: "10.0.0.7:8080", Handler: http.NotFoundHandler()}
 	go func() {
 		if err := srv.ListenAndServe(); err != http.ErrServerClosed {

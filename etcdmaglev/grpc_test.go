@@ -81,7 +81,7 @@ func TestGRPCResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer func() { _ = cc.Close() }()
 	tc := testgrpc.NewTestServiceClient(cc)
 
 	// An HTTP Transport fed by a Watcher on the same prefix: its table
@@ -91,7 +91,7 @@ func TestGRPCResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 
 	call := func(key string) string {
 		t.Helper()

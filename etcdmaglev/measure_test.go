@@ -35,7 +35,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	addrs := startBackends(t, 6)
 	for _, a := range addrs[:5] {
 		if _, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: a}, ttl, nil); err != nil {
@@ -70,7 +70,7 @@ func TestMeasure(t *testing.T) {
 		}
 		waitFor(t, settle, "registration", func() bool { return in(addrs[5]) })
 		start := time.Now()
-		cc.Close()
+		_ = cc.Close()
 		waitFor(t, ttl+settle, "crash removal", func() bool { return !in(addrs[5]) })
 		d := time.Since(start)
 		crash = append(crash, d)

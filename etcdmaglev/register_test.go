@@ -51,7 +51,7 @@ func TestRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 
 	var logs logBuffer
 	a, err := etcdmaglev.Register(t.Context(), c, prefix+"/", endpoints.Endpoint{Addr: "10.0.0.1:80"}, ttl, logs.logger())
@@ -94,7 +94,7 @@ func TestRegister(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	bc.Close()
+	_ = bc.Close()
 	waitFor(t, ttl+settle, "the crashed backend's removal", func() bool { return r.names() == "10.0.0.1:80" })
 	if b.Lease() == 0 {
 		t.Error("no lease")
@@ -145,7 +145,7 @@ func TestDeregisterKeepsAnotherLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Deregister(t.Context())
+	defer func() { _ = b.Deregister(t.Context()) }()
 	if err := a.Deregister(t.Context()); err != nil {
 		t.Fatal(err)
 	}

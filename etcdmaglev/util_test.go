@@ -162,7 +162,7 @@ func newGate(t *testing.T, target string) *gate {
 		t.Fatal(err)
 	}
 	g := &gate{t: t, target: target, l: l, addr: l.Addr().String(), open: true}
-	t.Cleanup(func() { l.Close(); g.setOpen(false) })
+	t.Cleanup(func() { _ = l.Close(); g.setOpen(false) })
 	go g.serve()
 	return g
 }
@@ -176,7 +176,7 @@ func (g *gate) serve() {
 		g.mu.Lock()
 		if !g.open {
 			g.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			continue
 		}
 		var d net.Dialer
@@ -185,13 +185,13 @@ func (g *gate) serve() {
 		cancel()
 		if err != nil {
 			g.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			continue
 		}
 		g.conns = append(g.conns, c, u)
 		g.mu.Unlock()
-		go func() { _, _ = io.Copy(u, c); u.Close() }()
-		go func() { _, _ = io.Copy(c, u); c.Close() }()
+		go func() { _, _ = io.Copy(u, c); _ = u.Close() }()
+		go func() { _, _ = io.Copy(c, u); _ = c.Close() }()
 	}
 }
 
@@ -203,7 +203,7 @@ func (g *gate) setOpen(open bool) {
 	g.open = open
 	if !open {
 		for _, c := range g.conns {
-			c.Close()
+			_ = c.Close()
 		}
 		g.conns = nil
 	}

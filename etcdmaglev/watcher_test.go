@@ -61,7 +61,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if got := r.names(); got != "10.0.0.1:80 10.0.0.2:80" {
 		t.Fatalf("first list %q", got)
 	}
@@ -130,7 +130,7 @@ func TestWatch(t *testing.T) {
 	want("deleting every key", "")
 
 	// After Close, set is not called.
-	w.Close()
+	_ = w.Close()
 	n = r.calls()
 	addEndpoint(t, c, prefix, "10.0.0.7:80", nil)
 	if _, err := c.Get(t.Context(), prefix, clientv3.WithPrefix()); err != nil {
@@ -154,7 +154,7 @@ func get(t *testing.T, client *http.Client, key string) string {
 	if err != nil {
 		t.Fatalf("key %s: %v", key, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("key %s: %d %q %v", key, resp.StatusCode, b, err)
@@ -185,7 +185,7 @@ func newTransport(t *testing.T) *httpmaglev.Transport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
+	t.Cleanup(func() { _ = tr.Close() })
 	return tr
 }
 
@@ -209,7 +209,7 @@ func TestWatchTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	client := &http.Client{Transport: tr}
 	checkOwners(t, client, addrs[:3], 300)
 
@@ -254,7 +254,7 @@ func TestWatchCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer wc.Close()
+	defer func() { _ = wc.Close() }()
 	const prefix = "services/web"
 	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
 	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
@@ -264,7 +264,7 @@ func TestWatchCompacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 
 	g.setOpen(false)
 	addEndpoint(t, c, prefix, "10.0.0.3:80", nil)
@@ -313,7 +313,7 @@ func TestWatchSetFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Watch with a failing set: %v", err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if bs, _ := w.Backends(); bs != nil || w.Sets() != 1 {
 		t.Fatalf("after a rejected first list: Backends %v, %d sets", bs, w.Sets())
 	}

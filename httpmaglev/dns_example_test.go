@@ -18,14 +18,14 @@ func ExampleWatchDNS() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer t.Close()
+	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	w, err := httpmaglev.WatchDNS(ctx, nil, "web.default.svc.cluster.local:8080", 5*time.Second, t.SetBackends, slog.Default())
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	client := &http.Client{Transport: t}
 	req, err := http.NewRequest("GET", "http://web/cart", nil)
 	if err != nil {
@@ -36,6 +36,6 @@ func ExampleWatchDNS() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	log.Print(resp.Status)
 }

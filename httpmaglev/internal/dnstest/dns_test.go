@@ -100,7 +100,7 @@ func checkOwners(t *testing.T, tr *httpmaglev.Transport, names []string, addr fu
 			t.Fatalf("key %s: %v", key, err)
 		}
 		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("key %s: %d %v", key, resp.StatusCode, err)
 		}
@@ -124,7 +124,7 @@ func newTransport(t *testing.T, rt http.RoundTripper) *httpmaglev.Transport {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
+	t.Cleanup(func() { _ = tr.Close() })
 	return tr
 }
 
@@ -178,7 +178,7 @@ func TestWatchDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	if got, want := names(w.Backends()), strings.Join(addrs[:3], " "); got != want {
 		t.Fatalf("backends %q, want %q", got, want)
 	}
@@ -221,7 +221,7 @@ func TestWatchDNS(t *testing.T) {
 	checkOwners(t, tr, []string{addrs[1], addrs[3]}, same)
 
 	// After Close, no lookup.
-	w.Close()
+	_ = w.Close()
 	n, _ = w.Lookups()
 	q := z.queries.Load()
 	time.Sleep(5 * interval)
@@ -243,7 +243,7 @@ func TestWatchDNSBoth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	want := []string{"192.0.2.1:8080 http://192.0.2.1:8080", "[2001:db8::1]:8080 http://[2001:db8::1]:8080"}
 	if len(got) != len(want) {
 		t.Fatalf("backends %v, want %v", got, want)
@@ -278,7 +278,7 @@ func TestWatchSRV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	nameOf := func(target string, i int) string { return target + ":" + port(i) }
 	byName := map[string]string{}
 	for i, h := range []string{"a.test", "b.test", "c.test", "d.test"} {
@@ -323,7 +323,7 @@ func TestWatchDNSSetFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	waitFor(t, "the answer offered again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()

@@ -35,7 +35,7 @@ func startZone(t *testing.T) *zone {
 	z.addr = pc.LocalAddr().String()
 	l, err := net.Listen("tcp", z.addr)
 	if err != nil {
-		pc.Close()
+		_ = pc.Close()
 		t.Fatal(err)
 	}
 	h := dns.HandlerFunc(z.serve)
