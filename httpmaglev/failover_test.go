@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -207,10 +208,12 @@ func TestKilledUnderLoad(t *testing.T) {
 func TestActiveHealth(t *testing.T) {
 	servers := startServers(t, 3)
 	tr := newTransport(t, httpmaglev.Config{
-		Key:            httpmaglev.HeaderKey(keyHeader),
-		HealthPath:     "/healthz",
-		HealthInterval: 50 * time.Millisecond,
-		HealthTimeout:  50 * time.Millisecond,
+		Key:        httpmaglev.HeaderKey(keyHeader),
+		HealthPath: "/healthz",
+		// Probes get the whole interval: on a loaded machine a short
+		// timeout would fail healthy backends.
+		HealthInterval: 200 * time.Millisecond,
+		HealthTimeout:  200 * time.Millisecond,
 		Fall:           2,
 		Rise:           3,
 	}, servers)
@@ -262,13 +265,15 @@ func TestPassiveEjection(t *testing.T) {
 	for _, active := range []bool{false, true} {
 		t.Run(fmt.Sprintf("active=%t", active), func(t *testing.T) {
 			servers := startServers(t, 3)
+			logs := new(lockedBuffer)
 			cfg := httpmaglev.Config{
 				Key:            httpmaglev.HeaderKey(keyHeader),
 				EjectAfter:     2,
 				EjectionTime:   50 * time.Millisecond,
-				HealthInterval: 50 * time.Millisecond,
-				HealthTimeout:  50 * time.Millisecond,
+				HealthInterval: 100 * time.Millisecond,
+				HealthTimeout:  100 * time.Millisecond,
 				DisableRetries: true,
+				Logger:         slog.New(slog.NewTextHandler(logs, nil)),
 			}
 			if active {
 				cfg.HealthPath = "/healthz"
@@ -288,9 +293,17 @@ func TestPassiveEjection(t *testing.T) {
 					t.Fatalf("GET to the broken backend succeeded")
 				}
 			}
-			waitFor(t, "s0 ejected", func() bool { return !slices.Contains(healthyNames(tr), "s0") })
+			// The ejection's rebuild, then the readmission's (polling
+			// for the moment s0 is out could miss it on a busy machine).
+			waitFor(t, "s0 ejected", func() bool { return tr.State().Rebuilds >= 1 })
+			if !strings.Contains(logs.String(), `msg="httpmaglev: backend ejected" backend=s0 failures=2`) {
+				t.Errorf("log lacks s0's ejection:\n%s", logs)
+			}
 			servers[0].broken.Store(false)
-			waitFor(t, "s0 readmitted", func() bool { return len(healthyNames(tr)) == 3 })
+			waitFor(t, "s0 readmitted", func() bool { return tr.State().Rebuilds >= 2 && len(healthyNames(tr)) == 3 })
+			if !strings.Contains(logs.String(), `msg="httpmaglev: ejected backend readmitted" backend=s0`) {
+				t.Errorf("log lacks s0's readmission:\n%s", logs)
+			}
 			if _, got, err := get(t, client, "http://x", http.MethodGet, onS0[0]); err != nil || got != "s0" {
 				t.Errorf("after readmission: key %q reached %s, %v; want s0", onS0[0], got, err)
 			}

@@ -31,12 +31,31 @@ func (t *Transport) loop(ctx context.Context) {
 			}
 		case <-t.wake:
 			t.mu.Lock()
-			if err := t.publishLocked(t.members, "ejection"); err != nil {
-				t.log.Error("httpmaglev: rebuild failed", "err", err)
+			if t.staleLocked() { // the health checks may have dropped it already
+				if err := t.publishLocked(t.members, "ejection"); err != nil {
+					t.log.Error("httpmaglev: rebuild failed", "err", err)
+				}
 			}
 			t.mu.Unlock()
 		}
 	}
+}
+
+// staleLocked reports whether the current table is not over exactly the
+// healthy members. Call it with t.mu held.
+func (t *Transport) staleLocked() bool {
+	s := t.cur.Load()
+	n := 0
+	for _, m := range t.members {
+		if !m.healthy() {
+			continue
+		}
+		n++
+		if i := s.table.Index(m.b.Name); i < 0 || s.members[i] != m {
+			return true
+		}
+	}
+	return n != len(s.members)
 }
 
 // round probes every configured backend concurrently, applies the results

@@ -277,4 +277,8 @@ func TestRequestNotModified(t *testing.T) {
 	if resp.Request == req || resp.Request.URL.Host == "service.invalid" {
 		t.Errorf("response's request is the caller's, or not addressed to a backend: %v", resp.Request.URL)
 	}
+	// A request without a URL is an error, not a panic.
+	if _, err := tr.RoundTrip(&http.Request{Method: http.MethodGet, Header: http.Header{}}); err == nil || !strings.HasPrefix(err.Error(), "httpmaglev: ") {
+		t.Errorf("RoundTrip of a request without a URL: %v, want an httpmaglev error", err)
+	}
 }

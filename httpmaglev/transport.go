@@ -3,6 +3,7 @@ package httpmaglev
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -269,6 +270,10 @@ func (t *Transport) pick(req *http.Request) (*snapshot, int, maglev.Lease, strin
 // RoundTrip allocates the request copy, and with bounded loads a body
 // wrapper; the pick itself does not allocate.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL == nil {
+		closeBody(req)
+		return nil, errNilURL
+	}
 	s, i, lease, key := t.pick(req)
 	if i < 0 {
 		closeBody(req)
@@ -310,6 +315,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+var errNilURL = errors.New("httpmaglev: nil Request.URL")
 
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when they reach Config.EjectAfter.
