@@ -23,6 +23,7 @@ type config struct {
 	BalanceFactor  float64       // bounded loads: 0 for off, else at least 1; see maglev.NewBounded
 	EjectAfter     int           // consecutive failed requests that eject a backend until Rise checks pass; -1 for off
 	IdlePerBackend int           // idle connections kept per backend; 0 for 32 (no flag: the load tests set it)
+	Dynamic        bool          // the backends come from etcd or DNS, after newProxy: Backends may be empty
 }
 
 // parseBackend parses a backend spec: a base URL such as

@@ -14,6 +14,26 @@
 // or NAME=URL: the table hashes names, so a named backend keeps its keys
 // when its address changes. -demo N starts N toy backends on loopback.
 //
+// Or they come from a registry, which keeps a fleet of proxies in
+// agreement with no files to copy: every proxy watching the same
+// membership computes the same table.
+//
+//	lbproxy -etcd http://10.0.0.1:2379,http://10.0.0.2:2379 -etcd-prefix services/web
+//	lbproxy -dns web.default.svc.cluster.local:8080 [-dns-interval 5s]
+//	lbproxy -dns-srv _http._tcp.web.default.svc.cluster.local
+//
+// -etcd (comma-separated client URLs) with -etcd-prefix watches the
+// endpoints registered under the prefix in the format of etcd's gRPC
+// naming (go.etcd.io/etcd/client/v3/naming/endpoints; see
+// github.com/maglevlb/maglev/etcdmaglev, whose Register a backend uses to
+// join): each endpoint is the backend named by its Addr, at http://Addr.
+// While etcd is unreachable the proxy keeps the last set. -dns looks up a
+// name's A and AAAA records every -dns-interval (each address is the
+// backend IP:PORT), -dns-srv its SRV records (each of the lowest priority
+// is the backend TARGET:PORT); a failed lookup keeps the last answer. A
+// proxy uses one source: -etcd, -dns and -dns-srv exclude one another and
+// -backend, -backends-file and -demo.
+//
 // Requests are keyed by client IP (-key ip, the default: the address the
 // connection comes from), or by a header (-key header:X-Session-Id); a
 // request without the header, or with an empty one, is keyed by its
@@ -79,6 +99,12 @@ type options struct {
 	listen string // proxy address
 	admin  string // admin address; "" for none
 	demo   int    // demo backends to start
+
+	etcd        []string      // etcd client URLs; none for no etcd
+	etcdPrefix  string        // the prefix the backends register under
+	dns         string        // NAME:PORT whose A/AAAA records are the backends
+	dnsSRV      string        // name whose SRV records are the backends
+	dnsInterval time.Duration // time between DNS lookups
 }
 
 // errReported is the error parseFlags returns for flags that the flag
@@ -112,6 +138,12 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
 	fs.Float64Var(&o.cfg.BalanceFactor, "balance-factor", 0,
 		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
+	var etcd listFlag
+	fs.Var(&etcd, "etcd", "etcd client `URLs`, comma-separated: backends are the endpoints registered under -etcd-prefix")
+	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
+	fs.StringVar(&o.dns, "dns", "", "backends are the A/AAAA records of `NAME:PORT`, looked up every -dns-interval")
+	fs.StringVar(&o.dnsSRV, "dns-srv", "", "backends are the lowest-priority SRV records of `NAME`, looked up every -dns-interval")
+	fs.DurationVar(&o.dnsInterval, "dns-interval", 5*time.Second, "time between DNS lookups of -dns or -dns-srv")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -133,8 +165,13 @@ func parseFlags(args []string) (options, error) {
 	if _, err := maglev.NewBounded(nil, o.cfg.BalanceFactor); err != nil {
 		return o, fmt.Errorf("lbproxy: -balance-factor: %w", err)
 	}
-	if len(o.cfg.Backends) == 0 && o.demo <= 0 {
-		return o, errors.New("lbproxy: no backends: use -backend, -backends-file or -demo")
+	o.etcd = etcd
+	if err := o.checkSources(); err != nil {
+		return o, err
+	}
+	o.cfg.Dynamic = len(o.etcd) > 0 || o.dns != "" || o.dnsSRV != ""
+	if len(o.cfg.Backends) == 0 && o.demo <= 0 && !o.cfg.Dynamic {
+		return o, errors.New("lbproxy: no backends: use -backend, -backends-file, -demo, -etcd, -dns or -dns-srv")
 	}
 	return o, nil
 }
@@ -174,6 +211,11 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		return err
 	}
 	defer p.close()
+	stop, err := p.watch(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	servers := []*http.Server{{Addr: o.listen, Handler: p}}
 	if o.admin != "" {
 		servers = append(servers, &http.Server{Addr: o.admin, Handler: p.adminHandler()})
@@ -194,7 +236,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		srv.ReadHeaderTimeout = 10 * time.Second
 		go func() { errc <- srv.Serve(listeners[i]) }()
 	}
-	logger.Printf("proxy on http://%s, keyed by %s, %d backends", listeners[0].Addr(), o.cfg.Key, len(o.cfg.Backends))
+	logger.Printf("proxy on http://%s, keyed by %s, %d backends", listeners[0].Addr(), o.cfg.Key, len(p.t.State().Backends))
 	if len(listeners) > 1 {
 		logger.Printf("admin on http://%s/debug/maglev", listeners[1].Addr())
 	}

@@ -37,7 +37,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		return nil, err
 	}
 	switch {
-	case len(cfg.Backends) == 0:
+	case len(cfg.Backends) == 0 && !cfg.Dynamic:
 		return nil, errors.New("lbproxy: no backends")
 	case !strings.HasPrefix(cfg.HealthPath, "/"):
 		return nil, fmt.Errorf("lbproxy: health path %q does not start with /", cfg.HealthPath)

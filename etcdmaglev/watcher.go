@@ -1,0 +1,272 @@
+package etcdmaglev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/maglevlb/maglev/httpmaglev"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// retryInterval is the wait between attempts to list the prefix again, or
+// to watch it again, after etcd failed.
+const retryInterval = time.Second
+
+// A Watcher keeps a backend list equal to the endpoints registered under an
+// etcd prefix, and hands every new list to its set function. It starts
+// from a consistent snapshot (a Get at one revision, then a Watch from the
+// next), so no change is missed or applied twice; it resumes watching
+// where it left off when etcd comes back after an outage or a restart, and
+// lists the prefix again when that revision has been compacted. While
+// etcd cannot be reached it calls set with nothing: the last list stays in
+// force, and the backends never drop to zero because the registry is down.
+//
+// A Watcher is safe for concurrent use by multiple goroutines; it runs
+// one goroutine, which Close stops.
+type Watcher struct {
+	client *clientv3.Client
+	key    string // the prefix and "/", as etcd's endpoints.Manager watches
+	set    func([]httpmaglev.Backend) error
+	log    *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	// Only the watching goroutine (and Watch, before it starts) writes
+	// these.
+	byKey   map[string]httpmaglev.Backend // the parsed endpoints, by key
+	rev     int64                         // the revision byKey is at
+	applied []httpmaglev.Backend          // the list set last accepted
+
+	mu      sync.Mutex // guards current
+	current []httpmaglev.Backend
+	curRev  int64
+	sets    int
+}
+
+// Watch lists the endpoints under prefix, calls set with their backends
+// (see Backend), and starts a goroutine that calls set again each time the
+// list changes, until Close. The keys are those an
+// endpoints.Manager for the target prefix writes, and etcd's gRPC resolver
+// reads for "etcd:///" + prefix: prefix + "/" + anything, each holding the
+// JSON of an endpoints.Endpoint. A trailing "/" of prefix is dropped.
+//
+// set is called from one goroutine at a time, with a list sorted by name
+// that it may keep; it is a Transport's SetBackends, or any function. A
+// list is passed only when it differs from the last one set accepted (in
+// names, URLs or weights): an update that changes no backend causes no
+// rebuild. When set fails, the error is logged and the same list is
+// offered again at the next change.
+//
+// A value that names no backend (see Backend and ErrBadEndpoint) is
+// ignored and logged, with its key, at Warn: a new key with such a value
+// is left out, and a key that had an endpoint keeps it, as etcd's own
+// watcher (and so its gRPC resolver) does. Losses of the watch and
+// re-lists are logged at Warn too. Several keys may name one Addr (a
+// backend registered again before its old lease ended): it is one
+// backend. logger nil means no logging.
+//
+// ctx bounds the first list only. Watch returns once set has been called
+// with the first list (whatever set returned), or an error: one wrapping
+// ErrInvalidArgument, or etcd's error if the first list failed, in which
+// case no goroutine is left running. Each list is O(n log n) in the
+// number n of keys, plus what set costs.
+func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func([]httpmaglev.Backend) error, logger *slog.Logger) (*Watcher, error) {
+	prefix = strings.TrimSuffix(prefix, "/")
+	switch {
+	case client == nil:
+		return nil, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+	case prefix == "":
+		return nil, fmt.Errorf("%w: empty prefix", ErrInvalidArgument)
+	case set == nil:
+		return nil, fmt.Errorf("%w: nil set function", ErrInvalidArgument)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	w := &Watcher{
+		client: client,
+		key:    prefix + "/",
+		set:    set,
+		log:    logger.With("prefix", prefix),
+		done:   make(chan struct{}),
+	}
+	if err := w.list(ctx); err != nil {
+		return nil, fmt.Errorf("etcdmaglev: list %q: %w", w.key, err)
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	go w.run()
+	return w, nil
+}
+
+// Backends returns the list the Watcher last handed to set and set
+// accepted (nil before any), sorted by name, and the etcd revision it
+// reflects. The slice must not be modified. It is O(1).
+func (w *Watcher) Backends() ([]httpmaglev.Backend, int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current, w.curRev
+}
+
+// Sets returns how many times set has been called. It is O(1).
+func (w *Watcher) Sets() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sets
+}
+
+// Close stops the watch and waits for its goroutine to return. set is not
+// called after Close returns. Close does not close the client, and always
+// returns nil.
+func (w *Watcher) Close() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+// list reads every key under the prefix at one revision and publishes the
+// backends they name.
+func (w *Watcher) list(ctx context.Context) error {
+	resp, err := w.client.Get(ctx, w.key, clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	old := w.byKey
+	w.byKey = make(map[string]httpmaglev.Backend, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		if b, ok := old[string(kv.Key)]; ok {
+			w.byKey[string(kv.Key)] = b // kept if the new value does not parse
+		}
+		w.put(string(kv.Key), kv.Value)
+	}
+	w.rev = resp.Header.Revision
+	w.publish()
+	return nil
+}
+
+// put records the backend a key's value names, or, if it names none, logs
+// that and leaves the key as it was, as etcd's own watcher does.
+func (w *Watcher) put(key string, v []byte) {
+	b, err := parseValue(v)
+	if err != nil {
+		w.log.Warn("etcdmaglev: endpoint ignored", "key", key, "err", err)
+		return
+	}
+	w.byKey[key] = b
+}
+
+// publish hands the backends to set if they differ from the last list set
+// accepted.
+func (w *Watcher) publish() {
+	list := backendList(w.byKey)
+	if w.applied != nil && sameBackends(list, w.applied) {
+		w.mu.Lock()
+		w.curRev = w.rev
+		w.mu.Unlock()
+		return
+	}
+	err := w.set(list)
+	w.mu.Lock()
+	w.sets++
+	if err == nil {
+		w.current, w.curRev = list, w.rev
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.log.Warn("etcdmaglev: set backends failed", "backends", len(list), "revision", w.rev, "err", err)
+		return
+	}
+	w.applied = list
+	w.log.Info("etcdmaglev: backends set", "backends", len(list), "revision", w.rev)
+}
+
+// run watches from the revision after the one listed, resuming after
+// failures and listing again after a compaction, until Close.
+func (w *Watcher) run() {
+	defer close(w.done)
+	for {
+		err := w.watch()
+		if w.ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			w.log.Warn("etcdmaglev: watch revision compacted; listing again", "revision", w.rev+1)
+			for {
+				lctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+				err := w.list(lctx)
+				cancel()
+				if err == nil || w.ctx.Err() != nil {
+					break
+				}
+				w.log.Warn("etcdmaglev: list failed; keeping the last backends", "err", err)
+				if !w.sleep(retryInterval) {
+					return
+				}
+			}
+			continue
+		}
+		w.log.Warn("etcdmaglev: watch lost; keeping the last backends and resuming", "revision", w.rev+1, "err", err)
+		if !w.sleep(retryInterval) {
+			return
+		}
+	}
+}
+
+// sleep waits d, and reports false if the Watcher was closed meanwhile.
+func (w *Watcher) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// watch applies the changes after w.rev until the watch fails, and returns
+// why.
+func (w *Watcher) watch() error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
+	defer cancel()
+	wch := w.client.Watch(ctx, w.key, clientv3.WithPrefix(), clientv3.WithRev(w.rev+1), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if resp.CompactRevision != 0 {
+			return rpctypes.ErrCompacted
+		}
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		if resp.Canceled {
+			return errors.New("watch canceled")
+		}
+		for _, ev := range resp.Events {
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				w.put(string(ev.Kv.Key), ev.Kv.Value)
+			case clientv3.EventTypeDelete:
+				delete(w.byKey, string(ev.Kv.Key))
+			}
+		}
+		// A response's header may be ahead of its events when a lagging
+		// watch is sent its backlog in batches: only an event's revision,
+		// or a progress notification's, says all before it has arrived.
+		if n := len(resp.Events); n > 0 {
+			w.rev = max(w.rev, resp.Events[n-1].Kv.ModRevision)
+			w.publish()
+		} else if resp.IsProgressNotify() {
+			w.rev = max(w.rev, resp.Header.Revision)
+		}
+	}
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	return errors.New("watch channel closed")
+}

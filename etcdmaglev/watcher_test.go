@@ -1,0 +1,328 @@
+package etcdmaglev_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/httpmaglev"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+func TestWatchArguments(t *testing.T) {
+	var r recorder
+	cases := []struct {
+		name   string
+		c      *clientv3.Client
+		prefix string
+		set    func([]httpmaglev.Backend) error
+	}{
+		{"nil client", nil, "svc", r.set},
+		{"empty prefix", &clientv3.Client{}, "", r.set},
+		{"prefix /", &clientv3.Client{}, "/", r.set},
+		{"nil set", &clientv3.Client{}, "svc", nil},
+	}
+	for _, c := range cases {
+		w, err := etcdmaglev.Watch(t.Context(), c.c, c.prefix, c.set, nil)
+		if w != nil || !errors.Is(err, etcdmaglev.ErrInvalidArgument) {
+			t.Errorf("%s: Watch = %v, %v; want ErrInvalidArgument", c.name, w, err)
+		}
+	}
+	if r.calls() != 0 {
+		t.Errorf("set called %d times", r.calls())
+	}
+}
+
+// TestWatch follows a prefix through additions, deletions, rewrites that
+// change nothing, bad values and duplicate addresses, against real etcd.
+func TestWatch(t *testing.T) {
+	s := startEtcd(t)
+	c := s.client(t)
+	const prefix = "services/web"
+	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
+	addEndpoint(t, c, prefix, "10.0.0.1:80", map[string]any{"zone": "a"})
+	// Neither a sibling prefix nor the prefix itself is a member.
+	addEndpoint(t, c, prefix+"2", "10.0.9.9:80", nil)
+	if _, err := c.Put(t.Context(), prefix, `{"Addr":"10.0.9.8:80"}`); err != nil {
+		t.Fatal(err)
+	}
+
+	var r recorder
+	var logs logBuffer
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix+"/", r.set, logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	if got := r.names(); got != "10.0.0.1:80 10.0.0.2:80" {
+		t.Fatalf("first list %q", got)
+	}
+	bs, rev := w.Backends()
+	if names(bs) != r.names() || rev == 0 {
+		t.Errorf("Backends() = %q at %d", names(bs), rev)
+	}
+	if b := r.last()[0]; b.URL.String() != "http://10.0.0.1:80" || b.Weight != 0 {
+		t.Errorf("first backend %+v", b)
+	}
+
+	want := func(what, list string) {
+		t.Helper()
+		waitFor(t, settle, what, func() bool { return r.names() == list })
+	}
+	addEndpoint(t, c, prefix, "10.0.0.3:80", nil)
+	want("an addition", "10.0.0.1:80 10.0.0.2:80 10.0.0.3:80")
+
+	// Writing the same endpoints again, a bad value under a new key, and a
+	// bad value over a good one change no backend: no call.
+	n := r.calls()
+	addEndpoint(t, c, prefix, "10.0.0.3:80", nil)
+	for key, v := range map[string]string{prefix + "/junk": "{not json", prefix + "/path": `{"Addr":"http://10.0.0.5/x"}`, prefix + "/10.0.0.2:80": "garbage"} {
+		if _, err := c.Put(t.Context(), key, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second key for one Addr is one backend.
+	addEndpoint(t, c, prefix+"/again", "10.0.0.1:80", nil)
+	// A change that does change the backends.
+	addEndpoint(t, c, prefix, "10.0.0.4:80", nil)
+	want("an addition after no-op changes", "10.0.0.1:80 10.0.0.2:80 10.0.0.3:80 10.0.0.4:80")
+	if got := r.calls(); got != n+1 {
+		t.Errorf("%d calls of set for one change of backends, want 1", got-n)
+	}
+	for _, key := range []string{prefix + "/junk", prefix + "/path", prefix + "/10.0.0.2:80"} {
+		if !strings.Contains(logs.String(), "key="+key+" ") {
+			t.Errorf("no log names the bad value under %s; logs:\n%s", key, logs.String())
+		}
+	}
+
+	// Deletions; a duplicate's deletion leaves the backend in.
+	if _, err := c.Delete(t.Context(), prefix+"/10.0.0.3:80"); err != nil {
+		t.Fatal(err)
+	}
+	want("a deletion", "10.0.0.1:80 10.0.0.2:80 10.0.0.4:80")
+	if _, err := c.Delete(t.Context(), prefix+"/10.0.0.1:80"); err != nil {
+		t.Fatal(err)
+	}
+	addEndpoint(t, c, prefix, "10.0.0.5:80", nil)
+	want("a duplicate's deletion", "10.0.0.1:80 10.0.0.2:80 10.0.0.4:80 10.0.0.5:80")
+
+	// One weight makes the list weighted; the others weigh 1.
+	addEndpoint(t, c, prefix, "10.0.0.6:80", map[string]any{"weight": 5})
+	want("a weighted endpoint", "10.0.0.1:80 10.0.0.2:80 10.0.0.4:80 10.0.0.5:80 10.0.0.6:80")
+	for _, b := range r.last() {
+		if want := map[bool]uint32{true: 5, false: 1}[b.Name == "10.0.0.6:80"]; b.Weight != want {
+			t.Errorf("%s weighs %d, want %d", b.Name, b.Weight, want)
+		}
+	}
+
+	// A registry that says there are no backends empties the list.
+	if _, err := c.Delete(t.Context(), prefix+"/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	want("deleting every key", "")
+
+	// After Close, set is not called.
+	_ = w.Close()
+	n = r.calls()
+	addEndpoint(t, c, prefix, "10.0.0.7:80", nil)
+	if _, err := c.Get(t.Context(), prefix, clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if r.calls() != n {
+		t.Errorf("set called after Close")
+	}
+}
+
+// get requests key through client and returns the body: the backend's
+// address.
+func get(t *testing.T, client *http.Client, key string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://backends/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Key", key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("key %s: %v", key, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("key %s: %d %q %v", key, resp.StatusCode, b, err)
+	}
+	return string(b)
+}
+
+// checkOwners fails the test unless each of keys reaches, through client,
+// its owner in maglev.New(addrs).
+func checkOwners(t *testing.T, client *http.Client, addrs []string, keys int) {
+	t.Helper()
+	tb, err := maglev.New(addrs, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		key := fmt.Sprintf("user-%d", i)
+		if got, want := get(t, client, key), tb.Lookup(key); got != want {
+			t.Fatalf("key %s reached %s, its owner over %v is %s", key, got, addrs, want)
+		}
+	}
+}
+
+// newTransport returns a Transport keyed by X-Key, closed at the test's end.
+func newTransport(t *testing.T) *httpmaglev.Transport {
+	t.Helper()
+	tr, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-Key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+// healthy returns the number of backends in tr's table.
+func healthy(tr *httpmaglev.Transport) int { return tr.State().Healthy }
+
+// TestWatchTransport feeds a Transport from etcd: keys reach their owners
+// over the registered Addrs, before and after a change, and while etcd is
+// stopped and after it restarts on the same data.
+func TestWatchTransport(t *testing.T) {
+	s := startEtcd(t)
+	c := s.client(t)
+	const prefix = "services/web"
+	addrs := startBackends(t, 4)
+	for _, a := range addrs[:3] {
+		addEndpoint(t, c, prefix, a, nil)
+	}
+	tr := newTransport(t)
+	var logs logBuffer
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	client := &http.Client{Transport: tr}
+	checkOwners(t, client, addrs[:3], 300)
+
+	addEndpoint(t, c, prefix, addrs[3], nil)
+	waitFor(t, settle, "the fourth backend in the table", func() bool { return healthy(tr) == 4 })
+	checkOwners(t, client, addrs, 300)
+
+	// etcd stops: the Transport keeps the last set and routes as before.
+	rebuilds := tr.State().Rebuilds
+	sets := w.Sets()
+	s.stop()
+	checkOwners(t, client, addrs, 300)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	_, err = c.Get(ctx, prefix)
+	cancel()
+	if err == nil {
+		t.Fatal("a Get succeeded with etcd stopped")
+	}
+	checkOwners(t, client, addrs, 300)
+	if w.Sets() != sets || tr.State().Rebuilds != rebuilds || healthy(tr) != 4 {
+		t.Fatalf("with etcd stopped: %d sets, %d rebuilds, %d healthy; want %d, %d, 4",
+			w.Sets(), tr.State().Rebuilds, healthy(tr), sets, rebuilds)
+	}
+
+	// etcd restarts on its data: the watch resumes and sees a deletion.
+	s.start()
+	if _, err := c.Delete(t.Context(), prefix+"/"+addrs[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, settle, "the deletion after etcd's restart", func() bool { return healthy(tr) == 3 })
+	checkOwners(t, client, addrs[1:], 300)
+}
+
+// TestWatchCompacted cuts a Watcher off from etcd while the prefix changes
+// and the history is compacted: when it can reach etcd again, it lists
+// the prefix anew.
+func TestWatchCompacted(t *testing.T) {
+	s := startEtcd(t)
+	c := s.client(t)
+	g := newGate(t, s.clientURL.Host)
+	wc, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + g.addr}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = wc.Close() }()
+	const prefix = "services/web"
+	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
+	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
+	var r recorder
+	var logs logBuffer
+	w, err := etcdmaglev.Watch(t.Context(), wc, prefix, r.set, logs.logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+
+	g.setOpen(false)
+	addEndpoint(t, c, prefix, "10.0.0.3:80", nil)
+	if _, err := c.Delete(t.Context(), prefix+"/10.0.0.1:80"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Put(t.Context(), "unrelated", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.names(); got != "10.0.0.1:80 10.0.0.2:80" || r.calls() != 1 {
+		t.Fatalf("cut off from etcd: %d calls, last %q", r.calls(), got)
+	}
+	g.setOpen(true)
+	waitFor(t, settle, "the list after the compaction", func() bool { return r.names() == "10.0.0.2:80 10.0.0.3:80" })
+	if !strings.Contains(logs.String(), "compacted") {
+		t.Errorf("no log of the compaction; logs:\n%s", logs.String())
+	}
+	// And it watches again from there.
+	addEndpoint(t, c, prefix, "10.0.0.4:80", nil)
+	waitFor(t, settle, "an addition after the re-list", func() bool { return r.names() == "10.0.0.2:80 10.0.0.3:80 10.0.0.4:80" })
+}
+
+// TestWatchSetFails: a list that set rejects is offered again at the next
+// change, and Backends keeps the last list set accepted.
+func TestWatchSetFails(t *testing.T) {
+	s := startEtcd(t)
+	c := s.client(t)
+	const prefix = "services/web"
+	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
+	var r recorder
+	fail := errors.New("rejected")
+	calls := 0
+	set := func(bs []httpmaglev.Backend) error {
+		calls++
+		if calls == 1 {
+			return fail
+		}
+		return r.set(bs)
+	}
+	var logs logBuffer
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, logs.logger())
+	if err != nil {
+		t.Fatalf("Watch with a failing set: %v", err)
+	}
+	defer func() { _ = w.Close() }()
+	if bs, _ := w.Backends(); bs != nil || w.Sets() != 1 {
+		t.Fatalf("after a rejected first list: Backends %v, %d sets", bs, w.Sets())
+	}
+	if !strings.Contains(logs.String(), "rejected") {
+		t.Errorf("the rejection is not logged; logs:\n%s", logs.String())
+	}
+	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
+	waitFor(t, settle, "the list offered again", func() bool { return r.names() == "10.0.0.1:80 10.0.0.2:80" })
+	if bs, _ := w.Backends(); names(bs) != "10.0.0.1:80 10.0.0.2:80" {
+		t.Errorf("Backends() = %q", names(bs))
+	}
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlagsMembership(t *testing.T) {
+	good := []struct {
+		args []string
+		want func(options) bool
+	}{
+		{[]string{"-etcd", "http://127.0.0.1:2379,http://127.0.0.2:2379", "-etcd-prefix", "services/web"}, func(o options) bool {
+			return len(o.etcd) == 2 && o.etcdPrefix == "services/web" && o.cfg.Dynamic && len(o.cfg.Backends) == 0
+		}},
+		{[]string{"-dns", "web.test:8080"}, func(o options) bool {
+			return o.dns == "web.test:8080" && o.dnsInterval == 5*time.Second && o.cfg.Dynamic
+		}},
+		{[]string{"-dns-srv", "_http._tcp.web.test", "-dns-interval", "250ms"}, func(o options) bool {
+			return o.dnsSRV == "_http._tcp.web.test" && o.dnsInterval == 250*time.Millisecond && o.cfg.Dynamic
+		}},
+	}
+	for _, tt := range good {
+		o, err := parseFlags(tt.args)
+		if err != nil || !tt.want(o) {
+			t.Errorf("parseFlags(%q) = %+v, %v", tt.args, o, err)
+		}
+	}
+	bad := []struct {
+		args []string
+		msg  string // part of the error
+	}{
+		{[]string{"-etcd", "http://127.0.0.1:2379"}, "-etcd needs -etcd-prefix"},
+		{[]string{"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", "/"}, "-etcd needs -etcd-prefix"},
+		{[]string{"-etcd-prefix", "services/web", "-demo", "2"}, "-etcd-prefix needs -etcd"},
+		{[]string{"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", "p", "-backend", "http://127.0.0.1:9001"}, "cannot be used with -backend"},
+		{[]string{"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", "p", "-demo", "2"}, "cannot be used with -backend"},
+		{[]string{"-dns", "web.test:80", "-backend", "http://127.0.0.1:9001"}, "cannot be used with -backend"},
+		{[]string{"-dns-srv", "_http._tcp.web.test", "-demo", "1"}, "cannot be used with -backend"},
+		{[]string{"-dns", "web.test:80", "-dns-srv", "_http._tcp.web.test"}, "use one source"},
+		{[]string{"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", "p", "-dns", "web.test:80"}, "use one source"},
+		{[]string{"-dns", "web.test"}, "want NAME:PORT"},
+		{[]string{"-dns", ":80"}, "want NAME:PORT"},
+		{[]string{"-dns", "web.test:80", "-dns-interval", "0s"}, "-dns-interval must be positive"},
+	}
+	for _, tt := range bad {
+		_, err := parseFlags(tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.msg) || !strings.HasPrefix(err.Error(), "lbproxy: ") {
+			t.Errorf("parseFlags(%q): %v, want an error saying %q", tt.args, err, tt.msg)
+		}
+	}
+}

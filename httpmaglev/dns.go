@@ -1,0 +1,247 @@
+package httpmaglev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrDNS is wrapped by the error WatchDNS and WatchSRV return when the
+// first lookup fails or names no backend, and by the errors a DNSWatcher
+// logs for the later ones.
+var ErrDNS = errors.New("httpmaglev: DNS lookup failed")
+
+// A DNSWatcher keeps a backend list equal to what a DNS name resolves to,
+// looking the name up again at an interval, and hands every new list to
+// its set function (a Transport's SetBackends, or any function). It is the
+// membership of a Kubernetes headless Service, or of any name whose
+// records list the backends.
+//
+// A lookup that fails, or answers no record, changes nothing: the last
+// good answer stays in force, so the backends never drop to zero because
+// DNS is unreachable. An answer that names the same backends as the last
+// one (in any order, with any TTL) causes no call, and so no rebuild.
+//
+// A DNSWatcher is safe for concurrent use by multiple goroutines; it runs
+// one goroutine, which Close stops.
+type DNSWatcher struct {
+	lookup   func(context.Context) ([]Backend, error)
+	what     string // the name, for errors and logs
+	interval time.Duration
+	set      func([]Backend) error
+	log      *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	applied []Backend // the list set last accepted; the goroutine's own
+
+	mu      sync.Mutex // guards current, lookups and failures
+	current []Backend
+	lookups int
+	fails   int
+}
+
+// WatchDNS watches the A and AAAA records of the host of hostport
+// ("NAME:PORT"): each address IP is the backend http://IP:PORT, named
+// "IP:PORT" ("[IP]:PORT" for IPv6), the name gRPC's DNS resolver gives
+// the same address, so that grpcmaglev on "dns:///NAME:PORT" computes the
+// same table. Weights are equal.
+//
+// WatchDNS looks the name up with r (nil means net.DefaultResolver), with
+// ctx, and calls set with the backends (sorted by name, a list set may
+// keep) before it returns; it then starts a goroutine that looks the name
+// up every interval, each lookup bounded by the interval, and calls set
+// when the backends change, until Close. When set fails, the error is
+// logged and the same list is offered again after the next lookup.
+//
+// It returns an error wrapping ErrInvalidConfig for a hostport that is
+// not NAME:PORT, an interval that is not positive or a nil set, and one
+// wrapping ErrDNS if the first lookup fails (then no goroutine is left
+// running). Each lookup costs one DNS query per address family and
+// O(n log n) in the n addresses; logger nil means no logging.
+func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+	host, port, err := net.SplitHostPort(hostport)
+	if err == nil && host == "" {
+		err = errors.New("no host")
+	}
+	if err == nil {
+		err = checkPort(port)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: DNS name %q is not NAME:PORT: %v", ErrInvalidConfig, hostport, err)
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	lookup := func(ctx context.Context) ([]Backend, error) {
+		ips, err := r.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, err
+		}
+		bs := make([]Backend, 0, len(ips))
+		for _, ip := range ips {
+			hp := net.JoinHostPort(ip.Unmap().WithZone("").String(), port)
+			bs = append(bs, Backend{Name: hp, URL: &url.URL{Scheme: "http", Host: hp}})
+		}
+		return bs, nil
+	}
+	return watchDNS(ctx, hostport, lookup, interval, set, logger)
+}
+
+// WatchSRV watches the SRV records of name (such as
+// "_http._tcp.web.default.svc.cluster.local"): each record of the lowest
+// priority is the backend http://TARGET:PORT, named "TARGET:PORT" with
+// the target's trailing dot dropped; records of higher priorities are
+// backups in DNS's sense, and are left out, and the records' weights are
+// not used (weights are equal). The Transport resolves each target when
+// it connects, with its own dialer's resolver.
+//
+// WatchSRV is otherwise as WatchDNS, with one SRV query a lookup; it
+// returns an error wrapping ErrInvalidConfig for an empty name.
+func WatchSRV(ctx context.Context, r *net.Resolver, name string, interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: empty SRV name", ErrInvalidConfig)
+	}
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	lookup := func(ctx context.Context) ([]Backend, error) {
+		_, srvs, err := r.LookupSRV(ctx, "", "", name)
+		if err != nil {
+			return nil, err
+		}
+		bs := make([]Backend, 0, len(srvs))
+		for _, s := range srvs {
+			if s.Priority != srvs[0].Priority { // sorted by priority
+				continue
+			}
+			target := strings.TrimSuffix(s.Target, ".")
+			if target == "" {
+				continue // "." means: no service here
+			}
+			hp := net.JoinHostPort(target, strconv.Itoa(int(s.Port)))
+			bs = append(bs, Backend{Name: hp, URL: &url.URL{Scheme: "http", Host: hp}})
+		}
+		return bs, nil
+	}
+	return watchDNS(ctx, name, lookup, interval, set, logger)
+}
+
+func checkPort(port string) error {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+func watchDNS(ctx context.Context, what string, lookup func(context.Context) ([]Backend, error), interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+	switch {
+	case interval <= 0:
+		return nil, fmt.Errorf("%w: DNS interval %v is not positive", ErrInvalidConfig, interval)
+	case set == nil:
+		return nil, fmt.Errorf("%w: nil set function", ErrInvalidConfig)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	w := &DNSWatcher{
+		lookup:   lookup,
+		what:     what,
+		interval: interval,
+		set:      set,
+		log:      logger.With("dns", what),
+		done:     make(chan struct{}),
+	}
+	if err := w.resolve(ctx); err != nil {
+		return nil, err
+	}
+	ctx, w.cancel = context.WithCancel(context.Background())
+	go w.run(ctx)
+	return w, nil
+}
+
+// Backends returns the list set last accepted (nil before any), sorted by
+// name. The slice must not be modified. It is O(1).
+func (w *DNSWatcher) Backends() []Backend {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.current
+}
+
+// Lookups returns how many lookups the DNSWatcher has made, and how many
+// of them failed (or answered no record). It is O(1).
+func (w *DNSWatcher) Lookups() (lookups, failed int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lookups, w.fails
+}
+
+// Close stops the lookups and waits for the goroutine to return; set is
+// not called after Close returns. Close always returns nil.
+func (w *DNSWatcher) Close() error {
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+func (w *DNSWatcher) run(ctx context.Context) {
+	defer close(w.done)
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lctx, cancel := context.WithTimeout(ctx, w.interval)
+		err := w.resolve(lctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("httpmaglev: DNS lookup failed; keeping the last backends", "err", err)
+		}
+	}
+}
+
+// resolve looks the name up once and hands the backends to set if they
+// changed.
+func (w *DNSWatcher) resolve(ctx context.Context) error {
+	bs, err := w.lookup(ctx)
+	if err == nil && len(bs) == 0 {
+		err = errors.New("no records")
+	}
+	w.mu.Lock()
+	w.lookups++
+	if err != nil {
+		w.fails++
+	}
+	w.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrDNS, w.what, err)
+	}
+	slices.SortFunc(bs, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
+	bs = slices.CompactFunc(bs, func(a, b Backend) bool { return a.Name == b.Name })
+	if w.applied != nil && slices.EqualFunc(bs, w.applied, func(a, b Backend) bool { return a.Name == b.Name }) {
+		return nil
+	}
+	if err := w.set(bs); err != nil {
+		w.log.Warn("httpmaglev: set backends failed", "backends", len(bs), "err", err)
+		return nil
+	}
+	w.applied = bs
+	w.mu.Lock()
+	w.current = bs
+	w.mu.Unlock()
+	w.log.Info("httpmaglev: backends set from DNS", "backends", len(bs))
+	return nil
+}

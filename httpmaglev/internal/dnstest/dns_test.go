@@ -1,0 +1,333 @@
+package dnstest_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/miekg/dns"
+)
+
+// interval is the watchers' interval in the tests: short, so that changes
+// show quickly. settle bounds every wait; it is generous, since the
+// machines that run the tests may be slow and loaded, and is no timing
+// assertion.
+const (
+	interval = 20 * time.Millisecond
+	settle   = 15 * time.Second
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(settle)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, settle)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// logBuffer is a concurrency-safe log destination.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// startBackends starts an HTTP server on each of the given addresses
+// ("127.0.0.2:0", ...), answering every request with its own address,
+// stopped at the end of the test; it returns the addresses listened on.
+func startBackends(t *testing.T, addrs ...string) []string {
+	t.Helper()
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		l, err := net.Listen("tcp", a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, addr)
+		})}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		out[i] = addr
+	}
+	return out
+}
+
+// checkOwners fails the test unless 300 keys reach, through tr, the
+// backends that own them in maglev.New(names); addr maps a name to the
+// address of the server it reaches.
+func checkOwners(t *testing.T, tr *httpmaglev.Transport, names []string, addr func(string) string) {
+	t.Helper()
+	tb, err := maglev.New(names, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Transport: tr}
+	for i := range 300 {
+		key := fmt.Sprintf("user-%d", i)
+		req, err := http.NewRequestWithContext(t.Context(), "GET", "http://backends/", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Key", key)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("key %s: %v", key, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("key %s: %d %v", key, resp.StatusCode, err)
+		}
+		if want := addr(tb.Lookup(key)); string(body) != want {
+			t.Fatalf("key %s reached %s, its owner over %v is %s", key, body, names, want)
+		}
+	}
+}
+
+func names(bs []httpmaglev.Backend) string {
+	s := make([]string, len(bs))
+	for i, b := range bs {
+		s[i] = b.Name
+	}
+	return strings.Join(s, " ")
+}
+
+func newTransport(t *testing.T, rt http.RoundTripper) *httpmaglev.Transport {
+	t.Helper()
+	tr, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-Key"), Transport: rt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tr.Close() })
+	return tr
+}
+
+func TestWatchDNSArguments(t *testing.T) {
+	set := func([]httpmaglev.Backend) error { return nil }
+	for _, hp := range []string{"", "web.test", ":80", "web.test:", "web.test:http", "web.test:0", "web.test:65536"} {
+		if w, err := httpmaglev.WatchDNS(t.Context(), nil, hp, time.Second, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+			t.Errorf("WatchDNS(%q) = %v, %v; want ErrInvalidConfig", hp, w, err)
+		}
+	}
+	if w, err := httpmaglev.WatchSRV(t.Context(), nil, "", time.Second, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+		t.Errorf("WatchSRV(\"\") = %v, %v; want ErrInvalidConfig", w, err)
+	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if w, err := httpmaglev.WatchDNS(t.Context(), nil, "web.test:80", d, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+			t.Errorf("WatchDNS interval %v = %v, %v; want ErrInvalidConfig", d, w, err)
+		}
+	}
+	if w, err := httpmaglev.WatchDNS(t.Context(), nil, "web.test:80", time.Second, nil, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+		t.Errorf("WatchDNS with nil set = %v, %v; want ErrInvalidConfig", w, err)
+	}
+}
+
+// TestWatchDNS follows the A records of a name on a real DNS server: keys
+// reach their owners over IP:PORT; an added address is routed to; an
+// answer with the same addresses causes no rebuild; failures and NXDOMAIN
+// keep the last good answer.
+func TestWatchDNS(t *testing.T) {
+	z := startZone(t)
+	addrs := startBackends(t, "127.0.0.1:0")
+	_, port, _ := net.SplitHostPort(addrs[0])
+	addrs = append(addrs, startBackends(t, "127.0.0.2:"+port, "127.0.0.3:"+port, "127.0.0.4:"+port)...)
+	a := func(ips ...string) []string {
+		rrs := make([]string, len(ips))
+		for i, ip := range ips {
+			rrs[i] = "web.test. 1 IN A " + ip
+		}
+		return rrs
+	}
+	z.set(t, "web.test.", "A", a("127.0.0.3", "127.0.0.1", "127.0.0.2")...)
+
+	// The first lookup fails: no such name.
+	if _, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "nothing.test.:"+port, interval, func([]httpmaglev.Backend) error { return nil }, nil); !errors.Is(err, httpmaglev.ErrDNS) {
+		t.Fatalf("WatchDNS of a missing name: %v, want ErrDNS", err)
+	}
+
+	tr := newTransport(t, nil)
+	var logs logBuffer
+	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:"+port, interval, tr.SetBackends,
+		slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	if got, want := names(w.Backends()), strings.Join(addrs[:3], " "); got != want {
+		t.Fatalf("backends %q, want %q", got, want)
+	}
+	same := func(name string) string { return name }
+	checkOwners(t, tr, addrs[:3], same)
+
+	z.set(t, "web.test.", "A", a("127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4")...)
+	waitFor(t, "the fourth address in the table", func() bool { return tr.State().Healthy == 4 })
+	checkOwners(t, tr, addrs, same)
+
+	// The same addresses in another order, then failures: no rebuild.
+	rebuilds := tr.State().Rebuilds
+	z.set(t, "web.test.", "A", a("127.0.0.4", "127.0.0.2", "127.0.0.3", "127.0.0.1")...)
+	n, _ := w.Lookups()
+	waitFor(t, "two lookups", func() bool { m, _ := w.Lookups(); return m >= n+2 })
+	for _, rcode := range []int{dns.RcodeServerFailure, dns.RcodeNameError, dns.RcodeRefused} {
+		z.setRcode(rcode)
+		_, f := w.Lookups()
+		waitFor(t, "two failed lookups", func() bool { _, g := w.Lookups(); return g >= f+2 })
+		checkOwners(t, tr, addrs, same)
+	}
+	z.setRcode(dns.RcodeSuccess)
+	z.set(t, "web.test.", "A") // no records
+	_, f := w.Lookups()
+	waitFor(t, "two failed lookups", func() bool { _, g := w.Lookups(); return g >= f+2 })
+	if got := tr.State().Rebuilds; got != rebuilds {
+		t.Errorf("%d rebuilds for answers that change no backend", got-rebuilds)
+	}
+	if got := names(w.Backends()); got != strings.Join(addrs, " ") {
+		t.Errorf("after failures: %q", got)
+	}
+	if !strings.Contains(logs.String(), "DNS lookup failed") || !strings.Contains(logs.String(), "web.test.:"+port) {
+		t.Errorf("no log of the failed lookups; logs:\n%s", logs.String())
+	}
+	checkOwners(t, tr, addrs, same)
+
+	// A good answer again.
+	z.set(t, "web.test.", "A", a("127.0.0.2", "127.0.0.4")...)
+	waitFor(t, "the answer after the failures", func() bool { return tr.State().Healthy == 2 })
+	checkOwners(t, tr, []string{addrs[1], addrs[3]}, same)
+
+	// Close waits for the lookups to stop; a second Close is harmless.
+	for range 2 {
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+}
+
+// TestWatchDNSBoth: A and AAAA answers together, IPv6 names in brackets.
+func TestWatchDNSBoth(t *testing.T) {
+	z := startZone(t)
+	z.set(t, "both.test.", "A", "both.test. 1 IN A 192.0.2.1", "both.test. 1 IN A 192.0.2.1")
+	z.set(t, "both.test.", "AAAA", "both.test. 1 IN AAAA 2001:db8::1")
+	var got []httpmaglev.Backend
+	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "both.test.:8080", time.Hour, func(bs []httpmaglev.Backend) error {
+		got = bs
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	want := []string{"192.0.2.1:8080 http://192.0.2.1:8080", "[2001:db8::1]:8080 http://[2001:db8::1]:8080"}
+	if len(got) != len(want) {
+		t.Fatalf("backends %v, want %v", got, want)
+	}
+	for i, b := range got {
+		if s := b.Name + " " + b.URL.String(); s != want[i] || b.Weight != 0 {
+			t.Errorf("backend %d: %s weight %d, want %s weight 0", i, s, b.Weight, want[i])
+		}
+	}
+}
+
+// TestWatchSRV follows SRV records: the lowest priority's targets, named
+// TARGET:PORT, reached through a dialer that resolves the targets.
+func TestWatchSRV(t *testing.T) {
+	z := startZone(t)
+	addrs := startBackends(t, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
+	port := func(i int) string { _, p, _ := net.SplitHostPort(addrs[i]); return p }
+	for _, h := range []string{"a", "b", "c", "d"} {
+		z.set(t, h+".test.", "A", h+".test. 1 IN A 127.0.0.1")
+	}
+	const name = "_http._tcp.web.test."
+	srv := func(prio int, target string, i int) string {
+		return fmt.Sprintf("%s 1 IN SRV %d 10 %s %s.", name, prio, port(i), target)
+	}
+	z.set(t, name, "SRV", srv(10, "a.test", 0), srv(10, "b.test", 1), srv(20, "c.test", 2))
+
+	r := z.resolver()
+	rt := http.DefaultTransport.(*http.Transport).Clone()
+	rt.DialContext = (&net.Dialer{Resolver: r}).DialContext
+	tr := newTransport(t, rt)
+	w, err := httpmaglev.WatchSRV(t.Context(), r, name, interval, tr.SetBackends, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	nameOf := func(target string, i int) string { return target + ":" + port(i) }
+	byName := map[string]string{}
+	for i, h := range []string{"a.test", "b.test", "c.test", "d.test"} {
+		byName[nameOf(h, i)] = addrs[i]
+	}
+	addr := func(name string) string { return byName[name] }
+	want := []string{nameOf("a.test", 0), nameOf("b.test", 1)}
+	if got := names(w.Backends()); got != strings.Join(want, " ") {
+		t.Fatalf("backends %q, want %q (the priority-20 record is a backup)", got, strings.Join(want, " "))
+	}
+	checkOwners(t, tr, want, addr)
+
+	z.set(t, name, "SRV", srv(10, "a.test", 0), srv(10, "b.test", 1), srv(10, "d.test", 3), srv(20, "c.test", 2))
+	want = append(want, nameOf("d.test", 3))
+	waitFor(t, "the new target", func() bool { return names(w.Backends()) == strings.Join(want, " ") })
+	checkOwners(t, tr, want, addr)
+
+	// Only backups left: they are the lowest priority now.
+	z.set(t, name, "SRV", srv(20, "c.test", 2))
+	waitFor(t, "the backup alone", func() bool { return names(w.Backends()) == nameOf("c.test", 2) })
+	checkOwners(t, tr, []string{nameOf("c.test", 2)}, addr)
+}
+
+// TestWatchDNSSetFails: an answer that set rejects is offered again after
+// the next lookup, and Backends keeps the last list set accepted.
+func TestWatchDNSSetFails(t *testing.T) {
+	z := startZone(t)
+	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1")
+	var mu sync.Mutex
+	calls, accepted := 0, ""
+	set := func(bs []httpmaglev.Backend) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		if calls == 1 {
+			return errors.New("rejected")
+		}
+		accepted = names(bs)
+		return nil
+	}
+	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	waitFor(t, "the answer offered again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return accepted == "192.0.2.1:80"
+	})
+	if got := names(w.Backends()); got != "192.0.2.1:80" {
+		t.Errorf("Backends() = %q", got)
+	}
+}

@@ -1,0 +1,18 @@
+module github.com/maglevlb/maglev/httpmaglev/internal/dnstest
+
+go 1.26.0
+
+require (
+	github.com/maglevlb/maglev v0.1.0
+	github.com/miekg/dns v1.1.73
+)
+
+require (
+	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	golang.org/x/net v0.57.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/maglevlb/maglev => ../../../
