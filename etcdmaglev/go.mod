@@ -33,6 +33,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
+	github.com/maglevlb/maglev/envoymaglev v0.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
@@ -76,5 +77,6 @@ require (
 
 replace (
 	github.com/maglevlb/maglev => ../
+	github.com/maglevlb/maglev/envoymaglev => ../envoymaglev
 	github.com/maglevlb/maglev/grpcmaglev => ../grpcmaglev
 )

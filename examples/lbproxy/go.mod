@@ -76,6 +76,7 @@ require (
 
 replace (
 	github.com/maglevlb/maglev => ../../
+	github.com/maglevlb/maglev/envoymaglev => ../../envoymaglev
 	github.com/maglevlb/maglev/etcdmaglev => ../../etcdmaglev
 	github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
 )
