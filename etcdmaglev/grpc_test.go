@@ -16,6 +16,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	_ "github.com/maglevlb/maglev/grpcmaglev"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 	etcdresolver "go.etcd.io/etcd/client/v3/naming/resolver"
@@ -55,8 +56,8 @@ func startGRPCServers(t *testing.T, n int) []string {
 }
 
 func TestGRPCResolver(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/echo"
 	addrs := startGRPCServers(t, 5)
 	regs := make([]*etcdmaglev.Registration, len(addrs))
@@ -76,7 +77,7 @@ func TestGRPCResolver(t *testing.T) {
 		grpc.WithResolvers(res),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"maglev": {"requestHashHeader": "x-key"}}]}`),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		fastReconnect[0],
+		etcdtest.FastReconnect[0],
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
@@ -27,8 +28,8 @@ func TestMeasure(t *testing.T) {
 	if !*measure {
 		t.Skip("measures times; run with -measure")
 	}
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/web"
 	tr := newTransport(t)
 	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, nil)
@@ -64,7 +65,7 @@ func TestMeasure(t *testing.T) {
 		dereg = append(dereg, time.Since(start))
 	}
 	for range 3 {
-		cc := s.client(t)
+		cc := s.Client(t)
 		if _, err := etcdmaglev.Register(t.Context(), cc, prefix, endpoints.Endpoint{Addr: addrs[5]}, ttl, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +86,7 @@ func TestMeasure(t *testing.T) {
 	// etcd down for 3 s: nothing changes; then the first change after the
 	// restart.
 	sets := w.Sets()
-	s.stop()
+	s.Stop()
 	down := time.Now()
 	for time.Since(down) < 3*time.Second {
 		if healthy(tr) != 5 || w.Sets() != sets {
@@ -93,7 +94,7 @@ func TestMeasure(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	s.start()
+	s.Restart()
 	up := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), settle)
 	defer cancel()

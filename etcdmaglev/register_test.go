@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -43,8 +44,8 @@ const ttl = 2 * time.Second
 // is replaced, a backend that stops renewing leaves within the TTL, and
 // Deregister deletes the key at once.
 func TestRegister(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/web"
 	var r recorder
 	w, err := etcdmaglev.Watch(t.Context(), c, prefix, r.set, nil)
@@ -78,7 +79,7 @@ func TestRegister(t *testing.T) {
 
 	// A second backend, on its own client, which it loses as a crashed
 	// process does: its keep-alive stops, its key is not deleted.
-	bc := s.client(t)
+	bc := s.Client(t)
 	b, err := etcdmaglev.Register(t.Context(), bc, prefix, endpoints.Endpoint{Addr: "10.0.0.2:80"}, ttl, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,8 +135,8 @@ func TestRegister(t *testing.T) {
 // its own lease still holds it, not a newer registration's of the same
 // Addr.
 func TestDeregisterKeepsAnotherLease(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	ep := endpoints.Endpoint{Addr: "10.0.0.1:80"}
 	a, err := etcdmaglev.Register(t.Context(), c, "svc", ep, ttl, nil)
 	if err != nil {

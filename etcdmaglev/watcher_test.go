@@ -12,6 +12,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,8 +45,8 @@ func TestWatchArguments(t *testing.T) {
 // TestWatch follows a prefix through additions, deletions, rewrites that
 // change nothing, bad values and duplicate addresses, against real etcd.
 func TestWatch(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/web"
 	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
 	addEndpoint(t, c, prefix, "10.0.0.1:80", map[string]any{"zone": "a"})
@@ -196,8 +197,8 @@ func healthy(tr *httpmaglev.Transport) int { return tr.State().Healthy }
 // over the registered Addrs, before and after a change, and while etcd is
 // stopped and after it restarts on the same data.
 func TestWatchTransport(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/web"
 	addrs := startBackends(t, 4)
 	for _, a := range addrs[:3] {
@@ -220,7 +221,7 @@ func TestWatchTransport(t *testing.T) {
 	// etcd stops: the Transport keeps the last set and routes as before.
 	rebuilds := tr.State().Rebuilds
 	sets := w.Sets()
-	s.stop()
+	s.Stop()
 	checkOwners(t, client, addrs, 300)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 	_, err = c.Get(ctx, prefix)
@@ -235,7 +236,7 @@ func TestWatchTransport(t *testing.T) {
 	}
 
 	// etcd restarts on its data: the watch resumes and sees a deletion.
-	s.start()
+	s.Restart()
 	if _, err := c.Delete(t.Context(), prefix+"/"+addrs[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +248,10 @@ func TestWatchTransport(t *testing.T) {
 // and the history is compacted: when it can reach etcd again, it lists
 // the prefix anew.
 func TestWatchCompacted(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
-	g := newGate(t, s.clientURL.Host)
-	wc, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + g.addr}, DialTimeout: 5 * time.Second, DialOptions: fastReconnect, Logger: zap.NewNop()})
+	s := etcdtest.Start(t)
+	c := s.Client(t)
+	g := newGate(t, strings.TrimPrefix(s.Endpoint(), "http://"))
+	wc, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + g.addr}, DialTimeout: 5 * time.Second, DialOptions: etcdtest.FastReconnect, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +295,8 @@ func TestWatchCompacted(t *testing.T) {
 // TestWatchSetFails: a list that set rejects is offered again at the next
 // change, and Backends keeps the last list set accepted.
 func TestWatchSetFails(t *testing.T) {
-	s := startEtcd(t)
-	c := s.client(t)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
 	const prefix = "services/web"
 	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
 	var r recorder

@@ -37,6 +37,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
@@ -209,7 +210,7 @@ func (p *proc) wait(t *testing.T, re *regexp.Regexp) []string {
 // A fleet is etcd, the backends and the proxies.
 type fleet struct {
 	t        *testing.T
-	etcd     *testEtcd
+	etcd     *etcdtest.Server
 	bin      string           // the lbproxy binary
 	backends map[string]*proc // the running backends, by address
 	started  int              // backends started
@@ -228,7 +229,7 @@ var readyLine = regexp.MustCompile(`^ready (\S+)$`)
 func (f *fleet) startBackend() string {
 	f.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fleetBackendEnv+"="+f.etcd.endpoint()+" "+fleetPrefix)
+	cmd.Env = append(os.Environ(), fleetBackendEnv+"="+f.etcd.Endpoint()+" "+fleetPrefix)
 	f.started++
 	p := startProc(f.t, fmt.Sprintf("backend %d", f.started), cmd)
 	addr := p.wait(f.t, readyLine)[1]
@@ -357,7 +358,7 @@ func TestFleet(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, 8 backend processes and 3 proxy processes: not in -short")
 	}
-	f := &fleet{t: t, etcd: startEtcd(t), backends: map[string]*proc{}, client: &http.Client{Timeout: 10 * time.Second}}
+	f := &fleet{t: t, etcd: etcdtest.Start(t), backends: map[string]*proc{}, client: &http.Client{Timeout: 10 * time.Second}}
 	f.bin = filepath.Join(t.TempDir(), "lbproxy")
 	if out, err := exec.Command("go", "build", "-o", f.bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -369,7 +370,7 @@ func TestFleet(t *testing.T) {
 	adminLine := regexp.MustCompile(`admin on (http://\S+/debug/maglev)`)
 	for i := range 3 {
 		cmd := exec.Command(f.bin, "-listen", "127.0.0.1:0", "-admin", "127.0.0.1:0",
-			"-etcd", f.etcd.endpoint(), "-etcd-prefix", fleetPrefix, "-key", "header:"+fleetHeader,
+			"-etcd", f.etcd.Endpoint(), "-etcd-prefix", fleetPrefix, "-key", "header:"+fleetHeader,
 			"-health-interval", "500ms", "-health-timeout", "250ms")
 		p := startProc(t, fmt.Sprintf("lbproxy %d", i), cmd)
 		f.proxies = append(f.proxies, fleetProxy{url: p.wait(t, proxyLine)[1], admin: p.wait(t, adminLine)[1]})
@@ -494,7 +495,7 @@ func TestFleet(t *testing.T) {
 
 	// 5. etcd stops for a few seconds: the proxies keep routing with the
 	// last set; when it is back, they watch again.
-	f.etcd.stop()
+	f.etcd.Stop()
 	down := time.Now()
 	rounds := 0
 	for time.Since(down) < 3*time.Second {
@@ -506,7 +507,7 @@ func TestFleet(t *testing.T) {
 			t.Fatalf("with etcd down, a proxy's table is over %v, want %v", got, members)
 		}
 	}
-	f.etcd.start()
+	f.etcd.Restart()
 	up := time.Now()
 	t.Logf("etcd down %v: %d rounds of %d keys through 3 proxies, every key to its owner over the last set",
 		up.Sub(down).Round(time.Millisecond), rounds, fleetKeys)
