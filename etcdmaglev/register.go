@@ -2,12 +2,14 @@ package etcdmaglev
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -181,7 +183,9 @@ func (r *Registration) Deregister(ctx context.Context) error {
 		if err != nil {
 			r.err = fmt.Errorf("etcdmaglev: delete %q: %w", r.key, err)
 		}
-		if _, err := r.client.Revoke(ctx, lease); err != nil && r.err == nil {
+		// A lease already gone (it expired during an outage, or a failed
+		// registration revoked it) is what Revoke was for.
+		if _, err := r.client.Revoke(ctx, lease); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) && r.err == nil {
 			r.err = fmt.Errorf("etcdmaglev: revoke lease: %w", err)
 		}
 	})

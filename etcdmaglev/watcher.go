@@ -53,7 +53,7 @@ type Watcher struct {
 
 // Watch lists the endpoints under prefix, calls set with their backends
 // (see Backend), and starts a goroutine that calls set again each time the
-// list changes, until Close. The keys are those an
+// list changes, until Close or until the client is closed. The keys are those an
 // endpoints.Manager for the target prefix writes, and etcd's gRPC resolver
 // reads for "etcd:///" + prefix: prefix + "/" + anything, each holding the
 // JSON of an endpoints.Endpoint. A trailing "/" of prefix is dropped.
@@ -101,7 +101,9 @@ func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func
 	if err := w.list(ctx); err != nil {
 		return nil, fmt.Errorf("etcdmaglev: list %q: %w", w.key, err)
 	}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
+	// The client's context ends when the client is closed: closing the
+	// client stops the Watcher, as it stops a Registration's keep-alive.
+	w.ctx, w.cancel = context.WithCancel(client.Ctx())
 	go w.run()
 	return w, nil
 }

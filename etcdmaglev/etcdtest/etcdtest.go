@@ -42,22 +42,28 @@ type Server struct {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{t: t, dir: filepath.Join(t.TempDir(), "etcd")}
-	s.clientURL = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))}
-	s.peerURL = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))}
+	ports := freePorts(t, 2)
+	s.clientURL = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
+	s.peerURL = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
 	s.Restart()
 	t.Cleanup(s.Stop)
 	return s
 }
 
-// freePort returns a loopback port nobody listens on now.
-func freePort(t testing.TB) int {
+// freePorts returns n distinct loopback ports nobody listens on now: it
+// holds each open until it has them all, so no two are the same.
+func freePorts(t testing.TB, n int) []int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = l.Close() }() // only probed
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer func() { _ = l.Close() }() // only probed
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // Restart starts the server again after Stop, on the same ports and data,
