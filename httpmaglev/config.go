@@ -159,7 +159,9 @@ type Config struct {
 	// EjectAfter consecutive failed requests to a backend (no response:
 	// refused, reset, timed out) eject it from the table until Rise probes
 	// pass, or, with active checks off, for EjectionTime. 0 means 3; -1
-	// turns passive ejection off.
+	// turns passive ejection off. Passive ejection never takes out more
+	// than half the configured backends, and a request that net/http
+	// rejects before connecting (an invalid header, say) does not count.
 	EjectAfter int
 
 	// EjectionTime is how long a passively ejected backend stays out when

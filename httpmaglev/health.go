@@ -83,7 +83,9 @@ func (t *Transport) round(ctx context.Context) {
 			changed = t.observe(m, errs[i]) || changed
 		}
 	}
-	if changed {
+	// A rebuild that failed before (a NewTable error, say) is tried again
+	// every round until the table matches the healthy backends.
+	if changed || t.staleLocked() {
 		if err := t.publishLocked(t.members, "health"); err != nil {
 			t.log.Error("httpmaglev: rebuild failed", "err", err)
 		}
@@ -118,7 +120,10 @@ func (t *Transport) observe(m *member, err error) bool {
 		m.up = true
 		t.log.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", m.passes)
 	}
-	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise {
+	// An ejection counts its generation before it sets ejected, so one
+	// that happened while this probe was out shows here as a new
+	// generation: its passes do not count toward readmitting it.
+	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise && m.ejectGen.Load() == m.seenGen {
 		m.connFails.Store(0)
 		m.ejected.Store(false)
 		t.log.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", m.passes)
@@ -141,7 +146,7 @@ func (t *Transport) readmit() {
 			t.log.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", t.cfg.EjectionTime)
 		}
 	}
-	if changed {
+	if changed || t.staleLocked() {
 		if err := t.publishLocked(t.members, "readmission"); err != nil {
 			t.log.Error("httpmaglev: rebuild failed", "err", err)
 		}

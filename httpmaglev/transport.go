@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -284,10 +285,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	out := outgoing(req, m)
 	retry := !t.cfg.DisableRetries && idempotent(req)
 	if retry {
-		retry = t.replayable(req, out)
+		var err error
+		if retry, err = t.replayable(req, out); err != nil {
+			closeBody(req)
+			lease.Release()
+			return nil, err
+		}
 	}
-	resp, err := t.send(out, m)
-	if err != nil && retry && req.Context().Err() == nil {
+	resp, err := t.send(s, out, m)
+	if err != nil && retry && req.Context().Err() == nil && !requestFault(err) {
 		if j := s.retryTarget(key, i); j >= 0 {
 			next := s.members[j]
 			again := outgoing(req, next)
@@ -295,7 +301,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				body, berr := out.GetBody()
 				if berr != nil {
 					lease.Release()
-					return nil, &BackendError{Backend: m.b.Name, Err: err}
+					return nil, &BackendError{Backend: m.b.Name, Err: errors.Join(err, berr)}
 				}
 				again.Body = body
 			}
@@ -303,7 +309,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			t.log.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
 				"backend", m.b.Name, "err", err, "retry", next.b.Name)
 			m = next
-			resp, err = t.send(again, m)
+			resp, err = t.send(s, again, m)
 		}
 	}
 	if err != nil {
@@ -320,7 +326,7 @@ var errNilURL = errors.New("httpmaglev: nil Request.URL")
 
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when they reach Config.EjectAfter.
-func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
+func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(out)
 	if err == nil {
 		if m.connFails.Load() != 0 {
@@ -328,17 +334,51 @@ func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	if out.Context().Err() == nil && t.cfg.EjectAfter > 0 &&
-		int(m.connFails.Add(1)) >= t.cfg.EjectAfter && m.ejected.CompareAndSwap(false, true) {
-		m.ejectedAt.Store(time.Now().UnixNano())
-		m.ejectGen.Add(1)
-		t.log.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
-		select {
-		case t.wake <- struct{}{}:
-		default: // a rebuild is already due
-		}
+	if out.Context().Err() == nil && t.cfg.EjectAfter > 0 && !requestFault(err) &&
+		int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
+		t.eject(s, m, err)
 	}
 	return nil, err
+}
+
+// eject takes m out of the table after EjectAfter consecutive failures,
+// unless half of the configured backends are ejected already: a failure
+// that hits every backend at once (the client's own network, say) must not
+// empty the table. Active health checks, which see each backend on its
+// own, may still take the rest out. It is O(N), on the failure path only.
+func (t *Transport) eject(s *snapshot, m *member, err error) {
+	out := 0
+	for _, o := range s.all {
+		if o.ejected.Load() {
+			out++
+		}
+	}
+	if out+1 > len(s.all)/2 {
+		t.log.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
+		return
+	}
+	// The time and generation first, so that a health round or readmit
+	// that sees ejected also sees this ejection's.
+	m.ejectedAt.Store(time.Now().UnixNano())
+	m.ejectGen.Add(1)
+	if !m.ejected.CompareAndSwap(false, true) {
+		return // another request ejected it meanwhile
+	}
+	t.log.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
+	select {
+	case t.wake <- struct{}{}:
+	default: // a rebuild is already due
+	}
+}
+
+// requestFault reports whether err, from sending a request, is the
+// request's own fault, which no backend would have answered: net/http's
+// Transport rejects a nil Header, an invalid method and invalid header or
+// trailer fields before it connects. Such a failure neither counts toward
+// ejecting the backend nor is retried.
+func requestFault(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "net/http: invalid ") || strings.HasPrefix(msg, "http: nil Request.Header")
 }
 
 // outgoing returns a shallow copy of req addressed to m's backend.
@@ -371,27 +411,37 @@ func nonEmpty(v []string) bool { return len(v) > 0 && v[0] != "" }
 
 // replayable makes out's body replayable, if req's is: none, or with
 // GetBody, or of at most MaxRetryBody bytes, which it buffers. It reports
-// whether out can be sent twice. A body too large, or whose read fails, is
-// sent once: what was read, then the rest.
-func (t *Transport) replayable(req, out *http.Request) bool {
+// whether out can be sent twice. A body too large is sent once, whole: what
+// was read ahead, then the rest. An error reading the body is returned: a
+// body cut short is never sent. A body of unknown length is read ahead up
+// to MaxRetryBody+1 bytes before the request is sent, so a full-duplex
+// stream, whose writer waits for the answer, needs DisableRetries.
+func (t *Transport) replayable(req, out *http.Request) (bool, error) {
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
-		return true
+		return true, nil
 	}
 	limit := t.cfg.MaxRetryBody
 	if req.ContentLength > limit {
-		return false
+		return false, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
-	if err != nil || int64(len(buf)) > limit {
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("httpmaglev: reading the request body: %w", err)
+	case int64(len(buf)) > limit:
 		out.Body = readCloser{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
-		return false
+		return false, nil
+	case req.ContentLength > 0 && int64(len(buf)) != req.ContentLength:
+		return false, fmt.Errorf("httpmaglev: the request body has %d bytes, its ContentLength %d", len(buf), req.ContentLength)
 	}
 	_ = req.Body.Close() // read to the end; RoundTrip must close it
 	out.Body = io.NopCloser(bytes.NewReader(buf))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-	return true
+	return true, nil
 }
 
+// A readCloser reads from one reader and closes another: a body read
+// ahead, followed by its rest.
 type readCloser struct {
 	io.Reader
 	io.Closer
