@@ -328,9 +328,14 @@ func TestEndToEnd(t *testing.T) {
 	if st.LastChurn.Slots != all.Diff(three) {
 		t.Errorf("churn %d slots, want %d", st.LastChurn.Slots, all.Diff(three))
 	}
+	// The rebuild logs its line just after it publishes the table that
+	// waitTable saw: wait for the line too.
 	logLine := fmt.Sprintf("healthy=3 backends=4 change=-b1 moved=%d slots=%d", all.Diff(three), m)
-	if !strings.Contains(h.log.String(), logLine) {
-		t.Errorf("log lacks %q", logLine)
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(h.log.String(), logLine); time.Sleep(testInterval / 20) {
+		if time.Now().After(deadline) {
+			t.Errorf("log lacks %q", logLine)
+			break
+		}
 	}
 	h.checkDebug(three, all.Diff(three), 1, died)
 
