@@ -28,15 +28,24 @@ type zone struct {
 func startZone(t *testing.T) *zone {
 	t.Helper()
 	z := &zone{records: map[string][]dns.RR{}}
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	z.addr = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", z.addr)
-	if err != nil {
+	// UDP and TCP on one port, as a resolver expects: the UDP port the
+	// kernel picks may be taken on TCP (by another test's connection, say),
+	// so pick again until both are free.
+	var pc net.PacketConn
+	var l net.Listener
+	for try := 0; ; try++ {
+		var err error
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		z.addr = pc.LocalAddr().String()
+		if l, err = net.Listen("tcp", z.addr); err == nil {
+			break
+		}
 		_ = pc.Close()
-		t.Fatal(err)
+		if try == 20 {
+			t.Fatalf("no port free for both UDP and TCP: %v", err)
+		}
 	}
 	h := dns.HandlerFunc(z.serve)
 	z.udp = &dns.Server{PacketConn: pc, Handler: h}
