@@ -37,14 +37,16 @@ func backends(hosts []Host) []maglev.Backend {
 	return bs
 }
 
-// BenchmarkNew builds Envoy's table for hosts of weights 1..100.
-func BenchmarkNew(b *testing.B) {
+// benchBuild times, at every benchmark size, the builder that prepare
+// returns for hosts of weights 1..maxWeight (prepare's own work, such as
+// converting the hosts, is not timed).
+func benchBuild(b *testing.B, maxWeight int, prepare func(hosts []Host) func(m int) (*maglev.Table, error)) {
 	for _, sz := range benchSizes {
-		hosts := benchHosts(sz.n, 100)
+		build := prepare(benchHosts(sz.n, maxWeight))
 		b.Run(fmt.Sprintf("N=%d/M=%d", sz.n, sz.m), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				t, err := New(hosts, sz.m)
+				t, err := build(sz.m)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -52,42 +54,27 @@ func BenchmarkNew(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkNew builds Envoy's table for hosts of weights 1..100.
+func BenchmarkNew(b *testing.B) { benchBuild(b, 100, envoyNew) }
+
+// envoyNew is New for benchBuild.
+func envoyNew(hosts []Host) func(m int) (*maglev.Table, error) {
+	return func(m int) (*maglev.Table, error) { return New(hosts, m) }
 }
 
 // BenchmarkNewWeighted builds the root package's weighted table for the
 // same hosts, hashed with XXH64, for comparison.
 func BenchmarkNewWeighted(b *testing.B) {
-	for _, sz := range benchSizes {
-		bs := backends(benchHosts(sz.n, 100))
-		b.Run(fmt.Sprintf("N=%d/M=%d", sz.n, sz.m), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				t, err := maglev.NewWeighted(bs, sz.m, XXH64())
-				if err != nil {
-					b.Fatal(err)
-				}
-				sinkTable = t
-			}
-		})
-	}
+	benchBuild(b, 100, func(hosts []Host) func(m int) (*maglev.Table, error) {
+		bs := backends(hosts)
+		return func(m int) (*maglev.Table, error) { return maglev.NewWeighted(bs, m, XXH64()) }
+	})
 }
 
 // BenchmarkNewEqual builds Envoy's table for hosts of equal weights.
-func BenchmarkNewEqual(b *testing.B) {
-	for _, sz := range benchSizes {
-		hosts := benchHosts(sz.n, 1)
-		b.Run(fmt.Sprintf("N=%d/M=%d", sz.n, sz.m), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				t, err := New(hosts, sz.m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				sinkTable = t
-			}
-		})
-	}
-}
+func BenchmarkNewEqual(b *testing.B) { benchBuild(b, 1, envoyNew) }
 
 // BenchmarkLookup looks keys up in Envoy's table: XXH64 through the
 // Hasher interface, then the slot.
