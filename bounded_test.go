@@ -48,17 +48,28 @@ func zipfKeys(n, k int, s float64) []string {
 }
 
 // TestBoundedOffIsLookup checks that with factor 0 every pick is Lookup's,
-// that nothing is counted, and that Acquire does not allocate.
+// that nothing is counted, and that Acquire does not allocate: with the
+// default hasher (Acquire's own path), another hasher, a seeded XXH3, and
+// 4-byte slots.
 func TestBoundedOffIsLookup(t *testing.T) {
-	for _, tab := range []*Table{
+	tables := []*Table{
 		mustNew(t, names("b", 10), DefaultSize, nil),
 		mustWeighted(t, goldenWeights(20), DefaultSize, Farm()),
-	} {
+		mustNew(t, names("b", 10), 13, XXH3Seed(7)),
+	}
+	if !testing.Short() {
+		big := mustNew(t, names("b", 70000), 70001, nil)
+		if big.slots32 == nil {
+			t.Fatal("70,000 backends are not stored in 4-byte slots")
+		}
+		tables = append(tables, big)
+	}
+	for _, tab := range tables {
 		b := mustBounded(t, tab, 0)
 		var leases []Lease
 		for _, key := range zipfKeys(2000, 100, 1.1) {
 			l := b.Acquire(key)
-			if l.Index != tab.LookupIndex(key) || l.Backend != tab.Lookup(key) || l.Spilled || l.Table != tab {
+			if l.Index != tab.LookupIndex(key) || l.Backend() != tab.Lookup(key) || l.Spilled || l.Table != tab {
 				t.Fatalf("factor 0: Acquire(%q) = %+v, Lookup %q (index %d)", key, l, tab.Lookup(key), tab.LookupIndex(key))
 			}
 			if h := tab.h.HashString(key); b.AcquireHash(h).Index != l.Index {
@@ -113,7 +124,7 @@ func TestBoundedWith(t *testing.T) {
 	// The four backends of old are in next: one count each, seen from both.
 	perName := map[string]int64{}
 	for _, l := range leases {
-		perName[l.Backend]++
+		perName[l.Backend()]++
 	}
 	for _, bl := range w.Loads(nil) {
 		if bl.InFlight != perName[bl.Backend] {
@@ -198,7 +209,7 @@ func TestBoundedSequential(t *testing.T) {
 					l := held[j]
 					held = slices.Delete(held, j, j+1)
 					l.Release()
-					md.inflight[l.Backend]--
+					md.inflight[l.Backend()]--
 					md.total--
 				}
 				h := tab.h.HashString(key)
@@ -209,7 +220,7 @@ func TestBoundedSequential(t *testing.T) {
 						factor, step, key, l.Index, l.Spilled, want, wantSpill)
 				}
 				md.total++
-				md.inflight[l.Backend]++
+				md.inflight[l.Backend()]++
 				if l.Spilled {
 					spilled++
 				}
@@ -219,9 +230,9 @@ func TestBoundedSequential(t *testing.T) {
 				for j := range tab.Len() {
 					sum += float64(tab.weight(j))
 				}
-				c := float64(md.inflight[l.Backend])
+				c := float64(md.inflight[l.Backend()])
 				if bound := factor*float64(md.total)*float64(tab.weight(l.Index))/sum + 1; c > bound {
-					t.Fatalf("factor %v step %d: %s holds %v requests, bound %v", factor, step, l.Backend, c, bound)
+					t.Fatalf("factor %v step %d: %s holds %v requests, bound %v", factor, step, l.Backend(), c, bound)
 				}
 			}
 			st := b.Stats()
@@ -290,7 +301,7 @@ func TestBoundedUpdate(t *testing.T) {
 	held := map[string][]Lease{}
 	for k := range 300 {
 		l := b.Acquire(fmt.Sprint(k))
-		held[l.Backend] = append(held[l.Backend], l)
+		held[l.Backend()] = append(held[l.Backend()], l)
 	}
 	b.Update(bcd)
 	inflight := func(name string) int64 {
@@ -348,7 +359,7 @@ func TestBoundedEmpty(t *testing.T) {
 		for _, f := range []float64{0, 1.25} {
 			b := mustBounded(t, tab, f)
 			l := b.Acquire("k")
-			if l.Index != -1 || l.Backend != "" || b.AcquireHash(1).Index != -1 {
+			if l.Index != -1 || l.Backend() != "" || b.AcquireHash(1).Index != -1 {
 				t.Fatalf("%s: Acquire = %+v, want Index -1", name, l)
 			}
 			l.Release()
@@ -402,7 +413,7 @@ func TestBoundedConcurrent(t *testing.T) {
 		total := int64(0)
 		for _, ls := range held {
 			for _, l := range ls {
-				want[l.Backend]++
+				want[l.Backend()]++
 				total++
 			}
 		}
@@ -548,7 +559,7 @@ func BenchmarkAcquireOff(b *testing.B) {
 		s := 0
 		for i := 0; b.Loop(); i++ {
 			l := bd.Acquire(keys[i&mask])
-			s += len(l.Backend)
+			s += len(l.Backend())
 			l.Release()
 		}
 		boundedSink = s

@@ -78,9 +78,9 @@ func ExampleBounded() {
 	for range 8 { // 8 requests for one hot key, all in flight at once
 		l := b.Acquire("celebrity")
 		if l.Spilled {
-			picks = append(picks, l.Backend+"*")
+			picks = append(picks, l.Backend()+"*")
 		} else {
-			picks = append(picks, l.Backend)
+			picks = append(picks, l.Backend())
 		}
 		leases = append(leases, l)
 	}

@@ -120,11 +120,11 @@ func (s *boundedSim) hold(l maglev.Lease) maglev.Lease {
 // hashing included, which compare times.
 func (s *boundedSim) Lookup(key string) string {
 	s.release()
-	return s.hold(s.b.Acquire(key)).Backend
+	return s.hold(s.b.Acquire(key)).Backend()
 }
 
 // LookupHash issues a request for key hash h and returns its backend.
-func (s *boundedSim) LookupHash(h uint64) string { return s.pick(h).Backend }
+func (s *boundedSim) LookupHash(h uint64) string { return s.pick(h).Backend() }
 
 // A boundedRouter sends the requests through a simulation.
 type boundedRouter struct {
