@@ -7,6 +7,7 @@ import (
 
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
+	"github.com/maglevlb/maglev/internal/servertest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -54,8 +55,8 @@ func TestRegister(t *testing.T) {
 	}
 	defer func() { _ = w.Close() }()
 
-	var logs logBuffer
-	a, err := etcdmaglev.Register(t.Context(), c, prefix+"/", endpoints.Endpoint{Addr: "10.0.0.1:80"}, ttl, logs.logger())
+	var logs servertest.Log
+	a, err := etcdmaglev.Register(t.Context(), c, prefix+"/", endpoints.Endpoint{Addr: "10.0.0.1:80"}, ttl, debugLogger(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}

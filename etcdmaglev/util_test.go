@@ -1,7 +1,6 @@
 package etcdmaglev_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -88,25 +88,8 @@ func names(bs []httpmaglev.Backend) string {
 	return strings.Join(s, " ")
 }
 
-// logBuffer is a concurrency-safe log destination.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
+// debugLogger returns a logger that writes every level to l.
+func debugLogger(l *servertest.Log) *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 

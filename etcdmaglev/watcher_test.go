@@ -14,6 +14,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -57,8 +58,8 @@ func TestWatch(t *testing.T) {
 	}
 
 	var r recorder
-	var logs logBuffer
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix+"/", r.set, logs.logger())
+	var logs servertest.Log
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix+"/", r.set, debugLogger(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +206,8 @@ func TestWatchTransport(t *testing.T) {
 		addEndpoint(t, c, prefix, a, nil)
 	}
 	tr := newTransport(t)
-	var logs logBuffer
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, logs.logger())
+	var logs servertest.Log
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, debugLogger(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,8 +261,8 @@ func TestWatchCompacted(t *testing.T) {
 	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
 	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
 	var r recorder
-	var logs logBuffer
-	w, err := etcdmaglev.Watch(t.Context(), wc, prefix, r.set, logs.logger())
+	var logs servertest.Log
+	w, err := etcdmaglev.Watch(t.Context(), wc, prefix, r.set, debugLogger(&logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,8 +310,8 @@ func TestWatchSetFails(t *testing.T) {
 		}
 		return r.set(bs)
 	}
-	var logs logBuffer
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, logs.logger())
+	var logs servertest.Log
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, debugLogger(&logs))
 	if err != nil {
 		t.Fatalf("Watch with a failing set: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 )
 
 // TestRetryTarget kills a backend that nothing has noticed yet (no active
@@ -265,7 +266,7 @@ func TestPassiveEjection(t *testing.T) {
 	for _, active := range []bool{false, true} {
 		t.Run(fmt.Sprintf("active=%t", active), func(t *testing.T) {
 			servers := startServers(t, 3)
-			logs := new(lockedBuffer)
+			logs := new(servertest.Log)
 			cfg := httpmaglev.Config{
 				Key:            httpmaglev.HeaderKey(keyHeader),
 				EjectAfter:     2,

@@ -1,6 +1,7 @@
 package httpmaglev_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -249,7 +250,7 @@ func TestNewTableHook(t *testing.T) {
 		},
 	} {
 		_, err := httpmaglev.NewTransport(httpmaglev.Config{Backends: backendsOf(servers), NewTable: bad})
-		if !errorsIs(err, httpmaglev.ErrTable) || !errorsIs(err, httpmaglev.ErrInvalidBackends) {
+		if !errors.Is(err, httpmaglev.ErrTable) || !errors.Is(err, httpmaglev.ErrInvalidBackends) {
 			t.Errorf("hook that %s: %v, want ErrInvalidBackends and ErrTable", name, err)
 		}
 	}

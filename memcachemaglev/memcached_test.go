@@ -189,8 +189,8 @@ func TestServerKilled(t *testing.T) {
 	ks := keys("kill", 4000)
 	setAll(t, c, ks)
 	before := sel.Table()
-	dead := ms[1].addr
-	ms[1].stop()
+	dead := ms[1].Addr
+	ms[1].Stop()
 
 	deadKeys := 0
 	for _, k := range ks {

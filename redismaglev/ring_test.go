@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 	"github.com/maglevlb/maglev/redismaglev"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +24,7 @@ const opTimeout = 30 * time.Second
 // newRing returns a Ring over the servers, named shard0, shard1, ... in
 // order, with the given hash (nil: the Ring's default), closed when the
 // test ends.
-func newRing(t *testing.T, servers []*redisServer, hash func([]string) redis.ConsistentHash, heartbeat time.Duration) *redis.Ring {
+func newRing(t *testing.T, servers []*servertest.Proc, hash func([]string) redis.ConsistentHash, heartbeat time.Duration) *redis.Ring {
 	t.Helper()
 	r := redis.NewRing(&redis.RingOptions{
 		Addrs:              shardAddrs(servers),
@@ -40,10 +41,10 @@ func newRing(t *testing.T, servers []*redisServer, hash func([]string) redis.Con
 }
 
 // shardAddrs names the servers shard0, shard1, ... in order.
-func shardAddrs(servers []*redisServer) map[string]string {
+func shardAddrs(servers []*servertest.Proc) map[string]string {
 	m := make(map[string]string, len(servers))
 	for i, s := range servers {
-		m[shardNames(len(servers))[i]] = s.addr
+		m[shardNames(len(servers))[i]] = s.Addr
 	}
 	return m
 }
@@ -108,20 +109,20 @@ func onServer(t *testing.T, addr string, ks []string) map[string]bool {
 }
 
 // flushAll empties every server.
-func flushAll(t *testing.T, servers []*redisServer) {
+func flushAll(t *testing.T, servers []*servertest.Proc) {
 	t.Helper()
 	for _, s := range servers {
-		c := redis.NewClient(&redis.Options{Addr: s.addr})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr})
 		err := errors.Join(c.FlushAll(context.Background()).Err(), c.Close())
 		if err != nil {
-			t.Fatalf("FLUSHALL on %s: %v", s.addr, err)
+			t.Fatalf("FLUSHALL on %s: %v", s.Addr, err)
 		}
 	}
 }
 
 // checkPlacement checks that each key is on the server of the shard want
 // names for it, and on no other.
-func checkPlacement(t *testing.T, servers []*redisServer, ks []string, want func(key string) string) {
+func checkPlacement(t *testing.T, servers []*servertest.Proc, ks []string, want func(key string) string) {
 	t.Helper()
 	addrs := shardAddrs(servers)
 	holders := map[string][]string{}
@@ -268,7 +269,7 @@ func TestRingShardDown(t *testing.T) {
 	checkPlacement(t, servers, ks, before.Get)
 
 	dead := servers[1]
-	dead.stop()
+	dead.Stop()
 	waitLen(t, r, 2)
 	live := []string{names[0], names[2]}
 	if got := rec.last(); !slices.Equal(got, live) {
@@ -290,7 +291,7 @@ func TestRingShardDown(t *testing.T) {
 		t.Errorf("%d keys of live shards moved, want under 1%%", movedOthers)
 	}
 
-	startOne(t, redisPath(t), portOf(t, dead.addr))
+	startOne(t, redisPath(t), portOf(t, dead.Addr))
 	waitLen(t, r, 3)
 	if got := rec.last(); !slices.Equal(got, names) {
 		t.Fatalf("with %s back the Ring built its hash from %q, want %q", names[1], got, names)
@@ -309,7 +310,7 @@ func TestRingShardDown(t *testing.T) {
 func TestRingBadShardName(t *testing.T) {
 	servers := startRedis(t, 2)
 	r := redis.NewRing(&redis.RingOptions{
-		Addrs:             map[string]string{"": servers[0].addr, "shard1": servers[1].addr},
+		Addrs:             map[string]string{"": servers[0].Addr, "shard1": servers[1].Addr},
 		NewConsistentHash: redismaglev.NewConsistentHash,
 	})
 	defer func() {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 )
 
 // hotkeys turns on TestHotKeysMeasure, the full measurement docs/hotkeys.md
@@ -107,7 +108,7 @@ func runHotLoad(t *testing.T, hl hotLoad) hotResult {
 		BalanceFactor:  hl.factor,
 		IdlePerBackend: hl.clients,
 	}
-	logs := new(lockedBuffer)
+	logs := new(servertest.Log)
 	p, err := newProxy(cfg, log.New(logs, "", log.Lmicroseconds))
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +9,11 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 )
 
 // The end-to-end test runs the proxy in front of real backends on
@@ -26,24 +25,6 @@ const (
 	keyHeader    = "X-Session-Id"
 )
 
-// lockedBuffer is a bytes.Buffer for a log.Logger shared by goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex // protects buf
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a proxy in front of backends b0, b1, ..., each a demoBackend
 // on its own httptest server.
 type harness struct {
@@ -54,12 +35,12 @@ type harness struct {
 	front    *httptest.Server // the proxy
 	admin    *httptest.Server // its admin handler
 	client   *http.Client
-	log      *lockedBuffer
+	log      *servertest.Log
 }
 
 func newHarness(t *testing.T, n int, change func(*config)) *harness {
 	t.Helper()
-	h := &harness{t: t, log: new(lockedBuffer)}
+	h := &harness{t: t, log: new(servertest.Log)}
 	var specs []string
 	for i := range n {
 		d := &demoBackend{id: fmt.Sprintf("b%d", i), healthPath: "/healthz"}

@@ -1,7 +1,6 @@
 package dnstest_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/internal/servertest"
 	"github.com/miekg/dns"
 )
 
@@ -36,24 +36,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// logBuffer is a concurrency-safe log destination.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }
 
 // startBackends starts an HTTP server on each of the given addresses
@@ -172,7 +154,7 @@ func TestWatchDNS(t *testing.T) {
 	}
 
 	tr := newTransport(t, nil)
-	var logs logBuffer
+	var logs servertest.Log
 	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:"+port, interval, tr.SetBackends,
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
