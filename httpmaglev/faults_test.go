@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -64,6 +65,40 @@ func TestEjectionCap(t *testing.T) {
 	}
 	if out != 2 {
 		t.Fatalf("%d of 4 backends ejected, want 2: ejection stops at half", out)
+	}
+}
+
+// TestEjectionCapConcurrent is TestEjectionCap with the failures arriving
+// at once: requests failing together on different backends must not each
+// see room for one more ejection. Each trial is a new Transport.
+func TestEjectionCapConcurrent(t *testing.T) {
+	servers := startServers(t, 4)
+	for _, s := range servers {
+		s.broken.Store(true)
+	}
+	for trial := range 10 {
+		tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectAfter: 1, EjectionTime: time.Hour, DisableRetries: true}, servers)
+		var wg sync.WaitGroup
+		for _, k := range keys(32) {
+			wg.Go(func() {
+				req := httptest.NewRequest(http.MethodGet, "http://x/", nil)
+				req.RequestURI = ""
+				req.Header.Set(keyHeader, k)
+				if resp, err := tr.RoundTrip(req); err == nil {
+					_ = resp.Body.Close() // not expected: every backend drops requests
+				}
+			})
+		}
+		wg.Wait()
+		out := 0
+		for _, b := range tr.State().Backends {
+			if b.Ejected {
+				out++
+			}
+		}
+		if out > 2 {
+			t.Fatalf("trial %d: %d of 4 backends ejected, want at most 2: ejection stops at half", trial, out)
+		}
 	}
 }
 

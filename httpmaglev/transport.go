@@ -42,6 +42,7 @@ type Transport struct {
 	rounds   atomic.Int64             // health rounds started
 
 	mu      sync.Mutex // serializes rebuilds; guards members and the members' active health
+	ejectMu sync.Mutex // makes passive ejection's count and flag one step; on the failure path only, never held with mu
 	members []*member  // every configured backend, sorted by name
 
 	wake   chan struct{} // a passive ejection asks the loop for a rebuild
@@ -347,6 +348,13 @@ func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Respo
 // empty the table. Active health checks, which see each backend on its
 // own, may still take the rest out. It is O(N), on the failure path only.
 func (t *Transport) eject(s *snapshot, m *member, err error) {
+	// Counting and ejecting are one step: two requests failing at once on
+	// different backends must not both see room for one more.
+	t.ejectMu.Lock()
+	if m.ejected.Load() {
+		t.ejectMu.Unlock()
+		return // another request ejected it meanwhile
+	}
 	out := 0
 	for _, o := range s.all {
 		if o.ejected.Load() {
@@ -354,6 +362,7 @@ func (t *Transport) eject(s *snapshot, m *member, err error) {
 		}
 	}
 	if out+1 > len(s.all)/2 {
+		t.ejectMu.Unlock()
 		t.log.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
 		return
 	}
@@ -361,9 +370,8 @@ func (t *Transport) eject(s *snapshot, m *member, err error) {
 	// that sees ejected also sees this ejection's.
 	m.ejectedAt.Store(time.Now().UnixNano())
 	m.ejectGen.Add(1)
-	if !m.ejected.CompareAndSwap(false, true) {
-		return // another request ejected it meanwhile
-	}
+	m.ejected.Store(true)
+	t.ejectMu.Unlock()
 	t.log.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
 	select {
 	case t.wake <- struct{}{}:
