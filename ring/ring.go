@@ -149,25 +149,30 @@ func NewWeighted(backends []maglev.Backend, vnodes int, h maglev.Hasher) (*Ring,
 	if vnodes < 1 || vnodes > MaxPoints {
 		return nil, fmt.Errorf("%w: %d, want 1..%d", ErrVnodes, vnodes, MaxPoints)
 	}
-	live := make([]maglev.Backend, 0, len(backends))
+	// Every name is checked, those of weight 0 included, as maglev.NewWeighted
+	// checks them; then the weight-0 backends are left out.
+	all := slices.Clone(backends)
+	slices.SortFunc(all, func(a, b maglev.Backend) int { return strings.Compare(a.Name, b.Name) })
+	names := make([]string, len(all))
+	for i, b := range all {
+		names[i] = b.Name
+	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	live := all[:0]
+	names = names[:0]
 	total := uint64(0)
-	for _, b := range backends {
+	for _, b := range all {
 		if b.Weight > 0 {
 			live = append(live, b)
+			names = append(names, b.Name)
 			// Each term is below 2^24 · 2^32 and there are fewer than 2^24 of
 			// them before the sum passes MaxPoints: no overflow.
 			if total += uint64(vnodes) * uint64(b.Weight); total > MaxPoints {
 				return nil, fmt.Errorf("%w: vnodes %d times the weights", ErrTooManyPoints, vnodes)
 			}
 		}
-	}
-	slices.SortFunc(live, func(a, b maglev.Backend) int { return strings.Compare(a.Name, b.Name) })
-	names := make([]string, len(live))
-	for i, b := range live {
-		names[i] = b.Name
-	}
-	if err := checkNames(names); err != nil {
-		return nil, err
 	}
 	r := newRing(names, h)
 	r.vnodes = vnodes

@@ -159,6 +159,9 @@ func TestNewWeightedErrors(t *testing.T) {
 		{[]maglev.Backend{{Name: "a", Weight: 1 << 23}, {Name: "b", Weight: 1<<23 + 1}}, 1, ErrTooManyPoints},
 		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "", Weight: 1}}, 1, maglev.ErrEmptyName},
 		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "a", Weight: 2}}, 1, maglev.ErrDuplicateName},
+		// Names of weight 0 are checked too, as maglev.NewWeighted checks them.
+		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "a", Weight: 0}}, 1, maglev.ErrDuplicateName},
+		{[]maglev.Backend{{Name: "a", Weight: 1}, {Name: "", Weight: 0}}, 1, maglev.ErrEmptyName},
 	} {
 		r, err := NewWeighted(c.backends, c.vnodes, nil)
 		if !errors.Is(err, c.want) || r != nil || err.Error()[:6] != "ring: " {
