@@ -25,15 +25,9 @@ var (
 
 	// ErrInvalidBackends is wrapped by every error SetBackends (and
 	// NewTransport, for Config.Backends) returns for a bad backend list,
-	// together with the reason: ErrEmptyName, ErrDuplicateName, ErrBadURL,
-	// ErrBadWeights or ErrTable.
+	// together with the reason: maglev.ErrEmptyName, maglev.ErrDuplicateName,
+	// ErrBadURL, ErrBadWeights or ErrTable.
 	ErrInvalidBackends = errors.New("httpmaglev: invalid backends")
-
-	// ErrEmptyName means a backend has neither a Name nor a URL host.
-	ErrEmptyName = errors.New("httpmaglev: empty backend name")
-
-	// ErrDuplicateName means two backends have the same name.
-	ErrDuplicateName = errors.New("httpmaglev: duplicate backend name")
 
 	// ErrBadURL means a backend's URL is nil, or is not a base URL
 	// http://HOST[:PORT] or https://HOST[:PORT] without user, path,
@@ -277,7 +271,7 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 	for i, b := range backends {
 		u := b.URL
 		if b.Name == "" && (u == nil || u.Host == "") {
-			return nil, bad(i, b, ErrEmptyName)
+			return nil, bad(i, b, maglev.ErrEmptyName) // neither a Name nor a URL host
 		}
 		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 			(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
@@ -302,7 +296,7 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 	slices.SortStableFunc(out, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
 	for i := 1; i < len(out); i++ {
 		if out[i].Name == out[i-1].Name {
-			return nil, fmt.Errorf("%w: backend %q: %w", ErrInvalidBackends, out[i].Name, ErrDuplicateName)
+			return nil, fmt.Errorf("%w: backend %q: %w", ErrInvalidBackends, out[i].Name, maglev.ErrDuplicateName)
 		}
 	}
 	return out, nil

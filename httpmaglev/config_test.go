@@ -90,16 +90,16 @@ func TestSetBackendsErrors(t *testing.T) {
 		reason   error
 	}{
 		{"nil URL", []httpmaglev.Backend{{Name: "a"}}, httpmaglev.ErrBadURL},
-		{"no name, nil URL", []httpmaglev.Backend{{}}, httpmaglev.ErrEmptyName},
-		{"no name, no host", []httpmaglev.Backend{{URL: mustURL(t, "http:///x")}}, httpmaglev.ErrEmptyName},
+		{"no name, nil URL", []httpmaglev.Backend{{}}, maglev.ErrEmptyName},
+		{"no name, no host", []httpmaglev.Backend{{URL: mustURL(t, "http:///x")}}, maglev.ErrEmptyName},
 		{"relative URL", []httpmaglev.Backend{{Name: "a", URL: &url.URL{Path: "127.0.0.1:9"}}}, httpmaglev.ErrBadURL},
 		{"ftp", []httpmaglev.Backend{{Name: "a", URL: mustURL(t, "ftp://127.0.0.1:9")}}, httpmaglev.ErrBadURL},
 		{"path", []httpmaglev.Backend{{Name: "a", URL: mustURL(t, "http://127.0.0.1:9/api")}}, httpmaglev.ErrBadURL},
 		{"query", []httpmaglev.Backend{{Name: "a", URL: mustURL(t, "http://127.0.0.1:9?x=1")}}, httpmaglev.ErrBadURL},
 		{"user", []httpmaglev.Backend{{Name: "a", URL: mustURL(t, "http://u:p@127.0.0.1:9")}}, httpmaglev.ErrBadURL},
-		{"duplicate name", []httpmaglev.Backend{{Name: "a", URL: u}, {Name: "a", URL: mustURL(t, "http://127.0.0.1:10")}}, httpmaglev.ErrDuplicateName},
-		{"duplicate host", []httpmaglev.Backend{{URL: u}, {URL: mustURL(t, "http://127.0.0.1:9/")}}, httpmaglev.ErrDuplicateName},
-		{"name equals a host", []httpmaglev.Backend{{URL: u}, {Name: "127.0.0.1:9", URL: mustURL(t, "http://127.0.0.1:10")}}, httpmaglev.ErrDuplicateName},
+		{"duplicate name", []httpmaglev.Backend{{Name: "a", URL: u}, {Name: "a", URL: mustURL(t, "http://127.0.0.1:10")}}, maglev.ErrDuplicateName},
+		{"duplicate host", []httpmaglev.Backend{{URL: u}, {URL: mustURL(t, "http://127.0.0.1:9/")}}, maglev.ErrDuplicateName},
+		{"name equals a host", []httpmaglev.Backend{{URL: u}, {Name: "127.0.0.1:9", URL: mustURL(t, "http://127.0.0.1:10")}}, maglev.ErrDuplicateName},
 		{"mixed weights", []httpmaglev.Backend{{Name: "a", URL: u, Weight: 2}, {Name: "b", URL: u}}, httpmaglev.ErrBadWeights},
 	}
 	before := tr.State()

@@ -143,8 +143,8 @@ func (t *Transport) newMember(b Backend) *member {
 // the table they started with), and logs the slots that moved.
 //
 // SetBackends returns an error wrapping ErrInvalidBackends and the reason
-// (ErrEmptyName, ErrDuplicateName, ErrBadURL, ErrBadWeights, or ErrTable
-// if the table builder fails), and keeps the previous membership, if the
+// (maglev.ErrEmptyName, maglev.ErrDuplicateName, ErrBadURL, ErrBadWeights,
+// or ErrTable if the table builder fails), and keeps the previous membership, if the
 // list is bad. It costs what the snapshot build does: N+1 table builds
 // for N healthy backends (see RoundTrip's retries), O(N·M log M).
 func (t *Transport) SetBackends(backends []Backend) error {
