@@ -83,14 +83,12 @@ var _ maglev.Hasher = xxh64{}
 // slot.
 func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 	m := tableSize
-	// maglev.New checks the size, and with no hosts its table is Envoy's.
-	empty, err := maglev.New(nil, m, xxh64{})
-	if err != nil {
+	if err := maglev.CheckSize(m); err != nil {
 		return nil, fmt.Errorf("envoymaglev: %w", err)
 	}
 	n := len(hosts)
 	if n == 0 {
-		return empty, nil
+		return maglev.New(nil, m, xxh64{}) // with no hosts, maglev's table is Envoy's
 	}
 	if n > m {
 		return nil, fmt.Errorf("envoymaglev: %w: %d hosts, %d slots", maglev.ErrTooManyBackends, n, m)

@@ -72,11 +72,7 @@ func (c *lbConfig) newTable(usable []maglev.Backend) (*maglev.Table, error) {
 	if !c.envoy {
 		return maglev.NewWeighted(usable, c.size, maglev.XXH3Seed(c.seed))
 	}
-	hosts := make([]envoymaglev.Host, len(usable))
-	for i, b := range usable {
-		hosts[i] = envoymaglev.Host{Key: b.Name, Weight: b.Weight}
-	}
-	return envoymaglev.New(hosts, c.size)
+	return envoymaglev.NewTable(usable, c.size)
 }
 
 // sameTable reports whether c and o build the same table from the same
