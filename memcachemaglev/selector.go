@@ -70,27 +70,17 @@ func New(servers ...string) (*Selector, error) {
 // builds a table: O(M log M + n log n) for M = maglev.DefaultSize, 1 to
 // 2 ms for up to 64 servers, and 128 KiB for the table.
 func (s *Selector) SetServers(servers ...string) error {
-	addrs := make([]net.Addr, len(servers))
-	byName := make(map[string]net.Addr, len(servers))
-	for _, server := range servers {
-		if server == "" {
-			return fmt.Errorf("memcachemaglev: %w", maglev.ErrEmptyName)
-		}
-		if _, dup := byName[server]; dup {
-			return fmt.Errorf("memcachemaglev: %w: %q", maglev.ErrDuplicateName, server)
-		}
-		addr, err := resolve(server)
-		if err != nil {
-			return err
-		}
-		byName[server] = addr
-	}
+	// The table first: it checks the names (empty, duplicate, too many)
+	// before any address is resolved.
 	t, err := maglev.New(servers, maglev.DefaultSize, nil)
 	if err != nil {
 		return fmt.Errorf("memcachemaglev: %w", err)
 	}
-	for i, name := range t.Backends() {
-		addrs[i] = byName[name]
+	addrs := make([]net.Addr, t.Len())
+	for i := range addrs {
+		if addrs[i], err = resolve(t.Backend(i)); err != nil {
+			return err
+		}
 	}
 	s.state.Store(&state{table: t, addrs: addrs})
 	return nil
