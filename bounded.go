@@ -128,10 +128,12 @@ func (b *Bounded) Update(t *Table) {
 // shares b's counts: a backend's in-flight count, L, the spill counters
 // and Stats are one for b, for the Bounded With returns and for any other
 // made from either, so a request is counted once whichever of them placed
-// it. b itself is unchanged; t becomes the table whose departed backends'
-// counts are forgotten once they reach zero, as after Update. With is
-// O(N), allocates O(N), and is safe to call concurrently with Acquire,
-// Release and Update.
+// it. b itself keeps its table, but With, like Update, makes t the newest
+// one: the first Update or With that finds a backend absent from its table
+// with nothing in flight forgets that backend's count, and b's table then
+// counts as replaced (an Acquire through b on that backend falls under the
+// caveat in Bounded's doc). With is O(N), allocates O(N), and is safe to
+// call concurrently with Acquire, Release and Update.
 func (b *Bounded) With(t *Table) *Bounded {
 	b.c.mu.Lock()
 	defer b.c.mu.Unlock()
@@ -205,7 +207,7 @@ func (l Lease) Backend() string {
 	if l.Table == nil || l.Index < 0 {
 		return ""
 	}
-	return l.Table.backends[l.Index]
+	return l.Table.Backend(l.Index)
 }
 
 // Release ends the lease's request: it lowers its backend's in-flight

@@ -302,9 +302,11 @@ func (t *Table) owner(s uint32) int {
 	return -1
 }
 
-// keyHash hashes key with the table's hasher: the one place that chooses
-// how, calling the built-in XXH3 variants directly rather than through the
-// interface.
+// keyHash hashes key with the table's hasher, calling the built-in XXH3
+// variants directly rather than through the interface. It chooses the
+// hasher everywhere but in the inlined default-hasher fast paths of Lookup,
+// LookupBytes, LookupIndex and Bounded.Acquire, which call xxh3 themselves
+// to save a call.
 func (t *Table) keyHash(key string) uint64 {
 	switch t.kind {
 	case kindXXH3:

@@ -41,7 +41,7 @@
 // An idempotent request whose backend fails before answering is sent once
 // more, to where its key will live once that backend is dropped: the
 // owner of its slot in the table built without it. Each snapshot holds
-// those owners for every slot, so the retry costs an array index. Requests
+// those owners for every slot, so the retry costs a hash and an array index. Requests
 // that are not idempotent are never sent twice. See [Transport.RoundTrip].
 //
 // # Bounded loads
