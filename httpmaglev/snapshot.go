@@ -55,6 +55,7 @@ type snapshot struct {
 
 	all      []*member // every configured backend, sorted by name
 	built    time.Time // when the table was built
+	round    int64     // health rounds started when it was built
 	churn    int       // slots whose owner changed from the previous snapshot
 	rebuilds int64     // snapshots published before this one
 }
@@ -142,6 +143,7 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 		fallback: make([]int32, size),
 		all:      all,
 		built:    time.Now(),
+		round:    t.rounds.Load(),
 	}
 	for _, m := range healthy {
 		s.members[table.Index(m.b.Name)] = m

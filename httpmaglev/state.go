@@ -23,6 +23,8 @@ type State struct {
 	Spilled       uint64         `json:"spilled"`        // of them, placed past a full first candidate
 	Forced        uint64         `json:"forced"`         // of them, placed on a full first candidate because every candidate was full
 	LastRebuild   time.Time      `json:"last_rebuild"`   // when the current table was built
+	HealthRounds  int64          `json:"health_rounds"`  // active health rounds started so far
+	RebuildRound  int64          `json:"rebuild_round"`  // health rounds started when the current table was built
 	LastChurn     Churn          `json:"last_churn"`     // its difference from the table before
 	Rebuilds      int64          `json:"rebuilds"`       // tables published after the first
 }
@@ -59,6 +61,8 @@ func (t *Transport) State() State {
 		Requests:      t.requests.Load(),
 		Retries:       t.retries.Load(),
 		LastRebuild:   s.built,
+		HealthRounds:  t.rounds.Load(),
+		RebuildRound:  s.round,
 		LastChurn:     Churn{Slots: s.churn, Fraction: float64(s.churn) / float64(m)},
 		Rebuilds:      s.rebuilds,
 		Backends:      make([]BackendState, 0, len(s.all)),

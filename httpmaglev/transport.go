@@ -39,7 +39,7 @@ type Transport struct {
 	cur      atomic.Pointer[snapshot] // what RoundTrip reads
 	requests atomic.Int64             // requests routed to a backend
 	retries  atomic.Int64             // requests sent a second time
-	rounds   atomic.Int64             // health rounds started
+	rounds   atomic.Int64             // health rounds started (State.HealthRounds)
 
 	mu      sync.Mutex // serializes rebuilds; guards members and the members' active health
 	ejectMu sync.Mutex // makes passive ejection's count and flag one step; on the failure path only, never held with mu

@@ -123,6 +123,19 @@ func (h *harness) get(key string) string {
 // waitTable waits until the proxy's table has want's backends, and checks
 // that it is want, slot for slot, through the slot counts the proxy
 // reports. It returns the proxy's state.
+// waitChange is waitTable for a change the health checker must act on
+// within rounds health rounds: before the change it had started r0 rounds
+// (State.HealthRounds), so the table must have been built by round
+// r0+rounds. It counts rounds, not time, so a slow machine cannot fail it.
+func (h *harness) waitChange(want *maglev.Table, r0, rounds int64) debugState {
+	h.t.Helper()
+	st := h.waitTable(want)
+	if st.RebuildRound > r0+rounds {
+		h.t.Errorf("table over %v built in health round %d, want by round %d", want.Backends(), st.RebuildRound, r0+rounds)
+	}
+	return st
+}
+
 func (h *harness) waitTable(want *maglev.Table) debugState {
 	h.t.Helper()
 	deadline := time.Now().Add(40 * testInterval)
@@ -261,6 +274,7 @@ func newTable(t *testing.T, backends ...string) *maglev.Table {
 func TestEndToEnd(t *testing.T) {
 	began := time.Now()
 	h := newHarness(t, 4, nil)
+	fall, rise := int64(h.p.cfg.Fall), int64(h.p.cfg.Rise) // health rounds to drop, and to readmit, a backend
 	keys := make([]string, testKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("session-%03d", i)
@@ -292,6 +306,7 @@ func TestEndToEnd(t *testing.T) {
 	// 2. b1 dies while the checker runs. Every GET keeps succeeding (those
 	// for b1's keys by retry), and the table drops b1, by passive
 	// ejection or by the health checks.
+	r0 := h.p.state().HealthRounds
 	died := time.Now()
 	h.servers[1].Close()
 	dropped := func() bool { return !slices.Contains(h.healthy(), "b1") }
@@ -305,7 +320,7 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("while b1 dies: key %q reached %s, want %s or, before the drop, %s", k, got, three.Lookup(k), first[k])
 		}
 	}
-	st := h.waitTable(three)
+	st := h.waitChange(three, r0, fall)
 	if st.LastChurn.Slots != all.Diff(three) {
 		t.Errorf("churn %d slots, want %d", st.LastChurn.Slots, all.Diff(three))
 	}
@@ -343,18 +358,20 @@ func TestEndToEnd(t *testing.T) {
 
 	// 3. b3 fails its health check while it still serves: it is dropped,
 	// and re-added when it passes again; its keys come back.
+	r0 = h.p.state().HealthRounds
 	flipped := time.Now()
 	h.backends[3].down.Store(true)
-	h.waitTable(two)
+	h.waitChange(two, r0, fall)
 	h.checkDebug(two, three.Diff(two), 2, flipped)
 	for _, k := range keys[:20] {
 		if got := h.get(k); got != two.Lookup(k) {
 			t.Errorf("while b3 is down: key %q reached %s, want %s", k, got, two.Lookup(k))
 		}
 	}
+	r0 = h.p.state().HealthRounds
 	flipped = time.Now()
 	h.backends[3].down.Store(false)
-	h.waitTable(three)
+	h.waitChange(three, r0, rise)
 	h.checkDebug(three, two.Diff(three), 3, flipped)
 	for _, k := range keys {
 		if got := h.get(k); got != three.Lookup(k) {
@@ -363,11 +380,12 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// 4. All backends down: 503 with a plain-text body.
+	r0 = h.p.state().HealthRounds
 	stopped := time.Now()
 	for _, i := range []int{0, 2, 3} {
 		h.servers[i].Close()
 	}
-	st = h.waitTable(none)
+	st = h.waitChange(none, r0, fall)
 	for _, method := range []string{http.MethodGet, http.MethodPost} {
 		if status, _, text := h.do(method, "session-000", ""); status != http.StatusServiceUnavailable || text != "no healthy backend\n" {
 			t.Errorf("%s with no healthy backend: %d %q, want 503 %q", method, status, text, "no healthy backend\n")
@@ -375,8 +393,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	// b0, b2 and b3 may have been dropped in one round or in several.
 	h.checkDebug(none, st.LastChurn.Slots, st.Rebuilds, stopped)
-	if st.Rebuilds < 4 || st.Rebuilds > 6 {
-		t.Errorf("all down after %d rebuilds, want 4 to 6", st.Rebuilds)
+	if st.Rebuilds < 4 || st.Rebuilds > 6 || st.LastChurn.Slots != m {
+		t.Errorf("all down after %d rebuilds, the last moving %d slots; want 4 to 6, the last moving all %d", st.Rebuilds, st.LastChurn.Slots, m)
 	}
 }
 
