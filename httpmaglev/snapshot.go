@@ -135,18 +135,18 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	// newTable checked that the table is over exactly these backends, and
+	// a table lists its backends sorted by name, as all is: backend i of
+	// the table is healthy[i].
 	n, size := table.Len(), table.Size()
 	s := &snapshot{
 		table:    table,
-		members:  make([]*member, n),
+		members:  healthy,
 		counts:   table.Counts(),
 		fallback: make([]int32, size),
 		all:      all,
 		built:    time.Now(),
 		round:    t.rounds.Load(),
-	}
-	for _, m := range healthy {
-		s.members[table.Index(m.b.Name)] = m
 	}
 	for i := range s.fallback {
 		s.fallback[i] = -1
@@ -178,13 +178,12 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 	for w := range workers {
 		wg.Go(func() {
 			rest := make([]maglev.Backend, 0, n-1)
-			toMain := make([]int32, n-1)
 			for {
 				i := int(turn.Add(1)) - 1
 				if i >= n || errs[w] != nil {
 					return
 				}
-				errs[w] = t.fallbackFor(s, backends, i, owned[start[i]:start[i+1]], rest, toMain)
+				errs[w] = t.fallbackFor(s, backends, i, owned[start[i]:start[i+1]], rest)
 			}
 		})
 	}
@@ -196,16 +195,11 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 }
 
 // fallbackFor fills s.fallback for the slots backend i of s.table owns,
-// from the table over backends without it. rest and toMain are scratch
-// space of n-1 entries.
-func (t *Transport) fallbackFor(s *snapshot, backends []maglev.Backend, i int, slots []int32, rest []maglev.Backend, toMain []int32) error {
+// from the table over backends without it. backends are s.table's, in its
+// order; rest is scratch space of n-1 entries.
+func (t *Transport) fallbackFor(s *snapshot, backends []maglev.Backend, i int, slots []int32, rest []maglev.Backend) error {
 	name := s.table.Backend(i)
-	rest = rest[:0]
-	for _, b := range backends {
-		if b.Name != name {
-			rest = append(rest, b)
-		}
-	}
+	rest = append(append(rest[:0], backends[:i]...), backends[i+1:]...)
 	without, err := t.newTable(rest)
 	if err != nil {
 		return err
@@ -213,12 +207,14 @@ func (t *Transport) fallbackFor(s *snapshot, backends []maglev.Backend, i int, s
 	if without.Size() != s.table.Size() {
 		return fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, name, without.Size(), s.table.Size())
 	}
-	for j := range toMain {
-		toMain[j] = int32(s.table.Index(without.Backend(j)))
-	}
+	// Backend j of the table without i is backend j of s.table below i,
+	// and j+1 from i on: both are sorted by name.
 	for _, slot := range slots {
 		if o := without.OwnerIndex(int(slot)); o >= 0 {
-			s.fallback[slot] = toMain[o]
+			if o >= i {
+				o++
+			}
+			s.fallback[slot] = int32(o)
 		}
 	}
 	return nil
@@ -241,9 +237,7 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	t.members = all
 	t.cur.Store(s)
 
-	was, now := old.table.Backends(), s.table.Backends()
-	slices.Sort(was) // a table from Config.NewTable need not sort them
-	slices.Sort(now)
+	was, now := old.table.Backends(), s.table.Backends() // both sorted by name
 	var change []string
 	for _, name := range now {
 		if _, ok := slices.BinarySearch(was, name); !ok {
