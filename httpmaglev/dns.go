@@ -42,10 +42,8 @@ type DNSWatcher struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	applied []Backend // the list set last accepted; the goroutine's own
-
 	mu      sync.Mutex // guards current, lookups and failures
-	current []Backend
+	current []Backend  // the list set last accepted; written only by the watcher's lookups, one at a time
 	lookups int
 	fails   int
 }
@@ -231,14 +229,14 @@ func (w *DNSWatcher) resolve(ctx context.Context) error {
 	}
 	slices.SortFunc(bs, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
 	bs = slices.CompactFunc(bs, func(a, b Backend) bool { return a.Name == b.Name })
-	if w.applied != nil && slices.EqualFunc(bs, w.applied, func(a, b Backend) bool { return a.Name == b.Name }) {
+	// Only this lookup writes current: it may read it without the lock.
+	if w.current != nil && slices.EqualFunc(bs, w.current, func(a, b Backend) bool { return a.Name == b.Name }) {
 		return nil
 	}
 	if err := w.set(bs); err != nil {
 		w.log.Warn("httpmaglev: set backends failed", "backends", len(bs), "err", err)
 		return nil
 	}
-	w.applied = bs
 	w.mu.Lock()
 	w.current = bs
 	w.mu.Unlock()
