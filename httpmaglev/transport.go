@@ -485,21 +485,27 @@ func (r *releaser) closed() {
 }
 
 // holdLease makes resp hold lease until its body is closed or ctx ends.
+// The releaser lives in the body that wraps resp's: one allocation, plus
+// the context.AfterFunc's where ctx can end.
 func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
-	r := &releaser{lease: lease, stop: neverStarted}
+	if resp.Body == nil {
+		lease.Release()
+		return
+	}
+	var r *releaser
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+		// An upgraded connection (101): ReverseProxy writes to the body.
+		b := &leaseRWBody{ReadWriteCloser: rwc}
+		r, resp.Body = &b.r, b
+	} else {
+		b := &leaseBody{ReadCloser: resp.Body}
+		r, resp.Body = &b.r, b
+	}
+	r.lease = lease
+	r.stop = neverStarted
 	if ctx.Done() != nil { // a context that can end: release then too
 		r.stop = context.AfterFunc(ctx, r.release)
 	}
-	if resp.Body == nil {
-		r.closed()
-		return
-	}
-	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
-		// An upgraded connection (101): ReverseProxy writes to the body.
-		resp.Body = &leaseRWBody{rwc, r}
-		return
-	}
-	resp.Body = &leaseBody{resp.Body, r}
 }
 
 // neverStarted is the stop function of a context that never ends.
@@ -507,7 +513,7 @@ func neverStarted() bool { return false }
 
 type leaseBody struct {
 	io.ReadCloser
-	r *releaser
+	r releaser
 }
 
 func (b *leaseBody) Close() error {
@@ -518,7 +524,7 @@ func (b *leaseBody) Close() error {
 
 type leaseRWBody struct {
 	io.ReadWriteCloser
-	r *releaser
+	r releaser
 }
 
 func (b *leaseRWBody) Close() error {
