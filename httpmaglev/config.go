@@ -200,8 +200,8 @@ func (c Config) normalize() (Config, error) {
 	if c.Hasher == nil {
 		c.Hasher = maglev.XXH3()
 	}
-	if _, err := maglev.NewBounded(nil, c.BalanceFactor); err != nil {
-		return c, fmt.Errorf("%w: BalanceFactor: %w", ErrInvalidConfig, err)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Transport == nil {
 		c.Transport = http.DefaultTransport.(*http.Transport).Clone()

@@ -33,7 +33,7 @@ func (t *Transport) loop(ctx context.Context) {
 			t.mu.Lock()
 			if t.staleLocked() { // the health checks may have dropped it already
 				if err := t.publishLocked(t.members, "ejection"); err != nil {
-					t.log.Error("httpmaglev: rebuild failed", "err", err)
+					t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
 				}
 			}
 			t.mu.Unlock()
@@ -87,7 +87,7 @@ func (t *Transport) round(ctx context.Context) {
 	// every round until the table matches the healthy backends.
 	if changed || t.staleLocked() {
 		if err := t.publishLocked(t.members, "health"); err != nil {
-			t.log.Error("httpmaglev: rebuild failed", "err", err)
+			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
 		}
 	}
 }
@@ -111,14 +111,14 @@ func (t *Transport) observe(m *member, err error) bool {
 	case !m.known:
 		m.known, m.up = true, err == nil
 		if err != nil {
-			t.log.Warn("httpmaglev: backend down at its first check", "backend", m.b.Name, "err", err)
+			t.cfg.Logger.Warn("httpmaglev: backend down at its first check", "backend", m.b.Name, "err", err)
 		}
 	case m.up && err != nil && m.fails >= t.cfg.Fall:
 		m.up = false
-		t.log.Warn("httpmaglev: backend down", "backend", m.b.Name, "failed", m.fails, "err", err)
+		t.cfg.Logger.Warn("httpmaglev: backend down", "backend", m.b.Name, "failed", m.fails, "err", err)
 	case !m.up && err == nil && m.passes >= t.cfg.Rise:
 		m.up = true
-		t.log.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", m.passes)
+		t.cfg.Logger.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", m.passes)
 	}
 	// An ejection counts its generation before it sets ejected, so one
 	// that happened while this probe was out shows here as a new
@@ -126,7 +126,7 @@ func (t *Transport) observe(m *member, err error) bool {
 	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise && m.ejectGen.Load() == m.seenGen {
 		m.connFails.Store(0)
 		m.ejected.Store(false)
-		t.log.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", m.passes)
+		t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", m.passes)
 	}
 	return m.healthy() != was
 }
@@ -143,12 +143,12 @@ func (t *Transport) readmit() {
 			m.connFails.Store(0)
 			m.ejected.Store(false)
 			changed = true
-			t.log.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", t.cfg.EjectionTime)
+			t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", t.cfg.EjectionTime)
 		}
 	}
 	if changed || t.staleLocked() {
 		if err := t.publishLocked(t.members, "readmission"); err != nil {
-			t.log.Error("httpmaglev: rebuild failed", "err", err)
+			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
 		}
 	}
 }

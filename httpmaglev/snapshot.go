@@ -138,24 +138,39 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 	// newTable checked that the table is over exactly these backends, and
 	// a table lists its backends sorted by name, as all is: backend i of
 	// the table is healthy[i].
-	n, size := table.Len(), table.Size()
 	s := &snapshot{
 		table:    table,
 		members:  healthy,
 		counts:   table.Counts(),
-		fallback: make([]int32, size),
+		fallback: make([]int32, table.Size()),
 		all:      all,
 		built:    time.Now(),
 		round:    t.rounds.Load(),
 	}
+	if err := t.fillFallback(s, backends); err != nil {
+		return nil, err
+	}
+	// Bound last: With forgets the counts of backends not in table, which
+	// must not happen for a snapshot that is then not published.
+	if t.bounded != nil {
+		s.bounded = t.bounded.With(table)
+	}
+	return s, nil
+}
+
+// fillFallback fills s.fallback, the retry targets: for each of the N
+// backends of s.table (backends, in its order), the table without it, from
+// which it keeps the new owners of that backend's slots.
+func (t *Transport) fillFallback(s *snapshot, backends []maglev.Backend) error {
+	n, size := s.table.Len(), s.table.Size()
 	for i := range s.fallback {
 		s.fallback[i] = -1
 	}
 	if n < 2 {
-		return s, nil
+		return nil
 	}
 	// Slots grouped by owner: owned[start[i]:start[i+1]] are backend i's.
-	owners := table.AppendSlots(make([]uint32, 0, size))
+	owners := s.table.AppendSlots(make([]uint32, 0, size))
 	start := make([]int, n+1)
 	for _, o := range owners {
 		start[o+1]++
@@ -188,10 +203,7 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 		})
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return errors.Join(errs...)
 }
 
 // fallbackFor fills s.fallback for the slots backend i of s.table owns,
@@ -231,9 +243,6 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	old := t.cur.Load()
 	s.churn = old.table.Diff(s.table)
 	s.rebuilds = old.rebuilds + 1
-	if t.bounded != nil {
-		s.bounded = t.bounded.With(s.table)
-	}
 	t.members = all
 	t.cur.Store(s)
 
@@ -250,7 +259,7 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 		}
 	}
 	m := s.table.Size()
-	t.log.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(now), "backends", len(all),
+	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(now), "backends", len(all),
 		"change", strings.Join(change, " "), "moved", s.churn, "slots", m,
 		"percent", fmt.Sprintf("%.1f", 100*float64(s.churn)/float64(m)))
 	return nil

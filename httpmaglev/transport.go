@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -28,13 +27,10 @@ import (
 // SetBackends, health checks and passive ejection build a new snapshot
 // and publish it.
 type Transport struct {
-	cfg     Config
-	keyOf   func(*http.Request) string
+	cfg     Config // normalized: Key, Transport and Logger are set
 	ipOf    func(*http.Request) string
-	rt      http.RoundTripper
 	bounded *maglev.Bounded // the shared in-flight counts; nil when bounded loads are off
-	log     *slog.Logger
-	probe   *http.Client // the active health checks' client
+	probe   *http.Client    // the active health checks' client
 
 	cur      atomic.Pointer[snapshot] // what RoundTrip reads
 	requests atomic.Int64             // requests routed to a backend
@@ -69,26 +65,21 @@ func NewTransport(cfg Config) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{
-		cfg:   cfg,
-		keyOf: cfg.Key,
-		ipOf:  ClientIP,
-		rt:    cfg.Transport,
-		log:   cfg.Logger,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		cfg:  cfg,
+		ipOf: ClientIP,
+		wake: make(chan struct{}, 1),
+		done: make(chan struct{}),
 	}
 	if cfg.TrustForwardedFor {
 		t.ipOf = ForwardedClientIP
 	}
-	if t.log == nil {
-		t.log = slog.New(slog.DiscardHandler)
-	}
 	if cfg.BalanceFactor != 0 {
-		// normalize checked the factor.
-		t.bounded, _ = maglev.NewBounded(nil, cfg.BalanceFactor)
+		if t.bounded, err = maglev.NewBounded(nil, cfg.BalanceFactor); err != nil {
+			return nil, fmt.Errorf("%w: BalanceFactor: %w", ErrInvalidConfig, err)
+		}
 	}
 	t.probe = &http.Client{
-		Transport: t.rt,
+		Transport: cfg.Transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -100,9 +91,6 @@ func NewTransport(cfg Config) (*Transport, error) {
 	s, err := t.build(members)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidBackends, err)
-	}
-	if t.bounded != nil {
-		s.bounded = t.bounded.With(s.table)
 	}
 	t.members = members
 	t.cur.Store(s)
@@ -199,7 +187,7 @@ func (t *Transport) Close() error {
 // sends through, if that has a CloseIdleConnections method, as
 // http.Client.CloseIdleConnections expects.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.rt.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.cfg.Transport.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
@@ -226,8 +214,8 @@ func (t *Transport) Lookup(key string) (b Backend, ok bool) {
 func (t *Transport) pick(req *http.Request) (*snapshot, int, maglev.Lease, string) {
 	s := t.cur.Load()
 	var key string
-	if t.keyOf != nil {
-		key = t.keyOf(req)
+	if t.cfg.Key != nil {
+		key = t.cfg.Key(req)
 	}
 	if key == "" {
 		key = t.ipOf(req)
@@ -307,7 +295,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				again.Body = body
 			}
 			t.retries.Add(1)
-			t.log.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
+			t.cfg.Logger.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
 				"backend", m.b.Name, "err", err, "retry", next.b.Name)
 			m = next
 			resp, err = t.send(s, again, m)
@@ -328,7 +316,7 @@ var errNilURL = errors.New("httpmaglev: nil Request.URL")
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when they reach Config.EjectAfter.
 func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Response, error) {
-	resp, err := t.rt.RoundTrip(out)
+	resp, err := t.cfg.Transport.RoundTrip(out)
 	if err == nil {
 		if m.connFails.Load() != 0 {
 			m.connFails.Store(0)
@@ -363,7 +351,7 @@ func (t *Transport) eject(s *snapshot, m *member, err error) {
 	}
 	if out+1 > len(s.all)/2 {
 		t.ejectMu.Unlock()
-		t.log.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
+		t.cfg.Logger.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
 		return
 	}
 	// The time and generation first, so that a health round or readmit
@@ -372,7 +360,7 @@ func (t *Transport) eject(s *snapshot, m *member, err error) {
 	m.ejectGen.Add(1)
 	m.ejected.Store(true)
 	t.ejectMu.Unlock()
-	t.log.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
+	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
 	select {
 	case t.wake <- struct{}{}:
 	default: // a rebuild is already due
