@@ -33,6 +33,7 @@ type Transport struct {
 	probe   *http.Client    // the active health checks' client
 
 	cur      atomic.Pointer[snapshot] // what RoundTrip reads
+	_        [64]byte                 // keeps the counters every RoundTrip writes off the line that holds cur
 	requests atomic.Int64             // requests routed to a backend
 	retries  atomic.Int64             // requests sent a second time
 	rounds   atomic.Int64             // health rounds started (State.HealthRounds)
