@@ -90,8 +90,7 @@ type maglevBalancer struct {
 	table       *maglev.Table                  // over usable, built with tableCfg
 	usable      []maglev.Backend               // sorted by name
 	tableCfg    *lbConfig
-	counts      *maglev.Bounded // the channel's in-flight counts at cfg's balanceFactor; nil when it is 0
-	bounded     *maglev.Bounded // counts.With(table), what pickers acquire on; nil when counts is
+	bounded     *maglev.Bounded // over table, with the channel's in-flight counts at cfg's balanceFactor: what pickers acquire on; nil when the factor is 0
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
@@ -198,29 +197,27 @@ func (b *maglevBalancer) rebuildLocked() error {
 	return b.syncBoundedLocked()
 }
 
-// syncBoundedLocked keeps b.counts, the channel's in-flight counts, at the
-// config's balanceFactor, and b.bounded, the Bounded pickers acquire on, at
-// b.counts.With(b.table): both nil when the factor is 0; new counts when the
-// factor changes (leases taken before are released into the old counts, so
-// L starts again from the RPCs made after the change); and otherwise the
-// same counts, bound anew when the table was rebuilt. Every Bounded With
-// makes shares the counts, so an endpoint that stays in the table keeps its
-// in-flight count across rebuilds and pickers. With is O(N) and allocates
-// O(N), once per table, here and not in a pick. Caller holds b.mu.
+// syncBoundedLocked keeps b.bounded, the Bounded pickers acquire on, over
+// b.table at the config's balanceFactor: nil when the factor is 0; new
+// counts when the factor changes (leases taken before are released into
+// the old counts, so L starts again from the RPCs made after the change);
+// and otherwise b.bounded.With(b.table) when the table was rebuilt. Every
+// Bounded With makes shares the counts, so an endpoint that stays in the
+// table keeps its in-flight count across rebuilds and pickers. With is
+// O(N) and allocates O(N), once per table, here and not in a pick. Caller
+// holds b.mu.
 func (b *maglevBalancer) syncBoundedLocked() error {
 	switch f := b.cfg.factor; {
 	case f == 0:
-		b.counts, b.bounded = nil, nil
-		return nil
-	case b.counts == nil || b.counts.Factor() != f:
-		c, err := maglev.NewBounded(nil, f)
+		b.bounded = nil
+	case b.bounded == nil || b.bounded.Factor() != f:
+		nb, err := maglev.NewBounded(b.table, f)
 		if err != nil { // parseConfig vetted f
 			return fmt.Errorf("grpcmaglev: balanceFactor: %w", err)
 		}
-		b.counts, b.bounded = c, nil
-	}
-	if b.bounded == nil || b.bounded.Table() != b.table {
-		b.bounded = b.counts.With(b.table)
+		b.bounded = nb
+	case b.bounded.Table() != b.table:
+		b.bounded = b.bounded.With(b.table)
 	}
 	return nil
 }
