@@ -174,8 +174,7 @@ func (b *maglevBalancer) UpdateState(state balancer.State) {
 // publishLocked rebuilds the table if needed (rebuildLocked) and publishes a
 // picker over it. Caller holds b.mu.
 func (b *maglevBalancer) publishLocked() {
-	b.recordFailuresLocked()
-	if err := b.rebuildLocked(); err != nil {
+	if err := b.rebuildLocked(b.recordFailuresLocked()); err != nil {
 		// checkEndpoints vetted the names and their number.
 		logger.Errorf("balancer %p: %v", b, err)
 		b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
@@ -190,8 +189,8 @@ func (b *maglevBalancer) publishLocked() {
 // counts to it when balanceFactor is set (syncBoundedLocked). The rebuild is
 // maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
 // reported the change, never in a pick. Caller holds b.mu.
-func (b *maglevBalancer) rebuildLocked() error {
-	if err := b.rebuildTableLocked(); err != nil {
+func (b *maglevBalancer) rebuildLocked(usable []maglev.Backend) error {
+	if err := b.rebuildTableLocked(usable); err != nil {
 		return err
 	}
 	return b.syncBoundedLocked()
@@ -222,14 +221,9 @@ func (b *maglevBalancer) syncBoundedLocked() error {
 	return nil
 }
 
-// rebuildTableLocked is rebuildLocked's table half. Caller holds b.mu.
-func (b *maglevBalancer) rebuildTableLocked() error {
-	usable := make([]maglev.Backend, 0, len(b.children))
-	for _, cs := range b.children {
-		if b.usableLocked(cs.Endpoint) {
-			usable = append(usable, maglev.Backend{Name: endpointName(cs.Endpoint), Weight: endpointWeight(cs.Endpoint)})
-		}
-	}
+// rebuildTableLocked is rebuildLocked's table half, over the usable
+// endpoints recordFailuresLocked returned. Caller holds b.mu.
+func (b *maglevBalancer) rebuildTableLocked(usable []maglev.Backend) error {
 	slices.SortFunc(usable, func(x, y maglev.Backend) int { return strings.Compare(x.Name, y.Name) })
 	if b.table != nil && b.tableCfg.sameTable(b.cfg) && slices.Equal(usable, b.usable) {
 		return nil
@@ -252,10 +246,16 @@ func (b *maglevBalancer) rebuildTableLocked() error {
 // it is READY; records of removed endpoints are dropped. It marks the
 // records it visits with the call's generation, and drops those left
 // unmarked, so that it allocates nothing beyond the map's own lookups (and
-// a record per new endpoint). It is O(n) for n children and records.
-// Caller holds b.mu.
-func (b *maglevBalancer) recordFailuresLocked() {
+// a record per new endpoint) and the result. It is O(n) for n children and
+// records, and returns the usable endpoints, those not down, unsorted.
+//
+// An endpoint is down from its TRANSIENT_FAILURE until it is READY again,
+// so one that comes back but waits for its first health check (pick_first
+// reports CONNECTING meanwhile) does not take keys yet; a new endpoint is
+// usable while it first connects. Caller holds b.mu.
+func (b *maglevBalancer) recordFailuresLocked() []maglev.Backend {
 	b.gen++
+	usable := make([]maglev.Backend, 0, len(b.children))
 	for _, cs := range b.children {
 		r, ok := b.records.Get(cs.Endpoint)
 		if !ok {
@@ -274,23 +274,16 @@ func (b *maglevBalancer) recordFailuresLocked() {
 			r.down = false
 		}
 		r.state = cs.State.ConnectivityState
+		if !r.down {
+			usable = append(usable, maglev.Backend{Name: endpointName(cs.Endpoint), Weight: endpointWeight(cs.Endpoint)})
+		}
 	}
 	for e, r := range b.records.All() {
 		if r.gen != b.gen {
 			b.records.Delete(e) // deleting during the iteration is safe: All ranges over a Go map
 		}
 	}
-}
-
-// usableLocked reports whether endpoint e belongs in the table: it is not
-// down. An endpoint is down from its TRANSIENT_FAILURE until it is READY
-// again, so one that comes back but waits for its first health check
-// (pick_first reports CONNECTING meanwhile) does not take keys yet; a new
-// endpoint is usable while it first connects. Caller holds b.mu, after
-// recordFailuresLocked.
-func (b *maglevBalancer) usableLocked(e resolver.Endpoint) bool {
-	r, ok := b.records.Get(e)
-	return ok && !r.down
+	return usable
 }
 
 // newPickerLocked returns a picker over the children's current states and

@@ -72,8 +72,9 @@ func TestCheckEndpointsFillsNoSlot(t *testing.T) {
 
 // TestRecordFailuresAllocs: updating the records for children that all
 // have one allocates only the map's lookups of them (grpc's EndpointMap
-// encodes an endpoint's addresses on each lookup), and nothing per update;
-// records of removed endpoints are still dropped.
+// encodes an endpoint's addresses on each lookup) and the list of usable
+// endpoints it returns, nothing per endpoint; records of removed endpoints
+// are still dropped.
 func TestRecordFailuresAllocs(t *testing.T) {
 	b, kids := testBalancer(t, 100, defaultConfig())
 	update(t, b, kids)
@@ -82,8 +83,8 @@ func TestRecordFailuresAllocs(t *testing.T) {
 			b.records.Get(cs.Endpoint)
 		}
 	})
-	if got := testing.AllocsPerRun(100, b.recordFailuresLocked); got != lookups {
-		t.Errorf("recordFailuresLocked over %d children: %v allocations; want the %v of their lookups", len(b.children), got, lookups)
+	if got := testing.AllocsPerRun(100, func() { b.recordFailuresLocked() }); got != lookups+1 {
+		t.Errorf("recordFailuresLocked over %d children: %v allocations; want the %v of their lookups and 1 for the usable list", len(b.children), got, lookups)
 	}
 	update(t, b, kids[:60])
 	if n := b.records.Len(); n != 60 {

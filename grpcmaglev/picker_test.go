@@ -83,8 +83,7 @@ func setChildren(b *maglevBalancer, kids []*fakeChild) {
 // picker.
 func publish(t testing.TB, b *maglevBalancer) *picker {
 	t.Helper()
-	b.recordFailuresLocked()
-	if err := b.rebuildLocked(); err != nil {
+	if err := b.rebuildLocked(b.recordFailuresLocked()); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := b.newPickerLocked()
@@ -178,7 +177,7 @@ func TestPickNoUsable(t *testing.T) {
 
 	b.children = nil
 	b.resolverErr = errors.New("no such host")
-	if err := b.rebuildLocked(); err != nil {
+	if err := b.rebuildLocked(b.recordFailuresLocked()); err != nil {
 		t.Fatal(err)
 	}
 	pp, state := b.newPickerLocked()
