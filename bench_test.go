@@ -140,7 +140,7 @@ func refNew(backends []string, m int) *Table {
 		panic("refNew: bad input")
 	}
 	h := xxh3Hasher{}
-	t := newTable(names, m, h)
+	t := newTable(names, nil, m, h)
 	g := Generator{m: uint32(m), h: h}
 	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
 	cursors := make([]uint32, len(names))

@@ -95,31 +95,38 @@ func NewWeighted(backends []Backend, m int, h Hasher) (*Table, error) {
 	if err := checkCounts(len(backends), m); err != nil {
 		return nil, err
 	}
-	order := make([]int32, len(backends))
+	_, names, weights, err := sortBackends(backends)
+	if err != nil {
+		return nil, err
+	}
+	return build(names, weights, m, h), nil
+}
+
+// sortBackends returns the indexes of backends in name order, and their
+// names and weights in that order; or the error checkNames gives for the
+// names.
+func sortBackends(backends []Backend) (order []int32, names []string, weights []uint32, err error) {
+	order = make([]int32, len(backends))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(backends[a].Name, backends[b].Name) })
-	names := make([]string, len(backends))
-	weights := make([]uint32, len(backends))
+	names = make([]string, len(backends))
+	weights = make([]uint32, len(backends))
 	for i, j := range order {
 		names[i], weights[i] = backends[j].Name, backends[j].Weight
 	}
 	if err := checkNames(names); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return build(names, weights, m, h), nil
+	return order, names, weights, nil
 }
 
 // build makes the table of m slots for sorted, checked names, hashed with
 // h (nil means XXH3). weights are the backends' weights, or nil for New's
 // equal turns.
 func build(names []string, weights []uint32, m int, h Hasher) *Table {
-	if h == nil {
-		h = xxh3Hasher{}
-	}
-	t := newTable(names, m, h)
-	t.weights = weights
+	t := newTable(names, weights, m, h)
 	turns := weights
 	if len(weights) > 0 {
 		hi := slices.Max(weights)
@@ -133,7 +140,7 @@ func build(names []string, weights []uint32, m int, h Hasher) *Table {
 	if len(names) == 0 {
 		return t
 	}
-	g := Generator{m: uint32(m), h: h}
+	g := Generator{m: uint32(m), h: t.h}
 	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
 	cursors := make([]uint32, len(names))
 	if len(names) <= maxSmall {

@@ -2,8 +2,6 @@ package maglev
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 )
 
 // NewFromSlots makes a Table from a slot array computed elsewhere: by
@@ -37,31 +35,20 @@ func NewFromSlots(backends []Backend, slots []uint32, h Hasher) (*Table, error) 
 		return nil, err
 	}
 	n := len(backends)
-	order := make([]int32, n)
-	for i := range order {
-		order[i] = int32(i)
+	order, names, weights, err := sortBackends(backends)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(backends[a].Name, backends[b].Name) })
-	names := make([]string, n)
-	weights := make([]uint32, n)
 	// rank[j] is the table index of backends[j]; NoBackend marks a drained
 	// backend, which may own no slot.
 	rank := make([]uint32, n)
 	for i, j := range order {
-		names[i], weights[i] = backends[j].Name, backends[j].Weight
 		rank[j] = uint32(i)
 		if weights[i] == 0 {
 			rank[j] = NoBackend
 		}
 	}
-	if err := checkNames(names); err != nil {
-		return nil, err
-	}
-	if h == nil {
-		h = xxh3Hasher{}
-	}
-	t := newTable(names, m, h)
-	t.weights = weights
+	t := newTable(names, weights, m, h)
 	if slots[0] == NoBackend {
 		for s, j := range slots {
 			if j != NoBackend {
@@ -70,7 +57,6 @@ func NewFromSlots(backends []Backend, slots []uint32, h Hasher) (*Table, error) 
 		}
 		return t, nil
 	}
-	var err error
 	if n <= maxSmall {
 		t.slots16, err = remapSlots[uint16](slots, rank)
 	} else {

@@ -24,9 +24,14 @@ type Table struct {
 	h        Hasher
 }
 
-func newTable(sorted []string, m int, h Hasher) *Table {
+// newTable returns a table of m slots, with none filled, over sorted
+// names with their weights (nil for New's), hashed with h (nil: XXH3).
+func newTable(sorted []string, weights []uint32, m int, h Hasher) *Table {
+	if h == nil {
+		h = xxh3Hasher{}
+	}
 	kind, seed := classify(h)
-	return &Table{backends: sorted, m: uint32(m), kind: kind, seed: seed, h: h}
+	return &Table{backends: sorted, weights: weights, m: uint32(m), kind: kind, seed: seed, h: h}
 }
 
 // Size returns M, the number of slots.
