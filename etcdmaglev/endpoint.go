@@ -77,15 +77,15 @@ func backendOf(v value) (httpmaglev.Backend, error) {
 	if err != nil {
 		return httpmaglev.Backend{}, fmt.Errorf("%w: Addr %q: %w", ErrBadEndpoint, v.Addr, err)
 	}
-	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+	base, err := httpmaglev.BaseURL(u) // the Transport's rule, one backend at a time
+	if err != nil {
 		return httpmaglev.Backend{}, fmt.Errorf("%w: Addr %q is not HOST:PORT or http(s)://HOST[:PORT]", ErrBadEndpoint, v.Addr)
 	}
 	w, err := weightOf(v.Metadata)
 	if err != nil {
 		return httpmaglev.Backend{}, err
 	}
-	return httpmaglev.Backend{Name: v.Addr, URL: &url.URL{Scheme: u.Scheme, Host: u.Host}, Weight: w}, nil
+	return httpmaglev.Backend{Name: v.Addr, URL: base, Weight: w}, nil
 }
 
 // weightOf returns the "weight" field of metadata, if it is a JSON object

@@ -49,6 +49,19 @@ var (
 	ErrNoHealthyBackend = errors.New("httpmaglev: no healthy backend")
 )
 
+// BaseURL returns u reduced to its scheme and host if it is a backend URL
+// the Transport accepts: http://HOST[:PORT] or https://HOST[:PORT], with at
+// most a "/" path and no user, query or fragment. Otherwise it returns an
+// error wrapping ErrBadURL. Membership sources (etcdmaglev, a command's
+// flags) use it to check one backend at a time, with the Transport's rule.
+func BaseURL(u *url.URL) (*url.URL, error) {
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return nil, fmt.Errorf("%w: %v", ErrBadURL, u)
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host}, nil
+}
+
 // A BackendError is the error RoundTrip returns when the request's backend
 // (or, for a retried request, the retry's) failed before answering. It
 // names the backend that failed last and wraps the transport's error.
@@ -273,11 +286,11 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 		if b.Name == "" && (u == nil || u.Host == "") {
 			return nil, bad(i, b, maglev.ErrEmptyName) // neither a Name nor a URL host
 		}
-		if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-			(u.Path != "" && u.Path != "/") || u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		base, err := BaseURL(u)
+		if err != nil {
 			return nil, bad(i, b, ErrBadURL)
 		}
-		b.URL = &url.URL{Scheme: u.Scheme, Host: u.Host}
+		b.URL = base
 		if b.Name == "" {
 			b.Name = u.Host
 		}

@@ -79,6 +79,34 @@ func TestConfigErrors(t *testing.T) {
 // TestSetBackendsErrors checks that each bad backend list gives an
 // httpmaglev: error wrapping ErrInvalidBackends and its reason, from
 // SetBackends (which keeps the previous membership) and NewTransport.
+// TestBaseURL: the one-backend URL check accepts a base http(s) URL and
+// reduces it to scheme and host, and rejects everything else with
+// ErrBadURL, as SetBackends does.
+func TestBaseURL(t *testing.T) {
+	for _, raw := range []string{"http://10.0.0.1:8080", "https://users-a.internal", "http://[::1]:80/"} {
+		u := mustURL(t, raw)
+		got, err := httpmaglev.BaseURL(u)
+		if err != nil || got.String() != strings.TrimSuffix(raw, "/") {
+			t.Errorf("BaseURL(%s) = %v, %v; want %s", raw, got, err, strings.TrimSuffix(raw, "/"))
+		}
+	}
+	for _, raw := range []string{"ftp://h:21", "http://", "http://u:p@h", "http://h/x", "http://h/%2F", "http://h?q", "http://h/?", "http://h#f", "mailto:x@h"} {
+		if got, err := httpmaglev.BaseURL(mustURL(t, raw)); !errors.Is(err, httpmaglev.ErrBadURL) || got != nil {
+			t.Errorf("BaseURL(%s) = %v, %v; want ErrBadURL", raw, got, err)
+		}
+		tr, err := httpmaglev.NewTransport(httpmaglev.Config{Backends: []httpmaglev.Backend{{URL: mustURL(t, raw), Name: "n"}}})
+		if tr != nil {
+			_ = tr.Close()
+		}
+		if !errors.Is(err, httpmaglev.ErrBadURL) {
+			t.Errorf("NewTransport with %s: %v, want ErrBadURL as BaseURL", raw, err)
+		}
+	}
+	if _, err := httpmaglev.BaseURL(nil); !errors.Is(err, httpmaglev.ErrBadURL) {
+		t.Errorf("BaseURL(nil): %v, want ErrBadURL", err)
+	}
+}
+
 func TestSetBackendsErrors(t *testing.T) {
 	servers := startServers(t, 2)
 	good := backendsOf(servers)

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 // A config is everything newProxy needs; main fills it from flags.
@@ -42,13 +44,9 @@ func parseBackend(spec string) (name string, u *url.URL, err error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("lbproxy: backend %q: %v", spec, err)
 	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return "", nil, fmt.Errorf("lbproxy: backend %q: want http://HOST:PORT or https://HOST:PORT", spec)
+	if u, err = httpmaglev.BaseURL(u); err != nil {
+		return "", nil, fmt.Errorf("lbproxy: backend %q: want http://HOST:PORT or https://HOST:PORT, without path, query or user", spec)
 	}
-	if u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", nil, fmt.Errorf("lbproxy: backend %q: want a base URL, without path, query or user", spec)
-	}
-	u = &url.URL{Scheme: u.Scheme, Host: u.Host}
 	if name == "" {
 		name = u.String()
 	}
