@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -281,5 +282,27 @@ func TestRequestNotModified(t *testing.T) {
 	// A request without a URL is an error, not a panic.
 	if _, err := tr.RoundTrip(&http.Request{Method: http.MethodGet, Header: http.Header{}}); err == nil || !strings.HasPrefix(err.Error(), "httpmaglev: ") {
 		t.Errorf("RoundTrip of a request without a URL: %v, want an httpmaglev error", err)
+	}
+}
+
+// TestSetBackendsUnchanged: a list equal to the membership, in any order,
+// publishes nothing; a changed weight rebuilds.
+func TestSetBackendsUnchanged(t *testing.T) {
+	servers := startServers(t, 3)
+	tr := newTransport(t, httpmaglev.Config{}, servers)
+	before := tr.State()
+	bs := backendsOf(servers)
+	slices.Reverse(bs)
+	if err := tr.SetBackends(bs); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.State(); st.Rebuilds != before.Rebuilds || !st.LastRebuild.Equal(before.LastRebuild) {
+		t.Errorf("the same backends: rebuilds %d → %d, built %v → %v; want no rebuild", before.Rebuilds, st.Rebuilds, before.LastRebuild, st.LastRebuild)
+	}
+	if err := tr.SetBackends(backendsOf(servers, 1, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.State(); st.Rebuilds != before.Rebuilds+1 {
+		t.Errorf("a changed weight: rebuilds %d → %d, want one more", before.Rebuilds, st.Rebuilds)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -129,7 +130,9 @@ func (t *Transport) newMember(b Backend) *member {
 // its name, URL and weight keeps its health; a new one is assumed healthy
 // until its first probe. SetBackends builds and publishes the new table
 // before it returns, on the caller's goroutine (requests in flight keep
-// the table they started with), and logs the slots that moved.
+// the table they started with), and logs the slots that moved. A list with
+// the same backends, URLs and weights as the membership changes nothing and
+// builds nothing.
 //
 // SetBackends returns an error wrapping ErrInvalidBackends and the reason
 // (maglev.ErrEmptyName, maglev.ErrDuplicateName, ErrBadURL, ErrBadWeights,
@@ -155,6 +158,9 @@ func (t *Transport) SetBackends(backends []Backend) error {
 			continue
 		}
 		members[i] = t.newMember(b)
+	}
+	if slices.Equal(members, t.members) {
+		return nil // the same backends, URLs and weights: nothing to rebuild
 	}
 	if err := t.publishLocked(members, "backends set"); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidBackends, err)
