@@ -19,7 +19,7 @@ type keyFunc func(r *http.Request) string
 // or with an empty value, falls back to its client IP.
 func parseKey(s string) (keyFunc, error) {
 	if s == "ip" {
-		return clientIP, nil
+		return httpmaglev.ClientIP, nil
 	}
 	name, ok := strings.CutPrefix(s, "header:")
 	if !ok || name == "" || strings.ContainsAny(name, " \t:") {
@@ -30,10 +30,6 @@ func parseKey(s string) (keyFunc, error) {
 		if v := r.Header.Get(name); v != "" {
 			return v
 		}
-		return clientIP(r)
+		return httpmaglev.ClientIP(r)
 	}, nil
 }
-
-// clientIP returns the host part of r.RemoteAddr, or all of it if it has no
-// port.
-func clientIP(r *http.Request) string { return httpmaglev.ClientIP(r) }

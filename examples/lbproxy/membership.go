@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -59,7 +58,6 @@ func (o *options) checkSources() error {
 // (and does nothing for static backends), once the first membership has
 // been read; stop ends it.
 func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
-	logger := slog.New(slog.NewTextHandler(p.log.Writer(), nil))
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 	switch {
@@ -80,20 +78,20 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: etcd: %w", err)
 		}
-		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, logger)
+		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, p.slog)
 		if err != nil {
 			_ = c.Close() // the Watch error is the one to report
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
 	case o.dns != "":
-		w, err := httpmaglev.WatchDNS(ctx, nil, o.dns, o.dnsInterval, p.t.SetBackends, logger)
+		w, err := httpmaglev.WatchDNS(ctx, nil, o.dns, o.dnsInterval, p.t.SetBackends, p.slog)
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close() }, nil
 	case o.dnsSRV != "":
-		w, err := httpmaglev.WatchSRV(ctx, nil, o.dnsSRV, o.dnsInterval, p.t.SetBackends, logger)
+		w, err := httpmaglev.WatchSRV(ctx, nil, o.dnsSRV, o.dnsInterval, p.t.SetBackends, p.slog)
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

@@ -21,11 +21,11 @@ import (
 // the Maglev table of the healthy backends, checks their health, retries
 // and bounds loads. Its ServeHTTP is safe for concurrent use.
 type proxy struct {
-	cfg       config
-	t         *httpmaglev.Transport
-	transport *http.Transport // to the backends, under t
-	rp        *httputil.ReverseProxy
-	log       *log.Logger
+	cfg  config
+	t    *httpmaglev.Transport
+	rp   *httputil.ReverseProxy
+	log  *log.Logger
+	slog *slog.Logger // log's writer, for the Transport and the membership watchers
 }
 
 // newProxy returns a proxy over cfg's backends, all assumed healthy until
@@ -58,12 +58,12 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		}
 		backends = append(backends, httpmaglev.Backend{Name: name, URL: u})
 	}
-	p := &proxy{cfg: cfg, log: logger}
+	p := &proxy{cfg: cfg, log: logger, slog: slog.New(slog.NewTextHandler(logger.Writer(), nil))}
 	idle := cfg.IdlePerBackend
 	if idle <= 0 {
 		idle = 32
 	}
-	p.transport = &http.Transport{
+	transport := &http.Transport{ // to the backends, under the Transport
 		DialContext:           (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost:   idle,
 		IdleConnTimeout:       90 * time.Second,
@@ -76,14 +76,14 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		TableSize:      cfg.TableSize,
 		Hasher:         maglev.XXH3Seed(cfg.Seed),
 		BalanceFactor:  cfg.BalanceFactor,
-		Transport:      p.transport,
+		Transport:      transport,
 		HealthPath:     cfg.HealthPath,
 		HealthInterval: cfg.HealthInterval,
 		HealthTimeout:  cfg.HealthTimeout,
 		Fall:           cfg.Fall,
 		Rise:           cfg.Rise,
 		EjectAfter:     cfg.EjectAfter,
-		Logger:         slog.New(slog.NewTextHandler(logger.Writer(), nil)),
+		Logger:         p.slog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lbproxy: %w", err)
