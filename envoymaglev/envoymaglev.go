@@ -93,6 +93,9 @@ func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 	if n > m {
 		return nil, fmt.Errorf("envoymaglev: %w: %d hosts, %d slots", maglev.ErrTooManyBackends, n, m)
 	}
+	// The names are checked here, before the fill, although NewFromSlots
+	// checks them again: the fill must not run on a duplicate or an empty
+	// name, nor on a weight of 0, which NewFromSlots would take as drained.
 	sorted := slices.Clone(hosts)
 	slices.SortFunc(sorted, func(a, b Host) int { return strings.Compare(a.Key, b.Key) })
 	if sorted[0].Key == "" {
