@@ -28,12 +28,18 @@ func envoyPort(hosts []Host, m int) []string {
 	weights := make([]uint32, len(sorted))
 	for i, h := range sorted {
 		keys[i], weights[i] = h.Key, h.Weight
-		offset[i] = xxhash.Sum64String(h.Key) % uint64(m)
-		d := xxhash.NewWithSeed(1)
-		_, _ = d.WriteString(h.Key) // a Digest's writes never fail
-		skip[i] = d.Sum64()%uint64(m-1) + 1
+		offset[i], skip[i] = envoyOffsetSkip(h.Key, m)
 	}
 	return turns(keys, offset, skip, weights, m, false)
+}
+
+// envoyOffsetSkip is Envoy's offset and skip for a host key in a table of
+// m slots, computed as Envoy does, apart from New and Generator: XXH64 of
+// the key with seeds 0 and 1.
+func envoyOffsetSkip(key string, m int) (offset, skip uint64) {
+	d := xxhash.NewWithSeed(1)
+	_, _ = d.WriteString(key) // a Digest's writes never fail
+	return xxhash.Sum64String(key) % uint64(m), d.Sum64()%uint64(m-1) + 1
 }
 
 // turns fills a table of m slots from the backends' offsets and skips,
@@ -259,10 +265,7 @@ func ruleDiff(t *testing.T, hosts []Host, m int, check bool) int {
 	}
 	for i, h := range hosts {
 		keys[i], weights[i] = h.Key, h.Weight
-		offset[i] = xxhash.Sum64String(h.Key) % uint64(m)
-		d := xxhash.NewWithSeed(1)
-		_, _ = d.WriteString(h.Key) // a Digest's writes never fail
-		skip[i] = d.Sum64()%uint64(m-1) + 1
+		offset[i], skip[i] = envoyOffsetSkip(h.Key, m)
 		p := g.Permutation(h.Key)
 		gOffset[i], gSkip[i] = uint64(p.Offset), uint64(p.Skip)
 		bs[i] = maglev.Backend{Name: h.Key, Weight: h.Weight}
@@ -379,9 +382,8 @@ func TestSchedules(t *testing.T) {
 		perms := make([]maglev.Permutation, len(hosts))
 		var total uint64
 		for i, h := range hosts {
-			d := xxhash.NewWithSeed(1)
-			_, _ = d.WriteString(h.Key) // a Digest's writes never fail
-			perms[i] = maglev.Permutation{Offset: uint32(xxhash.Sum64String(h.Key) % uint64(m)), Skip: uint32(d.Sum64()%uint64(m-1) + 1)}
+			offset, skip := envoyOffsetSkip(h.Key, m)
+			perms[i] = maglev.Permutation{Offset: uint32(offset), Skip: uint32(skip)}
 			total += uint64(h.Weight)
 		}
 		scan, heap := make([]uint32, m), make([]uint32, m)
