@@ -178,28 +178,28 @@ func startProc(t *testing.T, name string, cmd *exec.Cmd) *proc {
 // wait waits for a line matching re and returns its submatches.
 func (p *proc) wait(t *testing.T, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.After(fleetSettle)
-	for {
+	find := func() []string {
 		p.mu.Lock()
+		defer p.mu.Unlock()
 		for _, line := range p.out {
 			if m := re.FindStringSubmatch(line); m != nil {
-				p.mu.Unlock()
 				return m
 			}
 		}
-		p.mu.Unlock()
+		return nil
+	}
+	deadline := time.After(fleetSettle)
+	for {
+		if m := find(); m != nil {
+			return m
+		}
 		select {
 		case <-p.more:
 		case <-p.done:
 			// One last look at what it printed before it exited.
-			p.mu.Lock()
-			for _, line := range p.out {
-				if m := re.FindStringSubmatch(line); m != nil {
-					p.mu.Unlock()
-					return m
-				}
+			if m := find(); m != nil {
+				return m
 			}
-			p.mu.Unlock()
 			t.Fatalf("%s exited without printing %v", p.name, re)
 		case <-deadline:
 			t.Fatalf("%s did not print %v within %v", p.name, re, fleetSettle)
