@@ -3,6 +3,7 @@ package grpcmaglev_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,25 +48,26 @@ func checkMoves(t *testing.T, a, b *maglev.Table, changed string) {
 // table without that server.
 func TestHardStop(t *testing.T) {
 	ss := startServers(t, 5, 0)
-	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user"`, false))
+	es, names, toServer := named(ss)
+	c := newClient(t, es, serviceConfig(`"requestHashHeader": "x-user"`, false))
 	ks := keys(300)
-	before := tableOf(t, ss)
-	checkRouting(t, c, before, ks, 1, viaWithKey, nil)
+	before := tableOfNames(t, names)
+	checkRouting(t, c, before, ks, 1, viaWithKey, toServer)
 
 	dead := ss[2]
-	after := tableOf(t, without(ss, dead))
-	probe := keyOwnedBy(t, before, ks, dead.addr)
+	after := tableOfNames(t, slices.Delete(slices.Clone(names), 2, 3))
+	probe := keyOwnedBy(t, before, ks, names[2])
 	start := time.Now()
 	dead.srv.Stop()
-	waitRouted(t, c, probe, after.Lookup(probe))
+	waitRouted(t, c, probe, toServer[after.Lookup(probe)])
 	took := time.Since(start)
 	t.Logf("failover: %v from Stop() to a %s key served by its new owner", took, dead.addr)
 	if took > failoverBound {
 		t.Fatalf("the client took %v to notice a hard stop; bound %v", took, failoverBound)
 	}
-	checkRouting(t, c, after, ks, 2, viaWithKey, nil)
-	checkRouting(t, c, after, ks, 1, viaHeader, nil)
-	checkMoves(t, before, after, dead.addr)
+	checkRouting(t, c, after, ks, 2, viaWithKey, toServer)
+	checkRouting(t, c, after, ks, 1, viaHeader, toServer)
+	checkMoves(t, before, after, names[2])
 	// The rebuild was logged with the slots it moved.
 	if want := fmt.Sprintf("table rebuilt: 4 of 5 endpoints usable, %d of %d slots moved", before.Diff(after), after.Size()); !rebuildLog.contains(want) {
 		t.Fatalf("no log line %q", want)
@@ -301,15 +303,15 @@ func TestHealth(t *testing.T) {
 // server's slots, plus Maglev's usual small excess.
 func TestResolverAddsServer(t *testing.T) {
 	ss := startServers(t, 5, 0)
-	old := ss[:4]
-	c := newClient(t, endpoints(old), serviceConfig(`"requestHashHeader": "x-user"`, false))
+	es, names, toServer := named(ss)
+	c := newClient(t, es[:4], serviceConfig(`"requestHashHeader": "x-user"`, false))
 	ks := keys(400)
-	t4, t5 := tableOf(t, old), tableOf(t, ss)
-	checkRouting(t, c, t4, ks, 1, viaHeader, nil)
+	t4, t5 := tableOfNames(t, names[:4]), tableOfNames(t, names)
+	checkRouting(t, c, t4, ks, 1, viaHeader, toServer)
 
-	c.res.UpdateState(resolver.State{Endpoints: endpoints(ss)})
-	checkRouting(t, c, t5, ks, 2, viaHeader, nil)
-	checkMoves(t, t4, t5, ss[4].addr)
+	c.res.UpdateState(resolver.State{Endpoints: es})
+	checkRouting(t, c, t5, ks, 2, viaHeader, toServer)
+	checkMoves(t, t4, t5, names[4])
 	if ss[4].svc.served.Load() == 0 {
 		t.Fatal("the added server served no RPC")
 	}
