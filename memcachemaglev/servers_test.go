@@ -33,7 +33,7 @@ func startMemcached(t testing.TB, n int) []*servertest.Proc {
 	path := memcachedPath(t)
 	servers := make([]*servertest.Proc, n)
 	for i := range servers {
-		servers[i] = startOne(t, path, false)
+		servers[i] = startOne(t, path, "")
 	}
 	return servers
 }
@@ -42,13 +42,25 @@ func startMemcached(t testing.TB, n int) []*servertest.Proc {
 // stopped when the test ends.
 func startMemcachedUnix(t testing.TB) *servertest.Proc {
 	t.Helper()
-	return startOne(t, memcachedPath(t), true)
+	// A short directory: socket paths are limited to about 100 bytes.
+	dir, err := os.MkdirTemp("", "mc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	return startOne(t, memcachedPath(t), filepath.Join(dir, "memcached.sock"))
 }
 
-// startOne starts one memcached and waits until it accepts connections. A
-// free TCP port is found by listening on port 0 and closing; if another
-// process takes it meanwhile, memcached exits and startOne tries another.
-func startOne(t testing.TB, path string, unix bool) *servertest.Proc {
+// startOne starts one memcached, on the Unix socket sock if it is not
+// empty (a path, absolute or relative to the working directory), else on
+// a free TCP port, and waits until it accepts connections. A free port is
+// found by listening on port 0 and closing; if another process takes it
+// meanwhile, memcached exits and startOne tries another.
+func startOne(t testing.TB, path, sock string) *servertest.Proc {
 	t.Helper()
 	var lastErr error
 	for range 5 {
@@ -56,20 +68,9 @@ func startOne(t testing.TB, path string, unix bool) *servertest.Proc {
 		if os.Geteuid() == 0 {
 			args = append(args, "-u", "root") // memcached refuses root without it
 		}
-		var addr string
-		if unix {
-			// A short directory: socket paths are limited to about 100 bytes.
-			dir, err := os.MkdirTemp("", "mc")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if err := os.RemoveAll(dir); err != nil {
-					t.Error(err)
-				}
-			})
-			addr = filepath.Join(dir, "memcached.sock")
-			args = append(args, "-s", addr, "-a", "0700")
+		addr := sock
+		if sock != "" {
+			args = append(args, "-s", sock, "-a", "0700")
 		} else {
 			port, err := servertest.FreePort()
 			if err != nil {

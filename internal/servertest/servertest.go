@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,7 +48,8 @@ type Proc struct {
 }
 
 // Start runs the binary at path with args and waits until addr (a TCP
-// "host:port", or an absolute Unix socket path) accepts a connection. It
+// "host:port", or a Unix socket's path: any address with a slash, as
+// gomemcache tells them apart) accepts a connection. It
 // returns an error, with the server's output, if the process exits first
 // (a port taken meanwhile, say), and an error if addr accepts nothing
 // within timeout, after stopping the process.
@@ -65,7 +67,7 @@ func Start(path, addr string, args []string, timeout time.Duration) (*Proc, erro
 		close(p.done)
 	}()
 	network := "tcp"
-	if filepath.IsAbs(addr) {
+	if strings.Contains(addr, "/") {
 		network = "unix"
 	}
 	name := filepath.Base(path)
