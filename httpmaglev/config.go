@@ -141,8 +141,12 @@ type Config struct {
 	BalanceFactor float64
 
 	// Transport sends the requests to the backends; nil means a clone of
-	// http.DefaultTransport (made at NewTransport). Health checks use it
-	// too.
+	// http.DefaultTransport (made at NewTransport). Health checks send
+	// through a clone of it made at NewTransport when it is an
+	// *http.Transport: the same dialer, TLS and proxy settings, with a pool
+	// of its own, so that probes never wait behind requests for a
+	// connection (MaxConnsPerHost, say). Any other RoundTripper is shared
+	// by the probes.
 	Transport http.RoundTripper
 
 	// HealthPath is the path the active health check GETs on each backend,
@@ -163,17 +167,29 @@ type Config struct {
 	// one) back. 0 means 2 for each.
 	Fall, Rise int
 
-	// EjectAfter consecutive failed requests to a backend (no response:
-	// refused, reset, timed out) eject it from the table until Rise probes
-	// pass, or, with active checks off, for EjectionTime. 0 means 3; -1
-	// turns passive ejection off. Passive ejection never takes out more
-	// than half the configured backends, and a request that net/http
-	// rejects before connecting (an invalid header, say) does not count.
+	// EjectAfter consecutive failed requests to a backend eject it from
+	// the table until Rise probes pass, or, with active checks off, for
+	// EjectionTime. 0 means 3; -1 turns passive ejection off. Only the
+	// backend's faults count: a failed dial or TLS handshake, the
+	// connection reset or closed before the response headers, a timeout
+	// awaiting them; never the caller's (its request body failing or
+	// disagreeing with ContentLength, its context ending, a request
+	// net/http rejects). See Transport.RoundTrip. Passive ejection never
+	// takes out more than half the configured backends.
 	EjectAfter int
 
-	// EjectionTime is how long a passively ejected backend stays out when
-	// active checks are off; 0 means 10s.
+	// EjectionTime is the base of passive ejection's backoff, as in
+	// Envoy's outlier detection: the n-th consecutive ejection of a
+	// backend lasts n·EjectionTime with active checks off, and with them
+	// on at least (n-1)·EjectionTime and until Rise probes pass; each
+	// EjectionTime a readmitted backend stays in takes one from n. 0 means
+	// 10s.
 	EjectionTime time.Duration
+
+	// MaxEjectionTime caps one ejection's backoff; 0 means 300s (Envoy's
+	// max_ejection_time), or EjectionTime if that is longer. It must not
+	// be below EjectionTime.
+	MaxEjectionTime time.Duration
 
 	// MaxRetryBody is the largest request body RoundTrip buffers so that
 	// an idempotent request can be sent again; 0 means 1 MiB, -1 buffers
@@ -195,6 +211,7 @@ const (
 	defaultFallRise     = 2
 	defaultEjectAfter   = 3
 	defaultEjectionTime = 10 * time.Second
+	defaultMaxEjection  = 300 * time.Second
 	defaultMaxRetryBody = 1 << 20
 )
 
@@ -256,6 +273,12 @@ func (c Config) normalize() (Config, error) {
 		return c, bad("EjectionTime", "negative: %v", c.EjectionTime)
 	case c.EjectionTime == 0:
 		c.EjectionTime = defaultEjectionTime
+	}
+	switch {
+	case c.MaxEjectionTime < 0 || (c.MaxEjectionTime > 0 && c.MaxEjectionTime < c.EjectionTime):
+		return c, bad("MaxEjectionTime", "%v is below EjectionTime %v", c.MaxEjectionTime, c.EjectionTime)
+	case c.MaxEjectionTime == 0:
+		c.MaxEjectionTime = max(defaultMaxEjection, c.EjectionTime)
 	}
 	switch {
 	case c.MaxRetryBody < -1 || c.MaxRetryBody == math.MaxInt64:

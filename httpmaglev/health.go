@@ -123,15 +123,15 @@ func (t *Transport) observe(m *member, err error) bool {
 	// An ejection counts its generation before it sets ejected, so one
 	// that happened while this probe was out shows here as a new
 	// generation: its passes do not count toward readmitting it.
-	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise && m.ejectGen.Load() == m.seenGen {
-		m.connFails.Store(0)
-		m.ejected.Store(false)
+	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise && m.ejectGen.Load() == m.seenGen &&
+		time.Now().UnixNano()-m.ejectedAt.Load() >= m.ejectFor.Load() {
+		t.readmitMember(m)
 		t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", m.passes)
 	}
 	return m.healthy() != was
 }
 
-// readmit puts back the backends ejected at least EjectionTime ago, with
+// readmit puts back the backends whose ejection has lasted its time, with
 // active checks off, and rebuilds the table if there were any.
 func (t *Transport) readmit() {
 	t.mu.Lock()
@@ -139,11 +139,10 @@ func (t *Transport) readmit() {
 	now := time.Now().UnixNano()
 	changed := false
 	for _, m := range t.members {
-		if m.ejected.Load() && now-m.ejectedAt.Load() >= int64(t.cfg.EjectionTime) {
-			m.connFails.Store(0)
-			m.ejected.Store(false)
+		if m.ejected.Load() && now-m.ejectedAt.Load() >= m.ejectFor.Load() {
+			t.readmitMember(m)
 			changed = true
-			t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", t.cfg.EjectionTime)
+			t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", time.Duration(m.ejectFor.Load()))
 		}
 	}
 	if changed || t.staleLocked() {
@@ -151,6 +150,13 @@ func (t *Transport) readmit() {
 			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
 		}
 	}
+}
+
+// readmitMember ends m's ejection. Call it with t.mu held.
+func (t *Transport) readmitMember(m *member) {
+	m.connFails.Store(0)
+	m.readmittedAt.Store(time.Now().UnixNano())
+	m.ejected.Store(false)
 }
 
 // check GETs m's health URL and returns nil on a 2xx answer within

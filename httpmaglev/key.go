@@ -14,6 +14,9 @@ import (
 // proxy that is the proxy's address; see ForwardedClientIP. ClientIP does
 // not allocate.
 func ClientIP(r *http.Request) string {
+	if r.RemoteAddr == "" {
+		return "" // without the error SplitHostPort would allocate
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr

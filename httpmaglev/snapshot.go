@@ -1,9 +1,7 @@
 package httpmaglev
 
 import (
-	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +31,12 @@ type member struct {
 	ejected   atomic.Bool   // out of the table until readmitted
 	ejectGen  atomic.Uint64 // ejections so far
 	ejectedAt atomic.Int64  // when it was last ejected, in Unix nanoseconds
+	ejectFor  atomic.Int64  // how long that ejection lasts at least, in nanoseconds
+
+	// The backoff of consecutive ejections: streak is written under
+	// Transport.ejectMu, readmittedAt on readmission.
+	streak       atomic.Int64 // consecutive ejections, less one for every EjectionTime spent in since
+	readmittedAt atomic.Int64 // when it was last readmitted, in Unix nanoseconds; 0 if never
 }
 
 // healthy reports whether m belongs in the table. Call it with
@@ -41,17 +45,21 @@ func (m *member) healthy() bool { return m.up && !m.ejected.Load() }
 
 // A snapshot is the routing state RoundTrip reads: the table over the
 // healthy backends, their members, and the retry targets. It is immutable
-// once published; a rebuild publishes a new one.
+// once published, but for the tables without one backend, which it builds
+// the first time a retry needs one; a rebuild publishes a new snapshot.
 type snapshot struct {
-	table   *maglev.Table
-	bounded *maglev.Bounded // picks from table with the Transport's shared counts; nil when bounded loads are off
-	members []*member       // members[i] is table backend i
-	counts  []int           // counts[i] is the number of slots backend i owns
+	table    *maglev.Table
+	bounded  *maglev.Bounded  // picks from table with the Transport's shared counts; nil when bounded loads are off
+	members  []*member        // members[i] is table backend i
+	backends []maglev.Backend // backends[i] is table backend i, with the weight the table was built with
+	counts   []int            // counts[i] is the number of slots backend i owns
 
-	// fallback[s] is the index in table of the owner of slot s in the
-	// table built without s's owner: where the keys of slot s live once
-	// that owner is dropped; -1 if it is the only backend.
-	fallback []int32
+	// without[i] is the table built without backend i: where the keys of
+	// i's slots live once i is dropped. It is built the first time a
+	// request to i fails and is retried, by that request, and kept for
+	// the snapshot's life.
+	without []atomic.Pointer[lazyTable]
+	t       *Transport // builds them, with its table builder, and logs a failure
 
 	all      []*member // every configured backend, sorted by name
 	built    time.Time // when the table was built
@@ -60,20 +68,93 @@ type snapshot struct {
 	rebuilds int64     // snapshots published before this one
 }
 
-// retryTarget returns the backend a request for key should be retried on
-// after backend failed failed: the owner of the key's slot in the table
-// without failed, or -1 if there is none. When failed owns the key's slot,
-// that is fallback; otherwise (a request that bounded loads spilled past
-// its owner) it is the slot's owner, which keeps the slot when failed is
-// dropped unless the slot is one of the few that move besides failed's.
-// retryTarget is O(1) and does not allocate.
-func (s *snapshot) retryTarget(key string, failed int) int {
-	slot := s.table.SlotOf(s.table.Hasher().HashString(key))
+// A lazyTable is a table built once, by the first caller that needs it;
+// callers that come while it is being built wait for that build.
+type lazyTable struct {
+	once  sync.Once
+	table *maglev.Table // nil if the build failed
+	built atomic.Bool   // set once table is written
+}
+
+// retryTarget returns the backend a request whose key hashes to h should be
+// retried on after backend failed failed: the owner of the key's slot in
+// the table without failed, or -1 if there is none. When failed owns the
+// key's slot, that is the slot's owner in s.withoutTable(failed);
+// otherwise (a request that bounded loads spilled past its owner) it is
+// the slot's owner, which keeps the slot when failed is dropped unless the
+// slot is one of the few that move besides failed's. retryTarget is O(1)
+// and does not allocate, but for the first retry away from a backend in a
+// snapshot, which builds the table without it.
+func (s *snapshot) retryTarget(h uint64, failed int) int {
+	slot := s.table.SlotOf(h)
 	owner := s.table.OwnerIndex(slot)
 	if owner != failed {
 		return owner
 	}
-	return int(s.fallback[slot])
+	without := s.withoutTable(failed)
+	if without == nil {
+		return -1
+	}
+	// Backend j of the table without failed is backend j of s.table below
+	// failed, and j+1 from failed on: both are sorted by name.
+	o := without.OwnerIndex(slot)
+	if o >= failed {
+		o++
+	}
+	return o
+}
+
+// withoutTable returns the table over s's backends without backend i,
+// building it on the first call for i; nil if s has one backend, or if the
+// build failed (which it logs at Error). Concurrent callers for the same i wait
+// for one build; callers for other backends do not wait for it.
+func (s *snapshot) withoutTable(i int) *maglev.Table {
+	if len(s.backends) < 2 {
+		return nil
+	}
+	lt := s.without[i].Load()
+	if lt == nil {
+		s.without[i].CompareAndSwap(nil, new(lazyTable))
+		lt = s.without[i].Load()
+	}
+	lt.once.Do(func() {
+		rest := make([]maglev.Backend, 0, len(s.backends)-1)
+		rest = append(append(rest, s.backends[:i]...), s.backends[i+1:]...)
+		table, err := s.t.newTable(rest)
+		if err == nil && table.Size() != s.table.Size() {
+			err = fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, s.backends[i].Name, table.Size(), s.table.Size())
+		}
+		if err != nil {
+			s.t.cfg.Logger.Error("httpmaglev: no retry target: building the table without a backend failed", "backend", s.backends[i].Name, "err", err)
+		} else {
+			lt.table = table
+		}
+		lt.built.Store(true)
+	})
+	return lt.table
+}
+
+// builtWithout returns the table without one backend that old built for a
+// retry, if it is the table over exactly backends, and nil otherwise. A
+// backend ejected after failing requests was retried away from first, so
+// its ejection publishes that table instead of building it again.
+func builtWithout(old *snapshot, backends []maglev.Backend) *maglev.Table {
+	if old == nil || len(backends) != len(old.backends)-1 {
+		return nil
+	}
+	// The one backend of old's missing from backends: the first index
+	// where they differ (both are sorted by name).
+	i := 0
+	for i < len(backends) && backends[i] == old.backends[i] {
+		i++
+	}
+	if !slices.Equal(backends[i:], old.backends[i+1:]) {
+		return nil
+	}
+	if lt := old.without[i].Load(); lt != nil && lt.built.Load() {
+		return lt.table
+	}
+	return nil
 }
 
 // newTable builds the table over backends with cfg's builder: cfg.NewTable
@@ -110,12 +191,12 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 }
 
 // build returns a snapshot over the healthy members of all, which is
-// sorted by name. It builds the table and, for each of its N backends, the
-// table without it, from which it keeps only the new owners of that
-// backend's slots: N+1 table builds, O(N·M log M) time spread over
-// GOMAXPROCS goroutines, and O(M) memory kept (4 bytes a slot). It runs
-// off the request path.
-func (t *Transport) build(all []*member) (*snapshot, error) {
+// sorted by name: one table build, O(M log M) for N backends when
+// maglev.NewWeighted builds it, or none when old built that table for its
+// retries already (see builtWithout). The tables without each backend,
+// which retries go to, are built later, one at a time, when a retry first
+// needs one. It runs off the request path.
+func (t *Transport) build(all []*member, old *snapshot) (*snapshot, error) {
 	var healthy []*member
 	var backends []maglev.Backend
 	equal := true
@@ -131,9 +212,12 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 			backends[i].Weight = 1
 		}
 	}
-	table, err := t.newTable(backends)
-	if err != nil {
-		return nil, err
+	table := builtWithout(old, backends)
+	if table == nil {
+		var err error
+		if table, err = t.newTable(backends); err != nil {
+			return nil, err
+		}
 	}
 	// newTable checked that the table is over exactly these backends, and
 	// a table lists its backends sorted by name, as all is: backend i of
@@ -141,14 +225,13 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 	s := &snapshot{
 		table:    table,
 		members:  healthy,
+		backends: backends,
 		counts:   table.Counts(),
-		fallback: make([]int32, table.Size()),
+		without:  make([]atomic.Pointer[lazyTable], len(backends)),
+		t:        t,
 		all:      all,
 		built:    time.Now(),
 		round:    t.rounds.Load(),
-	}
-	if err := t.fillFallback(s, backends); err != nil {
-		return nil, err
 	}
 	// Bound last: With forgets the counts of backends not in table, which
 	// must not happen for a snapshot that is then not published.
@@ -158,89 +241,15 @@ func (t *Transport) build(all []*member) (*snapshot, error) {
 	return s, nil
 }
 
-// fillFallback fills s.fallback, the retry targets: for each of the N
-// backends of s.table (backends, in its order), the table without it, from
-// which it keeps the new owners of that backend's slots.
-func (t *Transport) fillFallback(s *snapshot, backends []maglev.Backend) error {
-	n, size := s.table.Len(), s.table.Size()
-	for i := range s.fallback {
-		s.fallback[i] = -1
-	}
-	if n < 2 {
-		return nil
-	}
-	// Slots grouped by owner: owned[start[i]:start[i+1]] are backend i's.
-	owners := s.table.AppendSlots(make([]uint32, 0, size))
-	start := make([]int, n+1)
-	for _, o := range owners {
-		start[o+1]++
-	}
-	for i := range n {
-		start[i+1] += start[i]
-	}
-	owned := make([]int32, size)
-	next := slices.Clone(start[:n])
-	for slot, o := range owners {
-		owned[next[o]] = int32(slot)
-		next[o]++
-	}
-	// One table per backend, without it; workers take backends in turn
-	// and write only their backend's slots of s.fallback.
-	workers := min(runtime.GOMAXPROCS(0), n)
-	errs := make([]error, workers)
-	var turn atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rest := make([]maglev.Backend, 0, n-1)
-			for {
-				i := int(turn.Add(1)) - 1
-				if i >= n || errs[w] != nil {
-					return
-				}
-				errs[w] = t.fallbackFor(s, backends, i, owned[start[i]:start[i+1]], rest)
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// fallbackFor fills s.fallback for the slots backend i of s.table owns,
-// from the table over backends without it. backends are s.table's, in its
-// order; rest is scratch space of n-1 entries.
-func (t *Transport) fallbackFor(s *snapshot, backends []maglev.Backend, i int, slots []int32, rest []maglev.Backend) error {
-	name := s.table.Backend(i)
-	rest = append(append(rest[:0], backends[:i]...), backends[i+1:]...)
-	without, err := t.newTable(rest)
-	if err != nil {
-		return err
-	}
-	if without.Size() != s.table.Size() {
-		return fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, name, without.Size(), s.table.Size())
-	}
-	// Backend j of the table without i is backend j of s.table below i,
-	// and j+1 from i on: both are sorted by name.
-	for _, slot := range slots {
-		if o := without.OwnerIndex(int(slot)); o >= 0 {
-			if o >= i {
-				o++
-			}
-			s.fallback[slot] = int32(o)
-		}
-	}
-	return nil
-}
-
 // publishLocked builds the snapshot over all, publishes it and makes all
 // the membership, logging the change. Call it with t.mu held. On error
 // nothing changes.
 func (t *Transport) publishLocked(all []*member, why string) error {
-	s, err := t.build(all)
+	old := t.cur.Load()
+	s, err := t.build(all, old)
 	if err != nil {
 		return err
 	}
-	old := t.cur.Load()
 	s.churn = old.table.Diff(s.table)
 	s.rebuilds = old.rebuilds + 1
 	t.members = all

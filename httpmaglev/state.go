@@ -31,15 +31,16 @@ type State struct {
 
 // A BackendState is one backend's part of a State.
 type BackendState struct {
-	Name     string `json:"name"`
-	URL      string `json:"url"`
-	Weight   uint32 `json:"weight"`    // as configured; 0 for equal weights
-	Healthy  bool   `json:"healthy"`   // in the table
-	Ejected  bool   `json:"ejected"`   // out by passive ejection, until readmitted
-	Slots    int    `json:"slots"`     // slots owned; 0 when not healthy
-	InFlight int64  `json:"in_flight"` // requests holding a lease on it; 0 with bounded loads off
-	Capacity int64  `json:"capacity"`  // with bounded loads, the most it may hold for one more request; else 0
-	Spilled  uint64 `json:"spilled"`   // requests whose first candidate it was, placed on a later one because it was full
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Weight    uint32 `json:"weight"`    // as configured; 0 for equal weights
+	Healthy   bool   `json:"healthy"`   // in the table
+	Ejected   bool   `json:"ejected"`   // out by passive ejection, until readmitted
+	Ejections int64  `json:"ejections"` // consecutive ejections, the backoff's n (see Config.EjectionTime)
+	Slots     int    `json:"slots"`     // slots owned; 0 when not healthy
+	InFlight  int64  `json:"in_flight"` // requests holding a lease on it; 0 with bounded loads off
+	Capacity  int64  `json:"capacity"`  // with bounded loads, the most it may hold for one more request; else 0
+	Spilled   uint64 `json:"spilled"`   // requests whose first candidate it was, placed on a later one because it was full
 }
 
 // Churn is a rebuild's difference from the table before it.
@@ -76,7 +77,8 @@ func (t *Transport) State() State {
 		st.InFlight, st.Spilled, st.Forced = stats.InFlight, stats.Spilled, stats.Forced
 	}
 	for _, mb := range s.all {
-		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight, Ejected: mb.ejected.Load()}
+		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight,
+			Ejected: mb.ejected.Load(), Ejections: mb.streak.Load()}
 		if i := s.table.Index(mb.b.Name); i >= 0 {
 			b.Healthy, b.Slots = true, s.counts[i]
 			l := loads[mb.b.Name]
@@ -107,12 +109,17 @@ func (t *Transport) StateHandler() http.Handler {
 
 // ErrorHandler is an httputil.ReverseProxy ErrorHandler for a proxy over
 // a Transport: it answers 503 "no healthy backend" (with Retry-After: 1)
-// when no backend is healthy, and 502 "bad gateway" otherwise. It writes
+// when no backend is healthy, 400 "bad request body" when the client's
+// request body failed (ErrRequestBody), and 502 "bad gateway" otherwise. It writes
 // no backend name: those are for the admin listener.
 func ErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, ErrNoHealthyBackend) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "no healthy backend", http.StatusServiceUnavailable)
+		return
+	}
+	if errors.Is(err, ErrRequestBody) {
+		http.Error(w, "bad request body", http.StatusBadRequest)
 		return
 	}
 	http.Error(w, "bad gateway", http.StatusBadGateway)

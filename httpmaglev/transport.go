@@ -3,12 +3,14 @@ package httpmaglev
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,8 +82,12 @@ func NewTransport(cfg Config) (*Transport, error) {
 			return nil, fmt.Errorf("%w: BalanceFactor: %w", ErrInvalidConfig, err)
 		}
 	}
+	probe := cfg.Transport
+	if tr, ok := probe.(*http.Transport); ok {
+		probe = tr.Clone() // its own pool: probes never wait behind requests
+	}
 	t.probe = &http.Client{
-		Transport: cfg.Transport,
+		Transport: probe,
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
@@ -90,7 +96,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := t.build(members)
+	s, err := t.build(members, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidBackends, err)
 	}
@@ -191,11 +197,15 @@ func (t *Transport) Close() error {
 }
 
 // CloseIdleConnections closes the idle connections of the Transport it
-// sends through, if that has a CloseIdleConnections method, as
-// http.Client.CloseIdleConnections expects.
+// sends through, and of the health checks' clone of it, if that has a
+// CloseIdleConnections method, as http.Client.CloseIdleConnections
+// expects.
 func (t *Transport) CloseIdleConnections() {
 	if c, ok := t.cfg.Transport.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+	if t.probe.Transport != t.cfg.Transport {
+		t.probe.CloseIdleConnections()
 	}
 }
 
@@ -216,22 +226,34 @@ func (t *Transport) Lookup(key string) (b Backend, ok bool) {
 
 // pick places a request: it returns the snapshot it routes by, the index
 // of the request's backend in its table (-1 if none is healthy), the lease
-// on that backend with bounded loads, and the key. It does not allocate
-// when the Key function does not, and takes no lock.
-func (t *Transport) pick(req *http.Request) (*snapshot, int, maglev.Lease, string) {
-	s := t.cur.Load()
-	var key string
+// on that backend with bounded loads, the key, and for a keyless request
+// (no Key, no client IP) the random hash it was spread by. It does not
+// allocate when the Key function does not, and takes no lock.
+func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease maglev.Lease, key string, h uint64) {
+	s = t.cur.Load()
 	if t.cfg.Key != nil {
 		key = t.cfg.Key(req)
 	}
 	if key == "" {
 		key = t.ipOf(req)
 	}
-	if s.bounded == nil {
-		return s, s.table.LookupIndex(key), maglev.Lease{}, key
+	if key == "" {
+		// No key at all (an http.Client's own request has no client IP):
+		// as Envoy does when no hash policy yields a hash, a random one,
+		// so that keyless requests spread over the backends in proportion
+		// to their slots instead of all landing on the empty key's owner.
+		h = rand.Uint64()
+		if s.bounded == nil {
+			return s, s.table.LookupHashIndex(h), maglev.Lease{}, "", h
+		}
+		lease = s.bounded.AcquireHash(h)
+		return s, lease.Index, lease, "", h
 	}
-	lease := s.bounded.Acquire(key)
-	return s, lease.Index, lease, key
+	if s.bounded == nil {
+		return s, s.table.LookupIndex(key), maglev.Lease{}, key, 0
+	}
+	lease = s.bounded.Acquire(key)
+	return s, lease.Index, lease, key, 0
 }
 
 // RoundTrip sends req to its key's backend and returns the response. It
@@ -245,33 +267,46 @@ func (t *Transport) pick(req *http.Request) (*snapshot, int, maglev.Lease, strin
 // the healthy backends; with a BalanceFactor, to the first of the key's
 // candidates below its capacity (see maglev.Bounded), holding its place
 // there until the response body is closed, the request fails, or its
-// context ends. With no healthy backend RoundTrip returns
-// ErrNoHealthyBackend.
+// context ends. A request with no key at all (no Key, and no client IP,
+// as an http.Client's outgoing requests have none) goes to the owner of a
+// random slot: keyless requests spread over the backends in proportion
+// to their slots, as Envoy spreads requests no hash policy hashes. With no
+// healthy backend RoundTrip returns ErrNoHealthyBackend.
 //
-// Retries: if the backend fails before answering (no connection, reset,
-// timeout) while req's context is live, and req is idempotent (GET, HEAD,
-// OPTIONS, PUT, DELETE or TRACE, or any method with an Idempotency-Key or
-// X-Idempotency-Key header) and its body replayable (none, GetBody set, or
-// at most Config.MaxRetryBody bytes, which RoundTrip then buffers), it is
-// sent once more: to the owner of the key's slot in the table built
-// without the failed backend, that is where the key will live once that
-// backend is dropped. (Each snapshot holds those owners, computed off the
-// request path.) A retried request keeps its place in its first backend's
-// count. Any other request is sent at most once. A failure returns a
-// *BackendError naming the backend that failed last.
+// Backend faults: only a failure that says something about the backend
+// counts toward its passive ejection (Config.EjectAfter) or causes a
+// retry: a failed dial or TLS handshake, the connection reset or closed
+// before the response headers, a timeout awaiting them (a *net.OpError,
+// io.EOF or io.ErrUnexpectedEOF, a TLS error, a net.Error whose Timeout
+// is true). The caller's own faults never do: an error reading the
+// request body or a body whose length disagrees with ContentLength
+// (both returned wrapping ErrRequestBody), the request's context ending,
+// a request net/http rejects before it connects. An answer, whatever its
+// status, resets the backend's count.
 //
-// Every failure before an answer counts towards the backend's passive
-// ejection (Config.EjectAfter); an answer, whatever its status, resets
-// the count.
+// Retries: if the backend fails so while req's context is live, and req
+// is idempotent (GET, HEAD, OPTIONS, PUT, DELETE or TRACE, or any method
+// with an Idempotency-Key or X-Idempotency-Key header) and its body
+// replayable (none, GetBody set, or at most Config.MaxRetryBody bytes,
+// which RoundTrip then buffers), it is sent once more: to the owner of the
+// key's slot in the table built without the failed backend, that is where
+// the key will live once that backend is dropped. The snapshot builds that
+// table the first time a request to the backend is retried, and keeps it:
+// the first retry away from a backend waits for one table build, later
+// ones cost a hash and an array index. A retried request keeps its place
+// in its first backend's count. Any other request is sent at most once. A
+// backend failure returns a *BackendError naming the backend that failed
+// last.
 //
-// RoundTrip allocates the request copy, and with bounded loads a body
-// wrapper; the pick itself does not allocate.
+// RoundTrip allocates the request copy, with a request body a wrapper
+// that tells the caller's faults from the backend's, and with bounded
+// loads a body wrapper; the pick itself does not allocate.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL == nil {
 		closeBody(req)
 		return nil, errNilURL
 	}
-	s, i, lease, key := t.pick(req)
+	s, i, lease, key, h := t.pick(req)
 	if i < 0 {
 		closeBody(req)
 		return nil, ErrNoHealthyBackend
@@ -280,17 +315,24 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	m := s.members[i]
 	out := outgoing(req, m)
 	retry := !t.cfg.DisableRetries && idempotent(req)
+	buffered := false
 	if retry {
 		var err error
-		if retry, err = t.replayable(req, out); err != nil {
+		if retry, buffered, err = t.replayable(req, out); err != nil {
 			closeBody(req)
 			lease.Release()
 			return nil, err
 		}
 	}
-	resp, err := t.send(s, out, m)
-	if err != nil && retry && req.Context().Err() == nil && !requestFault(err) {
-		if j := s.retryTarget(key, i); j >= 0 {
+	if !buffered {
+		checkBody(out)
+	}
+	resp, err := t.send(out, m)
+	if err != nil && retry && backendFault(req, err) {
+		if key != "" {
+			h = s.table.Hasher().HashString(key)
+		}
+		if j := s.retryTarget(h, i); j >= 0 {
 			next := s.members[j]
 			again := outgoing(req, next)
 			if out.GetBody != nil {
@@ -299,17 +341,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					lease.Release()
 					return nil, &BackendError{Backend: m.b.Name, Err: errors.Join(err, berr)}
 				}
-				again.Body = body
+				// GetBody too, so that net/http can send it again on a
+				// fresh connection if a pooled one turns out closed.
+				again.Body, again.GetBody = body, out.GetBody
 			}
 			t.retries.Add(1)
 			t.cfg.Logger.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
 				"backend", m.b.Name, "err", err, "retry", next.b.Name)
 			m = next
-			resp, err = t.send(s, again, m)
+			resp, err = t.send(again, m)
 		}
 	}
 	if err != nil {
 		lease.Release()
+		if !backendFault(req, err) {
+			return nil, err
+		}
 		return nil, &BackendError{Backend: m.b.Name, Err: err}
 	}
 	if s.bounded != nil {
@@ -321,8 +368,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 var errNilURL = errors.New("httpmaglev: nil Request.URL")
 
 // send sends out to m's backend and keeps m's count of consecutive
-// failures, ejecting it when they reach Config.EjectAfter.
-func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Response, error) {
+// failures, ejecting it when backend faults reach Config.EjectAfter.
+func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
 	resp, err := t.cfg.Transport.RoundTrip(out)
 	if err == nil {
 		if m.connFails.Load() != 0 {
@@ -330,9 +377,9 @@ func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Respo
 		}
 		return resp, nil
 	}
-	if out.Context().Err() == nil && t.cfg.EjectAfter > 0 && !requestFault(err) &&
+	if t.cfg.EjectAfter > 0 && backendFault(out, err) &&
 		int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
-		t.eject(s, m, err)
+		t.eject(m, err)
 	}
 	return nil, err
 }
@@ -341,48 +388,154 @@ func (t *Transport) send(s *snapshot, out *http.Request, m *member) (*http.Respo
 // unless half of the configured backends are ejected already: a failure
 // that hits every backend at once (the client's own network, say) must not
 // empty the table. Active health checks, which see each backend on its
-// own, may still take the rest out. It is O(N), on the failure path only.
-func (t *Transport) eject(s *snapshot, m *member, err error) {
+// own, may still take the rest out. Each consecutive ejection of m lasts
+// longer (see Config.EjectionTime). It is O(N), on the failure path only.
+func (t *Transport) eject(m *member, err error) {
 	// Counting and ejecting are one step: two requests failing at once on
-	// different backends must not both see room for one more.
+	// different backends must not both see room for one more. The
+	// membership is read under the same lock, not from the snapshot the
+	// request routed by: a newer one may have readmitted others.
 	t.ejectMu.Lock()
 	if m.ejected.Load() {
 		t.ejectMu.Unlock()
 		return // another request ejected it meanwhile
 	}
+	all := t.cur.Load().all
 	out := 0
-	for _, o := range s.all {
+	for _, o := range all {
 		if o.ejected.Load() {
 			out++
 		}
 	}
-	if out+1 > len(s.all)/2 {
+	if out+1 > len(all)/2 {
 		t.ejectMu.Unlock()
 		t.cfg.Logger.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
 		return
 	}
+	now := time.Now().UnixNano()
+	// The streak of consecutive ejections, less one for every
+	// EjectionTime the backend has stayed in since its last readmission,
+	// as Envoy's outlier detection decrements its multiplier.
+	streak := m.streak.Load()
+	if at := m.readmittedAt.Load(); at != 0 {
+		streak = max(0, streak-(now-at)/int64(t.cfg.EjectionTime))
+	}
+	streak++
+	m.streak.Store(streak)
 	// The time and generation first, so that a health round or readmit
 	// that sees ejected also sees this ejection's.
-	m.ejectedAt.Store(time.Now().UnixNano())
+	m.ejectedAt.Store(now)
+	m.ejectFor.Store(int64(t.ejectionTime(streak)))
 	m.ejectGen.Add(1)
 	m.ejected.Store(true)
 	t.ejectMu.Unlock()
-	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(), "err", err)
+	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(),
+		"ejections", streak, "for", time.Duration(m.ejectFor.Load()), "err", err)
 	select {
 	case t.wake <- struct{}{}:
 	default: // a rebuild is already due
 	}
 }
 
-// requestFault reports whether err, from sending a request, is the
-// request's own fault, which no backend would have answered: net/http's
-// Transport rejects a nil Header, an invalid method and invalid header or
-// trailer fields before it connects. Such a failure neither counts toward
-// ejecting the backend nor is retried.
-func requestFault(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "net/http: invalid ") || strings.HasPrefix(msg, "http: nil Request.Header")
+// ejectionTime returns how long the n-th consecutive ejection of a backend
+// lasts at least: n·EjectionTime, at most MaxEjectionTime, with active
+// checks off; with them on, (n-1)·EjectionTime (the first ejection ends
+// with Rise passed probes alone), and Rise passed probes besides.
+func (t *Transport) ejectionTime(n int64) time.Duration {
+	if t.cfg.HealthPath != "" {
+		n--
+	}
+	d := t.cfg.MaxEjectionTime
+	if n < int64(d/t.cfg.EjectionTime) {
+		d = time.Duration(n) * t.cfg.EjectionTime
+	}
+	return d
 }
+
+// backendFault reports whether err, from sending req, says something
+// about the backend: a failed dial or TLS handshake, a connection reset or
+// closed before the response headers, a timeout awaiting them. It tells
+// by the error's types, never its text. The caller's own faults are not
+// the backend's: req's context ending (cancelled, or its deadline), an
+// error of the request body or a body whose length disagrees with its
+// ContentLength (ErrRequestBody), and anything else net/http returns
+// without reaching the backend (an invalid header or method, which it
+// rejects before it connects, is a plain error of no such type).
+func backendFault(req *http.Request, err error) bool {
+	// The context first: net/http's and net's own timeouts match
+	// context.DeadlineExceeded with errors.Is, and are the backend's.
+	if req.Context().Err() != nil || errors.Is(err, ErrRequestBody) {
+		return false
+	}
+	var (
+		op  *net.OpError                      // dial, read or write on the connection: refused, unreachable, reset, a TLS alert from the backend
+		rh  tls.RecordHeaderError             // the backend does not speak TLS
+		cv  *tls.CertificateVerificationError // the backend's certificate is not trusted
+		tmo interface{ Timeout() bool }       // the response-header or TLS handshake timeout
+	)
+	switch {
+	case errors.As(err, &op), errors.As(err, &rh), errors.As(err, &cv):
+		return true
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true // the connection closed before the response headers
+	case errors.As(err, &tmo):
+		return tmo.Timeout()
+	}
+	return false
+}
+
+// ErrRequestBody is wrapped, together with the reason, by the error
+// RoundTrip returns when the request's own body fails: its Read returns an
+// error (a client that sent a malformed chunked body to a proxy, say), or
+// it has more or fewer bytes than the request's ContentLength. Such a
+// failure is the caller's: it neither counts toward ejecting the backend
+// nor is retried. ErrorHandler answers it with 400.
+var ErrRequestBody = errors.New("httpmaglev: bad request body")
+
+// checkBody wraps out's body, if it has one the Transport did not buffer,
+// in a checkedBody, and its GetBody to wrap the bodies it returns.
+func checkBody(out *http.Request) {
+	if out.Body == nil || out.Body == http.NoBody {
+		return
+	}
+	out.Body = &checkedBody{rc: out.Body, length: out.ContentLength}
+	if get := out.GetBody; get != nil {
+		out.GetBody = func() (io.ReadCloser, error) {
+			body, err := get()
+			if err != nil || body == nil || body == http.NoBody {
+				return body, err
+			}
+			return &checkedBody{rc: body, length: out.ContentLength}, nil
+		}
+	}
+}
+
+// A checkedBody is a request body as the caller gave it, which marks the
+// caller's faults: a read error, or more or fewer bytes than the request's
+// ContentLength, come out of Read wrapping ErrRequestBody. (net/http
+// returns a body's read error from RoundTrip as it is, and a length that
+// disagrees as a plain error.)
+type checkedBody struct {
+	rc     io.ReadCloser
+	read   int64 // bytes read so far
+	length int64 // the request's ContentLength; 0 or -1 when unknown
+}
+
+func (b *checkedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.read += int64(n)
+	switch {
+	case b.length > 0 && b.read > b.length:
+		return n, fmt.Errorf("%w: more than its ContentLength, %d bytes", ErrRequestBody, b.length)
+	case err == io.EOF && b.length > 0 && b.read < b.length:
+		return n, fmt.Errorf("%w: %d bytes, its ContentLength %d", ErrRequestBody, b.read, b.length)
+	case err != nil && err != io.EOF:
+		return n, fmt.Errorf("%w: %w", ErrRequestBody, err)
+	}
+	return n, err
+}
+
+func (b *checkedBody) Close() error { return b.rc.Close() }
 
 // outgoing returns a shallow copy of req addressed to m's backend.
 func outgoing(req *http.Request, m *member) *http.Request {
@@ -414,33 +567,35 @@ func nonEmpty(v []string) bool { return len(v) > 0 && v[0] != "" }
 
 // replayable makes out's body replayable, if req's is: none, or with
 // GetBody, or of at most MaxRetryBody bytes, which it buffers. It reports
-// whether out can be sent twice. A body too large is sent once, whole: what
-// was read ahead, then the rest. An error reading the body is returned: a
-// body cut short is never sent. A body of unknown length is read ahead up
-// to MaxRetryBody+1 bytes before the request is sent, so a full-duplex
-// stream, whose writer waits for the answer, needs DisableRetries.
-func (t *Transport) replayable(req, out *http.Request) (bool, error) {
+// whether out can be sent twice, and whether it buffered the body. A body
+// too large is sent once, whole: what was read ahead, then the rest. An
+// error reading the body, or a body whose length disagrees with its
+// ContentLength, is returned wrapping ErrRequestBody: a body cut short is
+// never sent. A body of unknown length is read ahead up to MaxRetryBody+1
+// bytes before the request is sent, so a full-duplex stream, whose writer
+// waits for the answer, needs DisableRetries.
+func (t *Transport) replayable(req, out *http.Request) (retry, buffered bool, err error) {
 	if req.Body == nil || req.Body == http.NoBody || req.GetBody != nil {
-		return true, nil
+		return true, false, nil
 	}
 	limit := t.cfg.MaxRetryBody
 	if req.ContentLength > limit {
-		return false, nil
+		return false, false, nil
 	}
 	buf, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("httpmaglev: reading the request body: %w", err)
+		return false, false, fmt.Errorf("%w: reading it: %w", ErrRequestBody, err)
 	case int64(len(buf)) > limit:
 		out.Body = readCloser{io.MultiReader(bytes.NewReader(buf), req.Body), req.Body}
-		return false, nil
+		return false, false, nil
 	case req.ContentLength > 0 && int64(len(buf)) != req.ContentLength:
-		return false, fmt.Errorf("httpmaglev: the request body has %d bytes, its ContentLength %d", len(buf), req.ContentLength)
+		return false, false, fmt.Errorf("%w: %d bytes, its ContentLength %d", ErrRequestBody, len(buf), req.ContentLength)
 	}
 	_ = req.Body.Close() // read to the end; RoundTrip must close it
 	out.Body = io.NopCloser(bytes.NewReader(buf))
 	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf)), nil }
-	return true, nil
+	return true, true, nil
 }
 
 // A readCloser reads from one reader and closes another: a body read
