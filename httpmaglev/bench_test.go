@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/httpmaglev"
 )
 
@@ -92,15 +93,20 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 // BenchmarkSetBackends measures a rebuild over N backends at the default
-// size: the table and, for the retry targets, the N tables without one
-// backend each.
+// size, op=set, next to op=build, one maglev.NewWeighted over the same
+// backends: a rebuild builds the table and nothing more (the tables a
+// retry needs are built when a retry first needs them), so the two should
+// be close. docs/http.md compares them under benchstat.
 func BenchmarkSetBackends(b *testing.B) {
-	for _, n := range []int{3, 10, 100} {
-		b.Run(fmt.Sprintf("N=%d/M=65537", n), func(b *testing.B) {
-			var backends []httpmaglev.Backend
-			for i := range n {
-				backends = append(backends, httpmaglev.Backend{URL: &url.URL{Scheme: "http", Host: fmt.Sprintf("10.0.%d.%d:80", i/256, i%256)}})
-			}
+	for _, n := range []int{10, 100, 1000, 5000} {
+		var backends []httpmaglev.Backend
+		var names []maglev.Backend
+		for i := range n {
+			host := fmt.Sprintf("10.%d.%d.%d:80", i/65536, i/256%256, i%256)
+			backends = append(backends, httpmaglev.Backend{URL: &url.URL{Scheme: "http", Host: host}})
+			names = append(names, maglev.Backend{Name: host, Weight: 1})
+		}
+		b.Run(fmt.Sprintf("N=%d/op=set", n), func(b *testing.B) {
 			tr, err := httpmaglev.NewTransport(httpmaglev.Config{})
 			if err != nil {
 				b.Fatal(err)
@@ -114,6 +120,18 @@ func BenchmarkSetBackends(b *testing.B) {
 					list = backends[1:]
 				}
 				if err := tr.SetBackends(list); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("N=%d/op=build", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				list := names
+				if i%2 == 1 {
+					list = names[1:]
+				}
+				if _, err := maglev.NewWeighted(list, maglev.DefaultSize, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

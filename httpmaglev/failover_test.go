@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
 )
@@ -320,4 +321,60 @@ func readAll(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestRetryTableBuiltOnce: a rebuild builds one table; the table without a
+// backend is built when a request to it is first retried, once however
+// many requests are retried away from it at once, and the backend's
+// ejection then publishes that table instead of building it again. The
+// retries go where the keys live once the backend is dropped.
+func TestRetryTableBuiltOnce(t *testing.T) {
+	servers := startServers(t, 4)
+	var calls atomic.Int64
+	hook := func(backends []maglev.Backend, size int) (*maglev.Table, error) {
+		calls.Add(1)
+		return maglev.NewWeighted(backends, size, nil)
+	}
+	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), NewTable: hook, EjectAfter: 40, EjectionTime: time.Hour}, servers)
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("NewTransport built %d tables, want 1", n)
+	}
+	all := table(t, "s0", "s1", "s2", "s3")
+	without := table(t, "s0", "s2", "s3")
+	servers[1].broken.Store(true)
+	var onS1 []string
+	for _, k := range keys(400) {
+		if all.Lookup(k) == "s1" {
+			onS1 = append(onS1, k)
+		}
+	}
+	client := &http.Client{Transport: tr}
+	var wg sync.WaitGroup
+	for _, k := range onS1[:30] { // fewer than EjectAfter, all at once
+		wg.Go(func() {
+			_, got, err := get(t, client, "http://x", http.MethodGet, k)
+			if err != nil || got != without.Lookup(k) {
+				t.Errorf("key %q on broken s1: from %q, %v; want %s", k, got, err, without.Lookup(k))
+			}
+		})
+	}
+	wg.Wait()
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d tables built after 30 concurrent retries away from s1, want 2", n)
+	}
+	// Ten more failures eject s1: its table without it is published as is.
+	for _, k := range onS1[30:40] {
+		if _, _, err := get(t, client, "http://x", http.MethodGet, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "s1 out of the table", func() bool { return tr.State().Healthy == 3 })
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d tables built after s1's ejection, want 2: the retries' table is the new one", n)
+	}
+	for _, k := range onS1 {
+		if b, _ := tr.Lookup(k); b.Name != without.Lookup(k) {
+			t.Errorf("after s1's ejection: key %q on %s, want %s", k, b.Name, without.Lookup(k))
+		}
+	}
 }

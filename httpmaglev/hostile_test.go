@@ -273,7 +273,8 @@ func TestEjectionBackoff(t *testing.T) {
 		if ej != int64(n+1) {
 			t.Errorf("ejection %d: State says %d consecutive ejections", n+1, ej)
 		}
-		waitFor(t, "readmission", func() bool { return len(ejected(tr)) == 0 })
+		waitFor(t, "the ejection's rebuild", func() bool { return tr.State().Healthy == 2 })
+		waitFor(t, "readmission", func() bool { return tr.State().Healthy == 3 })
 		if took := time.Since(start); took < want {
 			t.Errorf("ejection %d lasted less than %v: readmitted %v after the failure", n+1, want, took)
 		}

@@ -157,10 +157,11 @@ func builtWithout(old *snapshot, backends []maglev.Backend) *maglev.Table {
 	return nil
 }
 
-// newTable builds the table over backends with cfg's builder: cfg.NewTable
-// if set, else maglev.NewWeighted with cfg.Hasher. An empty list gives the
-// empty table (maglev.New's), whatever the builder. It checks that the
-// table is over exactly the given names, and returns them in table order.
+// newTable builds the table over backends, which are sorted by name, with
+// cfg's builder: cfg.NewTable if set, else maglev.NewWeighted with
+// cfg.Hasher. An empty list gives the empty table (maglev.New's), whatever
+// the builder. It checks that a table NewTable built is over exactly the
+// given names.
 func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 	if len(backends) == 0 {
 		table, err := maglev.New(nil, t.cfg.TableSize, t.cfg.Hasher)
@@ -169,13 +170,14 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 		}
 		return table, nil
 	}
-	var table *maglev.Table
-	var err error
-	if t.cfg.NewTable != nil {
-		table, err = t.cfg.NewTable(slices.Clone(backends), t.cfg.TableSize)
-	} else {
-		table, err = maglev.NewWeighted(backends, t.cfg.TableSize, t.cfg.Hasher)
+	if t.cfg.NewTable == nil {
+		table, err := maglev.NewWeighted(backends, t.cfg.TableSize, t.cfg.Hasher)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrTable, err)
+		}
+		return table, nil
 	}
+	table, err := t.cfg.NewTable(slices.Clone(backends), t.cfg.TableSize)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTable, err)
 	}
@@ -197,8 +199,8 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 // which retries go to, are built later, one at a time, when a retry first
 // needs one. It runs off the request path.
 func (t *Transport) build(all []*member, old *snapshot) (*snapshot, error) {
-	var healthy []*member
-	var backends []maglev.Backend
+	healthy := make([]*member, 0, len(all))
+	backends := make([]maglev.Backend, 0, len(all))
 	equal := true
 	for _, m := range all {
 		if m.healthy() {
@@ -255,20 +257,24 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	t.members = all
 	t.cur.Store(s)
 
-	was, now := old.table.Backends(), s.table.Backends() // both sorted by name
+	// The change, from the two tables' backends, both sorted by name: one
+	// merge, O(N).
+	was, now := old.backends, s.backends
 	var change []string
-	for _, name := range now {
-		if _, ok := slices.BinarySearch(was, name); !ok {
-			change = append(change, "+"+name)
-		}
-	}
-	for _, name := range was {
-		if _, ok := slices.BinarySearch(now, name); !ok {
-			change = append(change, "-"+name)
+	for len(was) > 0 || len(now) > 0 {
+		switch {
+		case len(was) == 0 || (len(now) > 0 && now[0].Name < was[0].Name):
+			change = append(change, "+"+now[0].Name)
+			now = now[1:]
+		case len(now) == 0 || was[0].Name < now[0].Name:
+			change = append(change, "-"+was[0].Name)
+			was = was[1:]
+		default:
+			was, now = was[1:], now[1:]
 		}
 	}
 	m := s.table.Size()
-	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(now), "backends", len(all),
+	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(s.backends), "backends", len(all),
 		"change", strings.Join(change, " "), "moved", s.churn, "slots", m,
 		"percent", fmt.Sprintf("%.1f", 100*float64(s.churn)/float64(m)))
 	return nil

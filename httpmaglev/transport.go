@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -124,7 +125,10 @@ func (t *Transport) members0(backends []Backend) ([]*member, error) {
 	return members, nil
 }
 
+// newMember returns a member for b, a backend checkBackends returned: its
+// URL reduced to a copy of its scheme and host.
 func (t *Transport) newMember(b Backend) *member {
+	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
 	m := &member{b: b, up: true}
 	if t.cfg.HealthPath != "" {
 		m.health = b.URL.String() + t.cfg.HealthPath
@@ -152,15 +156,17 @@ func (t *Transport) SetBackends(backends []Backend) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old := make(map[string]*member, len(t.members))
-	for _, m := range t.members {
-		old[m.b.Name] = m
-	}
+	// A backend that keeps its name, URL and weight keeps its member: one
+	// merge of two lists sorted by name.
 	members := make([]*member, len(bs))
+	rest := t.members
 	for i, b := range bs {
-		m := old[b.Name]
-		if m != nil && *m.b.URL == *b.URL && m.b.Weight == b.Weight {
-			members[i] = m
+		for len(rest) > 0 && rest[0].b.Name < b.Name {
+			rest = rest[1:]
+		}
+		if o := rest; len(o) > 0 && o[0].b.Name == b.Name && o[0].b.Weight == b.Weight &&
+			o[0].b.URL.Scheme == b.URL.Scheme && o[0].b.URL.Host == b.URL.Host {
+			members[i] = rest[0]
 			continue
 		}
 		members[i] = t.newMember(b)
@@ -168,15 +174,19 @@ func (t *Transport) SetBackends(backends []Backend) error {
 	if slices.Equal(members, t.members) {
 		return nil // the same backends, URLs and weights: nothing to rebuild
 	}
+	was := t.members
 	if err := t.publishLocked(members, "backends set"); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidBackends, err)
 	}
-	kept := make(map[*member]bool, len(members))
-	for _, m := range members {
-		kept[m] = true
-	}
-	for _, m := range old {
-		if !kept[m] {
+	// The members no longer configured: their probes in flight are
+	// ignored. Both lists are sorted by name, and a kept member is the
+	// same pointer in both.
+	now := members
+	for _, m := range was {
+		for len(now) > 0 && now[0].b.Name < m.b.Name {
+			now = now[1:]
+		}
+		if len(now) == 0 || now[0] != m {
 			m.removed = true
 		}
 	}
