@@ -25,24 +25,32 @@
 // backend healthy and bounded loads off, a request whose key is k goes to
 // that table's Lookup(k): the owner every process that knows the same
 // backends computes, with no coordination. A request whose Key is empty
-// is keyed by its client IP, never rejected.
+// is keyed by its client IP, never rejected; one with neither (an
+// http.Client's own requests have no client IP) goes to a random slot's
+// owner, so keyless requests spread in proportion to the backends' slots.
 //
 // # Membership and health
 //
 // [Transport.SetBackends] replaces the membership; active health checks
 // (Config.HealthPath, every HealthInterval, Fall and Rise) and passive
-// ejection (EjectAfter consecutive failed requests) take backends out of
-// the table and put them back. Every change builds a new immutable
-// snapshot off the request path and publishes it with an atomic pointer;
-// requests never wait for a build, nor build anything themselves.
+// ejection (EjectAfter consecutive backend faults, backing off as Envoy's
+// outlier detection does) take backends out of the table and put them
+// back. Only the backend's faults count: a failed dial or TLS handshake,
+// the connection lost before the response headers, a timeout awaiting
+// them; never the caller's own (a failing request body, a wrong
+// ContentLength, a cancelled context). Every change builds a new
+// immutable snapshot off the request path and publishes it with an atomic
+// pointer; requests never wait for a rebuild.
 //
 // # Retries
 //
 // An idempotent request whose backend fails before answering is sent once
 // more, to where its key will live once that backend is dropped: the
-// owner of its slot in the table built without it. Each snapshot holds
-// those owners for every slot, so the retry costs a hash and an array index. Requests
-// that are not idempotent are never sent twice. See [Transport.RoundTrip].
+// owner of its slot in the table built without it. The snapshot builds
+// that table when a request to the backend is first retried, and keeps
+// it: the first retry waits for one build, later ones cost a hash and an
+// array index. Requests that are not idempotent are never sent twice. See
+// [Transport.RoundTrip].
 //
 // # Bounded loads
 //
@@ -58,9 +66,8 @@
 // index, takes no lock and does not allocate; RoundTrip adds a shallow
 // copy of the request (two allocations) and, with bounded loads, a few
 // atomic operations and a body wrapper. A rebuild over N healthy backends
-// builds N+1 tables (the table, and one without each backend for the retry
-// targets): O(N·M log M) time off the request path, and a snapshot keeps
-// 4 bytes a slot beyond the table. Through httputil.ReverseProxy on
+// builds one table, off the request path; a snapshot keeps the tables
+// without a backend that retries needed. Through httputil.ReverseProxy on
 // loopback the Transport costs about as much as a plain single-backend
 // transport; see docs/http.md for the measured figures.
 //
