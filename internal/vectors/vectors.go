@@ -3,7 +3,9 @@
 // backend sets and table sizes every backend's offset and skip, the tables
 // (in full for small M, as a SHA-256 for large M), the owners of 100 keys
 // and their candidate orders, weighted tables, and the ring's points and
-// candidate orders. docs/spec.md defines every field.
+// candidate orders. docs/spec.md defines every field. Parse and ReadFile
+// read a file back, checking its ranges, lengths and names before anything
+// is computed from it.
 //
 // The files are written by the vectorgen command (go generate in this
 // folder) from the maglev and ring packages' public API, and this

@@ -22,20 +22,25 @@ import (
 // dir is where the committed vector files are, from this folder.
 const dir = "../../testdata/vectors"
 
-// load reads and decodes the committed file of hasher id, strictly.
+// load reads the committed file of hasher id through Parse, so that a
+// damaged file fails here, at once, before any check computes from it; and
+// strictly: a member File does not have is an error too.
 func load(t *testing.T, id string) (*File, []byte) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, id+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := Parse(id+".json", data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var f File
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(new(File)); err != nil {
 		t.Fatalf("%s.json: %v", id, err)
 	}
-	return &f, data
+	return f, data
 }
 
 // TestUpToDate checks that the committed files are exactly what the code
