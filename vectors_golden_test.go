@@ -1,40 +1,25 @@
-package maglev
+package maglev_test
 
 import (
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
-)
 
-// vectorFile is the part of a file in testdata/vectors that the golden
-// tests pin (docs/spec.md defines the files).
-type vectorFile struct {
-	Sets []struct {
-		ID    string
-		Names []struct{ Hex, Text string }
-	}
-	Tables []struct {
-		ID          string
-		Slots       []int
-		SlotsSHA256 string `json:"slots_sha256"`
-	}
-}
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/internal/vectors"
+)
 
 // TestVectorsGolden checks that the test vectors for other languages
 // (testdata/vectors, checked against the code by internal/vectors) hold
 // every golden value of this package's tests: goldenSmall, goldenLarge and
 // goldenSizes. The vectors pin at least what the golden tests pin, and
-// regenerating them can never move a golden value unnoticed.
+// regenerating them can never move a golden value unnoticed. It reads the
+// files with vectors.ReadFile, so a damaged file fails here at once, with
+// the field named.
 func TestVectorsGolden(t *testing.T) {
-	for _, b := range builtins {
-		data, err := os.ReadFile("testdata/vectors/" + b.name + ".json")
+	for _, name := range maglev.BuiltinNames() {
+		f, err := vectors.ReadFile("testdata/vectors/" + name + ".json")
 		if err != nil {
 			t.Fatal(err)
-		}
-		var f vectorFile
-		if err := json.Unmarshal(data, &f); err != nil {
-			t.Fatalf("%s: %v", b.name, err)
 		}
 		tables := make(map[string]int)
 		for i, tab := range f.Tables {
@@ -44,44 +29,48 @@ func TestVectorsGolden(t *testing.T) {
 			t.Helper()
 			i, ok := tables[id]
 			if !ok {
-				t.Errorf("%s: no table %s in the vectors", b.name, id)
+				t.Errorf("%s: no table %s in the vectors", name, id)
 				return ""
 			}
 			return f.Tables[i].SlotsSHA256
 		}
 		// goldenSmall: a..e at M = 13, as owner names.
 		if i, ok := tables["a-e/M=13"]; !ok {
-			t.Errorf("%s: no table a-e/M=13 in the vectors", b.name)
+			t.Errorf("%s: no table a-e/M=13 in the vectors", name)
 		} else {
 			sorted := []string{"a", "b", "c", "d", "e"}
 			var owners []string
 			for _, o := range f.Tables[i].Slots {
+				if o < 0 {
+					owners = append(owners, "-") // no owner
+					continue
+				}
 				owners = append(owners, sorted[o])
 			}
-			if got := strings.Join(owners, " "); got != goldenSmall[b.name] {
-				t.Errorf("%s: vectors' a-e/M=13 = %q, golden %q", b.name, got, goldenSmall[b.name])
+			if got := strings.Join(owners, " "); got != maglev.GoldenSmall[name] {
+				t.Errorf("%s: vectors' a-e/M=13 = %q, golden %q", name, got, maglev.GoldenSmall[name])
 			}
 		}
-		if got := sha("hosts-100/M=65537"); got != goldenLarge[b.name] {
-			t.Errorf("%s: vectors' hosts-100/M=65537 SHA-256 %s, golden %s", b.name, got, goldenLarge[b.name])
+		if got := sha("hosts-100/M=65537"); got != maglev.GoldenLarge[name] {
+			t.Errorf("%s: vectors' hosts-100/M=65537 SHA-256 %s, golden %s", name, got, maglev.GoldenLarge[name])
 		}
 		// goldenSizes: the first min(M, 100) hosts, unweighted and with
 		// goldenWeights, which is the vectors' mod5 rule.
 		for id, key := range map[string]string{
-			"hosts-7/M=7":                     goldenKey(b.name, 7, false),
-			"hosts-7/M=7/weights=mod5":        goldenKey(b.name, 7, true),
-			"hosts-100/M=65537":               goldenKey(b.name, DefaultSize, false),
-			"hosts-100/M=65537/weights=mod5":  goldenKey(b.name, DefaultSize, true),
-			"hosts-100/M=655373":              goldenKey(b.name, 655373, false),
-			"hosts-100/M=655373/weights=mod5": goldenKey(b.name, 655373, true),
+			"hosts-7/M=7":                     maglev.GoldenKey(name, 7, false),
+			"hosts-7/M=7/weights=mod5":        maglev.GoldenKey(name, 7, true),
+			"hosts-100/M=65537":               maglev.GoldenKey(name, maglev.DefaultSize, false),
+			"hosts-100/M=65537/weights=mod5":  maglev.GoldenKey(name, maglev.DefaultSize, true),
+			"hosts-100/M=655373":              maglev.GoldenKey(name, 655373, false),
+			"hosts-100/M=655373/weights=mod5": maglev.GoldenKey(name, 655373, true),
 		} {
-			if got := sha(id); got != goldenSizes[key] {
-				t.Errorf("%s: vectors' %s SHA-256 %s, golden %s %s", b.name, id, got, key, goldenSizes[key])
+			if got := sha(id); got != maglev.GoldenSizes[key] {
+				t.Errorf("%s: vectors' %s SHA-256 %s, golden %s %s", name, id, got, key, maglev.GoldenSizes[key])
 			}
 		}
 		// The sets are the golden tests' backends, in their order.
 		for _, s := range f.Sets {
-			want := map[string][]string{"a-e": {"e", "c", "a", "d", "b"}, "hosts-7": largeBackends()[:7], "hosts-100": largeBackends()}[s.ID]
+			want := map[string][]string{"a-e": {"e", "c", "a", "d", "b"}, "hosts-7": maglev.LargeBackends()[:7], "hosts-100": maglev.LargeBackends()}[s.ID]
 			if want == nil {
 				continue
 			}
@@ -90,7 +79,7 @@ func TestVectorsGolden(t *testing.T) {
 				got = append(got, n.Text)
 			}
 			if strings.Join(got, " ") != strings.Join(want, " ") {
-				t.Errorf("%s: set %s is %q, want the golden tests' %q", b.name, s.ID, got, want)
+				t.Errorf("%s: set %s is %q, want the golden tests' %q", name, s.ID, got, want)
 			}
 		}
 	}
