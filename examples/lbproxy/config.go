@@ -30,11 +30,14 @@ type config struct {
 
 // parseBackend parses a backend spec: a base URL such as
 // "http://127.0.0.1:9001", or "NAME=URL" to give the backend a name of its
-// own. The table hashes names, not addresses, so a named backend keeps its
-// slots when its address changes; an unnamed one is named by its URL.
+// own (any name, "10.0.0.1:80" too). The table hashes names, not
+// addresses, so a named backend keeps its slots when its address changes.
+// An unnamed one is named as httpmaglev names it: by its URL's host,
+// HOST:PORT, so that lbproxy and a Go client given the same URLs build the
+// same table.
 func parseBackend(spec string) (name string, u *url.URL, err error) {
 	raw := spec
-	if n, rest, ok := strings.Cut(spec, "="); ok && !strings.ContainsAny(n, ":/") {
+	if n, rest, ok := strings.Cut(spec, "="); ok && (strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://")) {
 		if n == "" {
 			return "", nil, fmt.Errorf("lbproxy: backend %q: empty name", spec)
 		}
@@ -48,7 +51,7 @@ func parseBackend(spec string) (name string, u *url.URL, err error) {
 		return "", nil, fmt.Errorf("lbproxy: backend %q: want http://HOST:PORT or https://HOST:PORT, without path, query or user", spec)
 	}
 	if name == "" {
-		name = u.String()
+		name = u.Host
 	}
 	return name, u, nil
 }

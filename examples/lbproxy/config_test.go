@@ -10,11 +10,12 @@ import (
 
 func TestParseBackend(t *testing.T) {
 	tests := []struct{ spec, name, url string }{
-		{"http://127.0.0.1:9001", "http://127.0.0.1:9001", "http://127.0.0.1:9001"},
-		{"http://127.0.0.1:9001/", "http://127.0.0.1:9001", "http://127.0.0.1:9001"},
-		{"https://backend.example:8443", "https://backend.example:8443", "https://backend.example:8443"},
+		{"http://127.0.0.1:9001", "127.0.0.1:9001", "http://127.0.0.1:9001"},
+		{"http://127.0.0.1:9001/", "127.0.0.1:9001", "http://127.0.0.1:9001"},
+		{"https://backend.example:8443", "backend.example:8443", "https://backend.example:8443"},
 		{"web1=http://127.0.0.1:9001", "web1", "http://127.0.0.1:9001"},
-		{"http://[::1]:9001", "http://[::1]:9001", "http://[::1]:9001"},
+		{"10.0.0.1:80=http://127.0.0.1:9001", "10.0.0.1:80", "http://127.0.0.1:9001"}, // a host:port name
+		{"http://[::1]:9001", "[::1]:9001", "http://[::1]:9001"},
 	}
 	for _, tt := range tests {
 		name, u, err := parseBackend(tt.spec)

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 func TestParseKey(t *testing.T) {
@@ -33,7 +35,16 @@ func TestParseKey(t *testing.T) {
 		for k, v := range tt.header {
 			r.Header.Set(k, v)
 		}
-		if got := keyOf(r); got != tt.want {
+		// What the Transport routes by: the key, or the client IP when the
+		// key is nil or empty.
+		got := ""
+		if keyOf != nil {
+			got = keyOf(r)
+		}
+		if got == "" {
+			got = httpmaglev.ClientIP(r)
+		}
+		if got != tt.want {
 			t.Errorf("-key %s, RemoteAddr %s, header %v: key %q, want %q", tt.key, tt.remoteAddr, tt.header, got, tt.want)
 		}
 	}

@@ -12,7 +12,9 @@
 // Backends come from -backend (repeatable, or comma-separated) and
 // -backends-file (one a line, '#' starts a comment). Each is a base URL,
 // or NAME=URL: the table hashes names, so a named backend keeps its keys
-// when its address changes. -demo N starts N toy backends on loopback.
+// when its address changes. An unnamed backend is named HOST:PORT, its
+// URL's host, as httpmaglev names it: lbproxy and a Go client given the
+// same URLs route every key alike. -demo N starts N toy backends on loopback.
 //
 // Or they come from a registry, which keeps a fleet of proxies in
 // agreement with no files to copy: every proxy watching the same

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/maglevlb/maglev"
@@ -36,19 +35,10 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case len(cfg.Backends) == 0 && !cfg.Dynamic:
+	// The flags' values go to httpmaglev.Config as they are, and its rules
+	// check them (a zero means the library's default there too).
+	if len(cfg.Backends) == 0 && !cfg.Dynamic {
 		return nil, errors.New("lbproxy: no backends")
-	case !strings.HasPrefix(cfg.HealthPath, "/"):
-		return nil, fmt.Errorf("lbproxy: health path %q does not start with /", cfg.HealthPath)
-	case cfg.HealthInterval <= 0:
-		return nil, errors.New("lbproxy: health interval must be positive")
-	case cfg.HealthTimeout <= 0 || cfg.HealthTimeout > cfg.HealthInterval:
-		return nil, errors.New("lbproxy: health timeout must be positive and at most the interval")
-	case cfg.Fall < 1 || cfg.Rise < 1:
-		return nil, errors.New("lbproxy: fall and rise must be at least 1")
-	case cfg.EjectAfter < -1 || cfg.EjectAfter == 0:
-		return nil, errors.New("lbproxy: eject-after must be -1 (off) or at least 1")
 	}
 	var backends []httpmaglev.Backend
 	for _, spec := range cfg.Backends {
@@ -109,21 +99,13 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.rp.ServeHT
 // close stops the health checker and closes idle connections.
 func (p *proxy) close() { _ = p.t.Close() } // Close never fails
 
-// errorHandler answers a request the Transport could not send: 503 "no
-// healthy backend", or 502 naming the backend that failed.
+// errorHandler logs a request the Transport could not send, with the
+// backend that failed, and answers it with httpmaglev.ErrorHandler: 503
+// "no healthy backend", 400 for the client's own bad body, else 502. The
+// answer names no backend: names and addresses are for the admin listener.
 func (p *proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, httpmaglev.ErrNoHealthyBackend) {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, "no healthy backend", http.StatusServiceUnavailable)
-		return
-	}
-	backend := "?"
-	var be *httpmaglev.BackendError
-	if errors.As(err, &be) {
-		backend = be.Backend
-	}
-	if r.Context().Err() == nil {
+	if r.Context().Err() == nil && !errors.Is(err, httpmaglev.ErrNoHealthyBackend) {
 		p.log.Printf("lbproxy: %s %s: %v", r.Method, r.URL.Path, err)
 	}
-	http.Error(w, "bad gateway: backend "+backend+" failed", http.StatusBadGateway)
+	httpmaglev.ErrorHandler(w, r, err)
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 // With a single backend, which dies after the first health check, there
@@ -33,7 +37,7 @@ func TestOnlyBackendDead(t *testing.T) {
 	dead.Close()
 	w := httptest.NewRecorder()
 	p.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/", nil))
-	if want := "bad gateway: backend " + dead.URL + " failed\n"; w.Code != http.StatusBadGateway || w.Body.String() != want {
+	if want := "bad gateway\n"; w.Code != http.StatusBadGateway || w.Body.String() != want {
 		t.Errorf("GET: %d %q, want 502 %q", w.Code, w.Body, want)
 	}
 	if n := p.state().Retries; n != 0 {
@@ -68,11 +72,11 @@ func TestNewProxyErrors(t *testing.T) {
 		{"duplicate name", func(c *config) { c.Backends = []string{"a=http://127.0.0.1:9001", "a=http://127.0.0.1:9002"} }},
 		{"bad key", func(c *config) { c.Key = "cookie:id" }},
 		{"relative health path", func(c *config) { c.HealthPath = "healthz" }},
-		{"zero interval", func(c *config) { c.HealthInterval = 0 }},
+		{"negative interval", func(c *config) { c.HealthInterval = -time.Second }},
 		{"timeout over interval", func(c *config) { c.HealthTimeout = 2 * time.Second }},
-		{"zero fall", func(c *config) { c.Fall = 0 }},
-		{"zero rise", func(c *config) { c.Rise = 0 }},
-		{"zero eject-after", func(c *config) { c.EjectAfter = 0 }},
+		{"negative fall", func(c *config) { c.Fall = -1 }},
+		{"negative rise", func(c *config) { c.Rise = -1 }},
+		{"eject-after below -1", func(c *config) { c.EjectAfter = -2 }},
 		{"composite size", func(c *config) { c.TableSize = 65536 }},
 	}
 	for _, tt := range tests {
@@ -84,6 +88,39 @@ func TestNewProxyErrors(t *testing.T) {
 		}
 		if err == nil || !strings.HasPrefix(err.Error(), "lbproxy: ") {
 			t.Errorf("%s: newProxy: %v, want an error starting with lbproxy: ", tt.name, err)
+		}
+	}
+}
+
+// TestSameTableAsClient: lbproxy and a Go client given the same backend
+// URLs name the backends alike (HOST:PORT) and so route every key to the
+// same backend: every process that knows the same backends agrees.
+func TestSameTableAsClient(t *testing.T) {
+	urls := []string{"http://127.0.0.1:9001", "http://127.0.0.1:9002/", "http://[::1]:9003", "https://backend.example:8443"}
+	p, err := newProxy(config{Backends: urls, Key: "ip", TableSize: 65537}, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	var backends []httpmaglev.Backend
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backends = append(backends, httpmaglev.Backend{URL: u})
+	}
+	client, err := httpmaglev.NewTransport(httpmaglev.Config{Backends: backends})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = client.Close() }()
+	for i := range 1000 {
+		k := fmt.Sprintf("session-%d", i)
+		want, _ := client.Lookup(k)
+		got, _ := p.t.Lookup(k)
+		if got.Name != want.Name || got.URL.String() != want.URL.String() {
+			t.Fatalf("key %q: lbproxy routes to %s (%s), a client to %s (%s)", k, got.Name, got.URL, want.Name, want.URL)
 		}
 	}
 }
