@@ -26,18 +26,13 @@ var (
 	// ErrInvalidBackends is wrapped by every error SetBackends (and
 	// NewTransport, for Config.Backends) returns for a bad backend list,
 	// together with the reason: maglev.ErrEmptyName, maglev.ErrDuplicateName,
-	// ErrBadURL, ErrBadWeights or ErrTable.
+	// ErrBadURL or ErrTable.
 	ErrInvalidBackends = errors.New("httpmaglev: invalid backends")
 
 	// ErrBadURL means a backend's URL is nil, or is not a base URL
 	// http://HOST[:PORT] or https://HOST[:PORT] without user, path,
 	// query or fragment.
 	ErrBadURL = errors.New("httpmaglev: backend URL must be http(s)://HOST[:PORT]")
-
-	// ErrBadWeights means some backends have weight 0 and others not.
-	// Weights are all 0 (equal weights) or all positive; to drain a
-	// backend, leave it out of the list.
-	ErrBadWeights = errors.New("httpmaglev: weights must be all 0 (equal) or all positive")
 
 	// ErrTable means the table builder (maglev.NewWeighted, or
 	// Config.NewTable) failed, or returned a table whose backends are not
@@ -100,8 +95,11 @@ type Backend struct {
 	URL *url.URL
 
 	// Weight is the backend's share of the keys, relative to the others'.
-	// Weights are all 0, meaning equal (the table is maglev.New's), or all
-	// positive (maglev.NewWeighted's).
+	// A list that gives no weight at all (every Weight 0) is unweighted:
+	// each backend weighs 1 (the table is maglev.New's). In a list that
+	// gives weights, 0 means drained, as in maglev.NewWeighted: the backend
+	// stays configured and health-checked and its requests in flight
+	// finish, but it is out of the table, so no new key goes to it.
 	Weight uint32
 }
 
@@ -314,7 +312,6 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 		return fmt.Errorf("%w: backend %d (%q): %w", ErrInvalidBackends, i, name, reason)
 	}
 	in := make([]Backend, len(backends))
-	zero := 0
 	for i, b := range backends {
 		u := b.URL
 		if b.Name == "" && (u == nil || u.Host == "") {
@@ -326,17 +323,7 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 		if b.Name == "" {
 			b.Name = u.Host
 		}
-		if b.Weight == 0 {
-			zero++
-		}
 		in[i] = b
-	}
-	if zero != 0 && zero != len(in) {
-		for i, b := range backends {
-			if b.Weight == 0 {
-				return nil, bad(i, b, ErrBadWeights)
-			}
-		}
 	}
 	// Sorted by name through an order of indexes: swapping 4-byte indexes
 	// instead of backends, which hold pointers, is several times faster at

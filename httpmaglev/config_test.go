@@ -128,7 +128,6 @@ func TestSetBackendsErrors(t *testing.T) {
 		{"duplicate name", []httpmaglev.Backend{{Name: "a", URL: u}, {Name: "a", URL: mustURL(t, "http://127.0.0.1:10")}}, maglev.ErrDuplicateName},
 		{"duplicate host", []httpmaglev.Backend{{URL: u}, {URL: mustURL(t, "http://127.0.0.1:9/")}}, maglev.ErrDuplicateName},
 		{"name equals a host", []httpmaglev.Backend{{URL: u}, {Name: "127.0.0.1:9", URL: mustURL(t, "http://127.0.0.1:10")}}, maglev.ErrDuplicateName},
-		{"mixed weights", []httpmaglev.Backend{{Name: "a", URL: u, Weight: 2}, {Name: "b", URL: u}}, httpmaglev.ErrBadWeights},
 	}
 	before := tr.State()
 	for _, tt := range tests {

@@ -306,3 +306,55 @@ func TestSetBackendsUnchanged(t *testing.T) {
 		t.Errorf("a changed weight: rebuilds %d → %d, want one more", before.Rebuilds, st.Rebuilds)
 	}
 }
+
+// TestDrain: in a list that gives weights, weight 0 drains a backend: it
+// leaves the table (no new key goes to it, and the rest is the table
+// without it), is still listed and checked, and its requests in flight
+// finish. A list with no weight at all is unweighted.
+func TestDrain(t *testing.T) {
+	servers := startServers(t, 3)
+	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), HealthPath: "/healthz"}, servers, 1, 1, 1)
+	client := &http.Client{Transport: tr}
+	s2 := servers[2]
+	s2.gate = make(chan struct{})
+	var onS2 string
+	for _, k := range keys(100) {
+		if table(t, "s0", "s1", "s2").Lookup(k) == "s2" {
+			onS2 = k
+			break
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, got, err := get(t, client, "http://x", http.MethodGet, onS2)
+		if err == nil && got != "s2" {
+			err = fmt.Errorf("the request in flight was answered by %s", got)
+		}
+		done <- err
+	}()
+	waitFor(t, "a request in flight on s2", func() bool { return s2.inflight.Load() == 1 })
+	if err := tr.SetBackends(backendsOf(servers, 1, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	close(s2.gate)
+	if err := <-done; err != nil {
+		t.Errorf("the request in flight on the drained backend: %v", err)
+	}
+	without := table(t, "s0", "s1")
+	for _, k := range keys(300) {
+		if _, got, err := get(t, client, "http://x", http.MethodGet, k); err != nil || got != without.Lookup(k) {
+			t.Fatalf("key %q after draining s2: from %s, %v; want %s", k, got, err, without.Lookup(k))
+		}
+	}
+	st := tr.State()
+	if len(st.Backends) != 3 || !st.Backends[2].Drained || st.Backends[2].Healthy || st.Backends[2].Slots != 0 || st.Healthy != 2 {
+		t.Errorf("state after draining s2: %+v", st.Backends)
+	}
+	// Unweighted again (every weight 0): s2 is back, all equal.
+	if err := tr.SetBackends(backendsOf(servers)); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.State(); st.Healthy != 3 || st.Backends[2].Drained {
+		t.Errorf("an unweighted list: %d healthy, %+v", st.Healthy, st.Backends[2])
+	}
+}

@@ -192,26 +192,23 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 	return table, nil
 }
 
-// build returns a snapshot over the healthy members of all, which is
-// sorted by name: one table build, O(M log M) for N backends when
+// build returns a snapshot over the healthy members of all that are not
+// drained (weight 0 in a weighted list), which is sorted by name: one table build, O(M log M) for N backends when
 // maglev.NewWeighted builds it, or none when old built that table for its
 // retries already (see builtWithout). The tables without each backend,
 // which retries go to, are built later, one at a time, when a retry first
 // needs one. It runs off the request path.
 func (t *Transport) build(all []*member, old *snapshot) (*snapshot, error) {
+	// A list that gives no weight (every Weight 0) is unweighted: each
+	// backend weighs 1. In a weighted list, weight 0 is drained: the
+	// backend stays configured and checked, but is not in the table.
+	weighted := slices.ContainsFunc(all, func(m *member) bool { return m.b.Weight > 0 })
 	healthy := make([]*member, 0, len(all))
 	backends := make([]maglev.Backend, 0, len(all))
-	equal := true
 	for _, m := range all {
-		if m.healthy() {
+		if m.healthy() && !(weighted && m.b.Weight == 0) {
 			healthy = append(healthy, m)
-			backends = append(backends, maglev.Backend{Name: m.b.Name, Weight: m.b.Weight})
-			equal = equal && m.b.Weight == 0
-		}
-	}
-	if equal {
-		for i := range backends {
-			backends[i].Weight = 1
+			backends = append(backends, maglev.Backend{Name: m.b.Name, Weight: max(m.b.Weight, 1)})
 		}
 	}
 	table := builtWithout(old, backends)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/maglevlb/maglev"
@@ -33,7 +34,8 @@ type State struct {
 type BackendState struct {
 	Name      string `json:"name"`
 	URL       string `json:"url"`
-	Weight    uint32 `json:"weight"`    // as configured; 0 for equal weights
+	Weight    uint32 `json:"weight"`    // as configured: 0 in an unweighted list, else 0 is drained
+	Drained   bool   `json:"drained"`   // weight 0 in a weighted list: out of the table, still checked
 	Healthy   bool   `json:"healthy"`   // in the table
 	Ejected   bool   `json:"ejected"`   // out by passive ejection, until readmitted
 	Ejections int64  `json:"ejections"` // consecutive ejections, the backoff's n (see Config.EjectionTime)
@@ -76,8 +78,9 @@ func (t *Transport) State() State {
 		stats := s.bounded.Stats()
 		st.InFlight, st.Spilled, st.Forced = stats.InFlight, stats.Spilled, stats.Forced
 	}
+	weighted := slices.ContainsFunc(s.all, func(m *member) bool { return m.b.Weight > 0 })
 	for _, mb := range s.all {
-		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight,
+		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight, Drained: weighted && mb.b.Weight == 0,
 			Ejected: mb.ejected.Load(), Ejections: mb.streak.Load()}
 		if i := s.table.Index(mb.b.Name); i >= 0 {
 			b.Healthy, b.Slots = true, s.counts[i]

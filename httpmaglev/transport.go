@@ -145,7 +145,7 @@ func (t *Transport) newMember(b Backend) *member {
 // builds nothing.
 //
 // SetBackends returns an error wrapping ErrInvalidBackends and the reason
-// (maglev.ErrEmptyName, maglev.ErrDuplicateName, ErrBadURL, ErrBadWeights,
+// (maglev.ErrEmptyName, maglev.ErrDuplicateName, ErrBadURL,
 // or ErrTable if the table builder fails), and keeps the previous membership, if the
 // list is bad. It costs one table build over the N healthy backends
 // (maglev.NewWeighted's, about a millisecond at M = 65,537) plus O(N log N
