@@ -17,10 +17,11 @@ import (
 // The errors NewTransport, SetBackends and RoundTrip return wrap one of
 // these, so that callers can match them with errors.Is.
 var (
-	// ErrInvalidConfig is wrapped by every error NewTransport returns for a
-	// bad Config field; the message names the field. An error about a bad
-	// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one
-	// about a bad BalanceFactor maglev.ErrBalanceFactor.
+	// ErrInvalidConfig is wrapped by every error the package returns for a
+	// bad Config field or a bad argument (NewTransport, WatchDNS,
+	// WatchSRV): a *ConfigError naming it. An error about a bad TableSize
+	// also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one about a bad
+	// BalanceFactor maglev.ErrBalanceFactor.
 	ErrInvalidConfig = errors.New("httpmaglev: invalid config")
 
 	// ErrInvalidBackends is wrapped by every error SetBackends (and
@@ -43,6 +44,31 @@ var (
 	// healthy (or none is configured). ErrorHandler answers it with 503.
 	ErrNoHealthyBackend = errors.New("httpmaglev: no healthy backend")
 )
+
+// A ConfigError reports the Config field or argument that is wrong, and
+// why. Its message starts with "httpmaglev: invalid config: " and names the
+// field; errors.Is matches it with ErrInvalidConfig and with its reason.
+// (Every package of the project reports a bad config or argument with a
+// ConfigError of its own of this shape; see docs/conventions.md.)
+type ConfigError struct {
+	Field string // the Config field or argument: "TableSize", "HealthTimeout", "hostport", ...
+	Err   error  // the reason
+}
+
+// Error returns "httpmaglev: invalid config: FIELD: REASON", where a reason
+// from package maglev loses its "maglev: " prefix.
+func (e *ConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "maglev: ")
+}
+
+// Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
+// errors.As.
+func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
+
+// configError returns a *ConfigError for field with a formatted reason.
+func configError(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+}
 
 // BaseURL returns u reduced to its scheme and host if it is a backend URL
 // the Transport accepts: http://HOST[:PORT] or https://HOST[:PORT], with at
@@ -225,14 +251,12 @@ const (
 // normalize checks c and fills in its defaults. It does not look at
 // c.Backends. It is O(√TableSize), for the prime check.
 func (c Config) normalize() (Config, error) {
-	bad := func(field string, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
-	}
+	bad := configError
 	if c.TableSize == 0 {
 		c.TableSize = maglev.DefaultSize
 	}
 	if err := maglev.CheckSize(c.TableSize); err != nil {
-		return c, fmt.Errorf("%w: TableSize: %w", ErrInvalidConfig, err)
+		return c, &ConfigError{Field: "TableSize", Err: err}
 	}
 	if c.Hasher == nil {
 		c.Hasher = maglev.XXH3()

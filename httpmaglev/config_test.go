@@ -62,6 +62,10 @@ func TestConfigErrors(t *testing.T) {
 		if tt.also != nil && !errors.Is(err, tt.also) {
 			t.Errorf("%s: %v, want it to wrap %v", tt.field, err, tt.also)
 		}
+		var ce *httpmaglev.ConfigError
+		if !errors.As(err, &ce) || ce.Field != tt.field {
+			t.Errorf("%s: %v, want a *ConfigError for the field", tt.field, err)
+		}
 	}
 	// The zero Config, and one with no backends, are fine: every request
 	// gets ErrNoHealthyBackend.

@@ -61,8 +61,8 @@ var _ http.RoundTripper = (*Transport)(nil)
 // assumed healthy until their first probe. It starts one goroutine for
 // health checks and rebuilds; Close stops it.
 //
-// NewTransport returns an error wrapping ErrInvalidConfig for a bad
-// Config field, or ErrInvalidBackends for bad Backends. It builds the
+// NewTransport returns a *ConfigError (which wraps ErrInvalidConfig) for
+// a bad Config field, or ErrInvalidBackends for bad Backends. It builds the
 // first table, as SetBackends does.
 func NewTransport(cfg Config) (*Transport, error) {
 	cfg, err := cfg.normalize()
@@ -80,7 +80,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 	}
 	if cfg.BalanceFactor != 0 {
 		if t.bounded, err = maglev.NewBounded(nil, cfg.BalanceFactor); err != nil {
-			return nil, fmt.Errorf("%w: BalanceFactor: %w", ErrInvalidConfig, err)
+			return nil, &ConfigError{Field: "BalanceFactor", Err: err}
 		}
 	}
 	probe := cfg.Transport
