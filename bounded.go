@@ -112,6 +112,12 @@ func (b *Bounded) Factor() float64 { return b.factor }
 // Table returns the table Acquire picks from: the last one published.
 func (b *Bounded) Table() *Table { return b.state.Load().table }
 
+// Update is for a caller that shares one Bounded and keeps no snapshot of
+// its own: it swaps the table in place. A caller that keeps its table in a
+// snapshot with other state (health, URLs, connections), as httpmaglev and
+// grpcmaglev do, uses With instead, so that each snapshot's picks are on
+// exactly its table. Both share the same counts.
+//
 // Update publishes t (nil for an empty table) as the table later Acquires
 // pick from. Backends of t that were in the previous table keep their
 // in-flight counts; leases taken from the previous table stay valid and

@@ -25,7 +25,11 @@ type Host struct {
 
 var (
 	// ErrZeroWeight means a host's weight is 0, which Envoy does not
-	// accept: a drained endpoint is left out of the list instead.
+	// accept (load_balancing_weight must be at least 1), so no Envoy table
+	// has one. Elsewhere in the project weight 0 means drained (see
+	// maglev.NewWeighted); here Envoy's rule decides, and a drained host is
+	// left out of the list, as Envoy leaves out a host it does not balance
+	// over.
 	ErrZeroWeight = errors.New("envoymaglev: host weight is 0")
 
 	// ErrTotalWeight means the hosts' weights add up to more than
@@ -81,6 +85,11 @@ var _ maglev.Hasher = xxh64{}
 // and O(M log n) more with unequal ones; it allocates O(M + n): 4 bytes a
 // slot while building, and the table's 2 (up to 65,535 hosts) or 4 bytes a
 // slot.
+//
+// New takes Envoy's own words for a host (its hash Key and its
+// load_balancing_weight); NewTable is the same build for the root
+// package's Backend, with the signature httpmaglev.Config.NewTable and
+// grpcmaglev take. Both exist so that neither caller converts.
 func New(hosts []Host, tableSize int) (*maglev.Table, error) {
 	m := tableSize
 	if err := maglev.CheckSize(m); err != nil {

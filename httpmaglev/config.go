@@ -147,7 +147,10 @@ type Config struct {
 	// TrustForwardedFor makes the client IP the first address of the
 	// request's X-Forwarded-For header, when it has one (see
 	// ForwardedClientIP). Only set it behind a proxy that sets the header:
-	// a client can write any X-Forwarded-For it likes.
+	// a client can write any X-Forwarded-For it likes. It is not the same
+	// as Key: ForwardedClientIP, which keys every request by that address:
+	// it changes only the fallback, for requests whose Key is empty (a
+	// HeaderKey's requests without the header, say).
 	TrustForwardedFor bool
 
 	// TableSize is the table's size M, a prime no larger than

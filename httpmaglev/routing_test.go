@@ -358,3 +358,20 @@ func TestDrain(t *testing.T) {
 		t.Errorf("an unweighted list: %d healthy, %+v", st.Healthy, st.Backends[2])
 	}
 }
+
+// TestTransportTable: Table is the table the Transport routes by, and
+// changes with the membership.
+func TestTransportTable(t *testing.T) {
+	servers := startServers(t, 3)
+	tr := newTransport(t, httpmaglev.Config{}, servers)
+	tab := tr.Table()
+	if want := table(t, "s0", "s1", "s2"); tab.Diff(want) != 0 || !slices.Equal(tab.Backends(), want.Backends()) {
+		t.Fatalf("Table() is not the table over s0..s2")
+	}
+	if err := tr.SetBackends(backendsOf(servers[:2])); err != nil {
+		t.Fatal(err)
+	}
+	if want := table(t, "s0", "s1"); tr.Table().Diff(want) != 0 || tr.Table().Len() != 2 || tab.Len() != 3 {
+		t.Errorf("after SetBackends: Table() has %d backends, the old one %d", tr.Table().Len(), tab.Len())
+	}
+}

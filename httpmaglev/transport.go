@@ -236,6 +236,12 @@ func (t *Transport) Lookup(key string) (b Backend, ok bool) {
 	return s.members[i].b, true
 }
 
+// Table returns the table the Transport routes by now: the healthy,
+// undrained backends' (see Backend.Weight). Tables are immutable: a later
+// rebuild publishes a new one and leaves this one as it is. Table is O(1)
+// and does not allocate.
+func (t *Transport) Table() *maglev.Table { return t.cur.Load().table }
+
 // pick places a request: it returns the snapshot it routes by, the index
 // of the request's backend in its table (-1 if none is healthy), the lease
 // on that backend with bounded loads, the key, and for a keyless request
