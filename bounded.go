@@ -11,7 +11,11 @@ import (
 
 // A Bounded picks backends from a Table with bounded loads: consistent
 // hashing with bounded loads (Mirrokni, Thorup and Zadimoghaddam, SODA
-// 2018), as Envoy's hash_balance_factor does it. It counts the requests in
+// 2018). Its bound is the one Envoy's hash_balance_factor sets (a factor
+// F here is hash_balance_factor F×100 there); where a full backend's key
+// goes next differs: Envoy probes hosts in a pseudo-random order seeded by
+// the hash, a Bounded follows the key's Candidates. The two agree on every
+// key whose first choice has room, not on where a spilled key lands. It counts the requests in
 // flight on each backend, and sends a key to the first of its Candidates
 // that has room: whose in-flight count is below its capacity
 //

@@ -14,8 +14,12 @@ import (
 	"github.com/maglevlb/maglev"
 )
 
-// The errors NewTransport, SetBackends and RoundTrip return wrap one of
-// these, so that callers can match them with errors.Is.
+// The errors NewTransport and SetBackends return wrap one of these, so
+// that callers can match them with errors.Is. RoundTrip returns
+// ErrNoHealthyBackend, an error wrapping ErrRequestBody for the caller's
+// own bad body, a *BackendError for a backend's fault, or the error of the
+// Transport it sends through as it is (a request that net/http rejects,
+// the request's context ending).
 var (
 	// ErrInvalidConfig is wrapped by every error the package returns for a
 	// bad Config field or a bad argument (NewTransport, WatchDNS,
