@@ -16,7 +16,8 @@ import (
 
 // ErrDNS is wrapped by the error WatchDNS and WatchSRV return when the
 // first lookup fails or names no backend, and by the errors a DNSWatcher
-// logs for the later ones.
+// logs for the later ones. A failure of the set function is not a DNS
+// failure: it does not wrap ErrDNS.
 var ErrDNS = errors.New("httpmaglev: DNS lookup failed")
 
 // A DNSWatcher keeps a backend list equal to what a DNS name resolves to,
@@ -58,13 +59,15 @@ type DNSWatcher struct {
 // ctx, and calls set with the backends (sorted by name, a list set may
 // keep) before it returns; it then starts a goroutine that looks the name
 // up every interval, each lookup bounded by the interval, and calls set
-// when the backends change, until Close. When set fails, the error is
-// logged and the same list is offered again after the next lookup.
+// when the backends change, until Close. When set fails on a later list,
+// the error is logged and the same list is offered again after the next
+// lookup.
 //
 // It returns an error wrapping ErrInvalidConfig for a hostport that is
-// not NAME:PORT, an interval that is not positive or a nil set, and one
-// wrapping ErrDNS if the first lookup fails (then no goroutine is left
-// running). Each lookup costs one DNS query per address family and
+// not NAME:PORT, an interval that is not positive or a nil set; one
+// wrapping ErrDNS if the first lookup fails; and one wrapping set's error
+// if set fails on the first list. In those cases no goroutine is left
+// running. Each lookup costs one DNS query per address family and
 // O(n log n) in the n addresses; logger nil means no logging.
 func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
 	host, port, err := net.SplitHostPort(hostport)
@@ -160,8 +163,12 @@ func watchDNS(ctx context.Context, what string, lookup func(context.Context) ([]
 		log:      logger.With("dns", what),
 		done:     make(chan struct{}),
 	}
-	if err := w.resolve(ctx); err != nil {
+	bs, err := w.lookupOnce(ctx)
+	if err != nil {
 		return nil, err
+	}
+	if err := w.offer(bs); err != nil {
+		return nil, fmt.Errorf("httpmaglev: DNS %s: set failed on the first list of %d backends: %w", what, len(bs), err)
 	}
 	ctx, w.cancel = context.WithCancel(context.Background())
 	go w.run(ctx)
@@ -203,17 +210,24 @@ func (w *DNSWatcher) run(ctx context.Context) {
 		case <-t.C:
 		}
 		lctx, cancel := context.WithTimeout(ctx, w.interval)
-		err := w.resolve(lctx)
+		bs, err := w.lookupOnce(lctx)
 		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("httpmaglev: DNS lookup failed; keeping the last backends", "err", err)
+		if err != nil {
+			if ctx.Err() == nil {
+				w.log.Warn("httpmaglev: DNS lookup failed; keeping the last backends", "err", err)
+			}
+			continue
+		}
+		if err := w.offer(bs); err != nil {
+			// current is unchanged: the next lookup offers the list again.
+			w.log.Warn("httpmaglev: set backends failed", "backends", len(bs), "err", err)
 		}
 	}
 }
 
-// resolve looks the name up once and hands the backends to set if they
-// changed.
-func (w *DNSWatcher) resolve(ctx context.Context) error {
+// lookupOnce looks the name up once and returns the backends, sorted by
+// name, or an error wrapping ErrDNS.
+func (w *DNSWatcher) lookupOnce(ctx context.Context) ([]Backend, error) {
 	bs, err := w.lookup(ctx)
 	if err == nil && len(bs) == 0 {
 		err = errors.New("no records")
@@ -225,17 +239,22 @@ func (w *DNSWatcher) resolve(ctx context.Context) error {
 	}
 	w.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrDNS, w.what, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrDNS, w.what, err)
 	}
 	slices.SortFunc(bs, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) })
-	bs = slices.CompactFunc(bs, func(a, b Backend) bool { return a.Name == b.Name })
-	// Only this lookup writes current: it may read it without the lock.
+	return slices.CompactFunc(bs, func(a, b Backend) bool { return a.Name == b.Name }), nil
+}
+
+// offer hands bs to set if they differ from the list set last accepted,
+// and returns set's error.
+func (w *DNSWatcher) offer(bs []Backend) error {
+	// Only the lookups write current, one at a time: offer may read it
+	// without the lock.
 	if w.current != nil && slices.EqualFunc(bs, w.current, func(a, b Backend) bool { return a.Name == b.Name }) {
 		return nil
 	}
 	if err := w.set(bs); err != nil {
-		w.log.Warn("httpmaglev: set backends failed", "backends", len(bs), "err", err)
-		return nil
+		return err
 	}
 	w.mu.Lock()
 	w.current = bs

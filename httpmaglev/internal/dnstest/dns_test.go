@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -282,34 +284,133 @@ func TestWatchSRV(t *testing.T) {
 	checkOwners(t, tr, []string{nameOf("c.test", 2)}, addr)
 }
 
-// TestWatchDNSSetFails: an answer that set rejects is offered again after
-// the next lookup, and Backends keeps the last list set accepted.
-func TestWatchDNSSetFails(t *testing.T) {
+// watcherGoroutines returns how many goroutines WatchDNS and WatchSRV
+// started are still there, started or not yet (a goroutine not yet run
+// shows its go statement's wrapper, not the DNSWatcher's loop).
+func watcherGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/httpmaglev.watchDNS in ")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestWatchFirstSetFails: when set rejects the first answer, WatchDNS and
+// WatchSRV return an error wrapping set's (and not ErrDNS), and leave
+// nothing running.
+func TestWatchFirstSetFails(t *testing.T) {
 	z := startZone(t)
 	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1")
+	const srvName = "_http._tcp.web.test."
+	z.set(t, srvName, "SRV", srvName+" 1 IN SRV 10 10 8080 web.test.")
+	fail := errors.New("rejected")
+	watches := []struct {
+		name  string
+		watch func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error)
+	}{
+		{"WatchDNS", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
+			return httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, nil)
+		}},
+		{"WatchSRV", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
+			return httpmaglev.WatchSRV(t.Context(), z.resolver(), srvName, interval, set, nil)
+		}},
+	}
+	for _, c := range watches {
+		var mu sync.Mutex
+		calls := 0
+		before := watcherGoroutines()
+		w, err := c.watch(func([]httpmaglev.Backend) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			return fail
+		})
+		if w != nil {
+			_ = w.Close()
+		}
+		if w != nil || !errors.Is(err, fail) || errors.Is(err, httpmaglev.ErrDNS) {
+			t.Errorf("%s with a set that fails returned a watcher (%t) and error %v; want none and an error wrapping %q, not ErrDNS", c.name, w != nil, err, fail)
+			continue
+		}
+		if !strings.HasPrefix(err.Error(), "httpmaglev: ") || !strings.Contains(err.Error(), "web.test.") {
+			t.Errorf("%s: error %q does not start with httpmaglev: and name the name", c.name, err)
+		}
+		if after := watcherGoroutines(); after != before {
+			t.Errorf("%s: %d watcher goroutines after the failed call, %d before", c.name, after, before)
+		}
+		mu.Lock()
+		if calls != 1 {
+			t.Errorf("%s: set called %d times, want 1", c.name, calls)
+		}
+		mu.Unlock()
+
+		// The count sees a watcher that runs.
+		w, err = c.watch(func([]httpmaglev.Backend) error { return nil })
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if n := watcherGoroutines(); n != before+1 {
+			t.Errorf("%s: %d watcher goroutines with one running, want %d", c.name, n, before+1)
+		}
+		_ = w.Close()
+	}
+}
+
+// TestWatchDNSSetFails: a later answer that set rejects is offered again
+// after each lookup until set accepts it, and Backends keeps the last list
+// set accepted meanwhile.
+func TestWatchDNSSetFails(t *testing.T) {
+	const rejections = 3
+	z := startZone(t)
+	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1")
+	fail := errors.New("rejected")
 	var mu sync.Mutex
-	calls, accepted := 0, ""
+	var offered []string // the names of each list set was called with
 	set := func(bs []httpmaglev.Backend) error {
 		mu.Lock()
 		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return errors.New("rejected")
+		offered = append(offered, names(bs))
+		if n := len(offered); n > 1 && n <= 1+rejections {
+			return fail
 		}
-		accepted = names(bs)
 		return nil
 	}
-	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, nil)
+	calls := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(offered)
+	}
+	var logs servertest.Log
+	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	waitFor(t, "the answer offered again", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return accepted == "192.0.2.1:80"
-	})
-	if got := names(w.Backends()); got != "192.0.2.1:80" {
-		t.Errorf("Backends() = %q", got)
+
+	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1", "web.test. 1 IN A 192.0.2.2")
+	waitFor(t, "the answer rejected once", func() bool { return calls() >= 2 })
+	// Backends first: if it has the new list, set accepted it, and calls
+	// counts that call.
+	if got := names(w.Backends()); got != "192.0.2.1:80" && calls() <= 1+rejections {
+		t.Errorf("Backends() = %q while set rejects the new answer, want the last accepted", got)
+	}
+	const want = "192.0.2.1:80 192.0.2.2:80"
+	waitFor(t, "the answer accepted after it was rejected", func() bool { return names(w.Backends()) == want })
+	mu.Lock()
+	got := slices.Clone(offered)
+	mu.Unlock()
+	if len(got) != 2+rejections {
+		t.Errorf("set called %d times, want %d: %q", len(got), 2+rejections, got)
+	}
+	for i, l := range got[1:] {
+		if l != want {
+			t.Errorf("call %d of set: %q, want %q", i+2, l, want)
+		}
+	}
+	if n := strings.Count(logs.String(), "set backends failed"); n != rejections {
+		t.Errorf("%d rejections logged, want %d; logs:\n%s", n, rejections, logs.String())
 	}
 }
