@@ -18,6 +18,14 @@ import (
 // to watch it again, after etcd failed.
 const retryInterval = time.Second
 
+// The wait before set is called again after it failed: minSetRetry, doubled
+// after each failure up to maxSetRetry, back to minSetRetry once set
+// accepts a list.
+const (
+	minSetRetry = 100 * time.Millisecond
+	maxSetRetry = 5 * time.Second
+)
+
 // A Watcher keeps a backend list equal to the endpoints registered under an
 // etcd prefix, and hands every new list to its set function. It starts
 // from a consistent snapshot (a Get at one revision, then a Watch from the
@@ -44,6 +52,9 @@ type Watcher struct {
 	byKey   map[string]httpmaglev.Backend // the parsed endpoints, by key
 	rev     int64                         // the revision byKey is at
 	applied []httpmaglev.Backend          // the list set last accepted
+	retry   *time.Timer                   // fires when set failed and is to be called again; nil before the first failure
+	retryOn bool                          // a call of set is due when retry fires
+	backoff time.Duration                 // the last wait before a retry of set
 
 	mu      sync.Mutex // guards current
 	current []httpmaglev.Backend
@@ -62,8 +73,10 @@ type Watcher struct {
 // that it may keep; it is a Transport's SetBackends, or any function. A
 // list is passed only when it differs from the last one set accepted (in
 // names, URLs or weights): an update that changes no backend causes no
-// rebuild. When set fails, the error is logged and the same list is
-// offered again at the next change.
+// rebuild. When set fails on a later list, the error is logged at Warn and
+// the list is offered again, whether or not etcd changes meanwhile: after
+// 100 ms, then after waits that double up to 5 s, until set accepts it or
+// Close. A change meanwhile is offered at once, as the list it makes.
 //
 // A value that names no backend (see Backend and ErrBadEndpoint) is
 // ignored and logged, with its key, at Warn: a new key with such a value
@@ -73,11 +86,12 @@ type Watcher struct {
 // backend registered again before its old lease ended): it is one
 // backend. logger nil means no logging.
 //
-// ctx bounds the first list only. Watch returns once set has been called
-// with the first list (whatever set returned), or an error: one wrapping
-// ErrInvalidArgument, or etcd's error if the first list failed, in which
-// case no goroutine is left running. Each list is O(n log n) in the
-// number n of keys, plus what set costs.
+// ctx bounds the first list only. Watch returns once set has accepted the
+// first list, or an error: one wrapping ErrInvalidArgument, one wrapping
+// etcd's error if the first list failed, or one wrapping set's error if
+// set failed on the first list; in those cases no goroutine is left
+// running. Each list is O(n log n) in the number n of keys, plus what set
+// costs.
 func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func([]httpmaglev.Backend) error, logger *slog.Logger) (*Watcher, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	switch {
@@ -100,6 +114,10 @@ func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func
 	}
 	if err := w.list(ctx); err != nil {
 		return nil, fmt.Errorf("etcdmaglev: list %q: %w", w.key, err)
+	}
+	list := backendList(w.byKey)
+	if err := w.offer(list); err != nil {
+		return nil, fmt.Errorf("etcdmaglev: set failed on the first list of %d backends under %q: %w", len(list), w.key, err)
 	}
 	// The client's context ends when the client is closed: closing the
 	// client stops the Watcher, as it stops a Registration's keep-alive.
@@ -133,8 +151,8 @@ func (w *Watcher) Close() error {
 	return nil
 }
 
-// list reads every key under the prefix at one revision and publishes the
-// backends they name.
+// list reads every key under the prefix at one revision into byKey; the
+// caller publishes the backends they name.
 func (w *Watcher) list(ctx context.Context) error {
 	resp, err := w.client.Get(ctx, w.key, clientv3.WithPrefix())
 	if err != nil {
@@ -149,7 +167,6 @@ func (w *Watcher) list(ctx context.Context) error {
 		w.put(string(kv.Key), kv.Value)
 	}
 	w.rev = resp.Header.Revision
-	w.publish()
 	return nil
 }
 
@@ -164,15 +181,14 @@ func (w *Watcher) put(key string, v []byte) {
 	w.byKey[key] = b
 }
 
-// publish hands the backends to set if they differ from the last list set
-// accepted.
-func (w *Watcher) publish() {
-	list := backendList(w.byKey)
+// offer hands list, the backends byKey names, to set if they differ from
+// the last list set accepted, and returns set's error.
+func (w *Watcher) offer(list []httpmaglev.Backend) error {
 	if w.applied != nil && sameBackends(list, w.applied) {
 		w.mu.Lock()
 		w.curRev = w.rev
 		w.mu.Unlock()
-		return
+		return nil
 	}
 	err := w.set(list)
 	w.mu.Lock()
@@ -182,17 +198,61 @@ func (w *Watcher) publish() {
 	}
 	w.mu.Unlock()
 	if err != nil {
-		w.log.Warn("etcdmaglev: set backends failed", "backends", len(list), "revision", w.rev, "err", err)
-		return
+		return err
 	}
 	w.applied = list
 	w.log.Info("etcdmaglev: backends set", "backends", len(list), "revision", w.rev)
+	return nil
+}
+
+// publish offers the backends to set and, if set fails, logs that and
+// arms the retry timer with the next backoff; if set accepts (or has
+// nothing new to accept), it disarms it.
+func (w *Watcher) publish() {
+	list := backendList(w.byKey)
+	err := w.offer(list)
+	if err == nil {
+		if w.retryOn {
+			w.retry.Stop()
+			w.retryOn = false
+		}
+		w.backoff = 0
+		return
+	}
+	w.backoff = min(max(2*w.backoff, minSetRetry), maxSetRetry)
+	w.log.Warn("etcdmaglev: set backends failed; retrying", "backends", len(list), "revision", w.rev, "retry_in", w.backoff, "err", err)
+	if w.retry == nil {
+		w.retry = time.NewTimer(w.backoff)
+	} else {
+		w.retry.Reset(w.backoff)
+	}
+	w.retryOn = true
+}
+
+// retryC returns the channel that receives when set is to be called again,
+// or nil if no call is due.
+func (w *Watcher) retryC() <-chan time.Time {
+	if !w.retryOn {
+		return nil
+	}
+	return w.retry.C
+}
+
+// retrySet calls set again, when the retry timer has fired.
+func (w *Watcher) retrySet() {
+	w.retryOn = false
+	w.publish()
 }
 
 // run watches from the revision after the one listed, resuming after
 // failures and listing again after a compaction, until Close.
 func (w *Watcher) run() {
 	defer close(w.done)
+	defer func() {
+		if w.retry != nil {
+			w.retry.Stop()
+		}
+	}()
 	for {
 		err := w.watch()
 		if w.ctx.Err() != nil {
@@ -204,7 +264,11 @@ func (w *Watcher) run() {
 				lctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
 				err := w.list(lctx)
 				cancel()
-				if err == nil || w.ctx.Err() != nil {
+				if err == nil {
+					w.publish()
+					break
+				}
+				if w.ctx.Err() != nil {
 					break
 				}
 				w.log.Warn("etcdmaglev: list failed; keeping the last backends", "err", err)
@@ -221,25 +285,41 @@ func (w *Watcher) run() {
 	}
 }
 
-// sleep waits d, and reports false if the Watcher was closed meanwhile.
+// sleep waits d, calling set again meanwhile if a retry is due, and
+// reports false if the Watcher was closed meanwhile.
 func (w *Watcher) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
-	select {
-	case <-w.ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	for {
+		select {
+		case <-w.ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		case <-w.retryC():
+			w.retrySet()
+		}
 	}
 }
 
 // watch applies the changes after w.rev until the watch fails, and returns
-// why.
+// why. It calls set again meanwhile when a retry is due.
 func (w *Watcher) watch() error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(w.ctx))
 	defer cancel()
 	wch := w.client.Watch(ctx, w.key, clientv3.WithPrefix(), clientv3.WithRev(w.rev+1), clientv3.WithProgressNotify())
-	for resp := range wch {
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-w.retryC():
+			w.retrySet()
+			continue
+		}
+		if !ok {
+			break
+		}
 		if resp.CompactRevision != 0 {
 			return rpctypes.ErrCompacted
 		}

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -293,38 +296,136 @@ func TestWatchCompacted(t *testing.T) {
 	waitFor(t, settle, "an addition after the re-list", func() bool { return r.names() == "10.0.0.2:80 10.0.0.3:80 10.0.0.4:80" })
 }
 
-// TestWatchSetFails: a list that set rejects is offered again at the next
-// change, and Backends keeps the last list set accepted.
-func TestWatchSetFails(t *testing.T) {
+// watcherGoroutines returns how many goroutines Watch started are still
+// there, started or not yet (a goroutine not yet run shows its go
+// statement's wrapper, not the Watcher's loop).
+func watcherGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/etcdmaglev.Watch in ")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+}
+
+// TestWatchFirstSetFails: a first list that set rejects is Watch's error,
+// wrapping set's, and nothing is left running.
+func TestWatchFirstSetFails(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
 	const prefix = "services/web"
 	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
-	var r recorder
 	fail := errors.New("rejected")
+	var mu sync.Mutex
 	calls := 0
-	set := func(bs []httpmaglev.Backend) error {
+	set := func([]httpmaglev.Backend) error {
+		mu.Lock()
+		defer mu.Unlock()
 		calls++
-		if calls == 1 {
+		return fail
+	}
+	before := watcherGoroutines()
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, nil)
+	if w != nil {
+		_ = w.Close()
+	}
+	if w != nil || !errors.Is(err, fail) {
+		t.Fatalf("Watch with a set that fails returned a Watcher (%t) and error %v; want none and an error wrapping %q", w != nil, err, fail)
+	}
+	if !strings.HasPrefix(err.Error(), "etcdmaglev: ") || !strings.Contains(err.Error(), prefix) {
+		t.Errorf("error %q does not start with etcdmaglev: and name the prefix", err)
+	}
+	if after := watcherGoroutines(); after != before {
+		t.Errorf("%d Watcher goroutines after the failed Watch, %d before", after, before)
+	}
+	mu.Lock()
+	if calls != 1 {
+		t.Errorf("set called %d times, want 1", calls)
+	}
+	mu.Unlock()
+
+	// The count sees a Watcher that runs.
+	var r recorder
+	w, err = etcdmaglev.Watch(t.Context(), c, prefix, r.set, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
+	if n := watcherGoroutines(); n != before+1 {
+		t.Errorf("%d Watcher goroutines with one Watcher running, want %d", n, before+1)
+	}
+}
+
+// TestWatchSetRetried: a list that set rejects is offered again, after a
+// backoff, with no further change in etcd, until set accepts it; the
+// Transport then routes over it, and Backends reports it at the revision
+// of the change.
+func TestWatchSetRetried(t *testing.T) {
+	// The retries wait 100, 200 and 400 ms: the list arrives about 0.7 s
+	// after the change. retried bounds the wait with a wide margin.
+	const (
+		rejections = 3
+		retried    = 5 * time.Second
+	)
+	s := etcdtest.Start(t)
+	c := s.Client(t)
+	const prefix = "services/web"
+	addEndpoint(t, c, prefix, "10.0.0.1:80", nil)
+	tr := newTransport(t)
+	fail := errors.New("rejected")
+	var mu sync.Mutex
+	var offered []string // the names of each list set was called with
+	set := func(bs []httpmaglev.Backend) error {
+		mu.Lock()
+		defer mu.Unlock()
+		offered = append(offered, names(bs))
+		if n := len(offered); n > 1 && n <= 1+rejections {
 			return fail
 		}
-		return r.set(bs)
+		return tr.SetBackends(bs)
 	}
 	var logs servertest.Log
 	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, debugLogger(&logs))
 	if err != nil {
-		t.Fatalf("Watch with a failing set: %v", err)
+		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	if bs, _ := w.Backends(); bs != nil || w.Sets() != 1 {
-		t.Fatalf("after a rejected first list: Backends %v, %d sets", bs, w.Sets())
-	}
-	if !strings.Contains(logs.String(), "rejected") {
-		t.Errorf("the rejection is not logged; logs:\n%s", logs.String())
-	}
+
 	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
-	waitFor(t, settle, "the list offered again", func() bool { return r.names() == "10.0.0.1:80 10.0.0.2:80" })
-	if bs, _ := w.Backends(); names(bs) != "10.0.0.1:80 10.0.0.2:80" {
-		t.Errorf("Backends() = %q", names(bs))
+	resp, err := c.Get(t.Context(), prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision // the change's: nothing is written after it
+	waitFor(t, retried, "the list set accepts after it rejected it "+fmt.Sprint(rejections)+" times", func() bool {
+		return healthy(tr) == 2
+	})
+
+	const want = "10.0.0.1:80 10.0.0.2:80"
+	mu.Lock()
+	got := slices.Clone(offered)
+	mu.Unlock()
+	if len(got) != 2+rejections {
+		t.Errorf("set called %d times, want %d: %q", len(got), 2+rejections, got)
+	}
+	for i, l := range got[1:] {
+		if l != want {
+			t.Errorf("call %d of set: %q, want %q", i+2, l, want)
+		}
+	}
+	if bs, r := w.Backends(); names(bs) != want || r != rev {
+		t.Errorf("Backends() = %q at %d, want %q at %d", names(bs), r, want, rev)
+	}
+	if n := strings.Count(logs.String(), "set backends failed"); n != rejections {
+		t.Errorf("%d rejections logged, want %d; logs:\n%s", n, rejections, logs.String())
+	}
+	resp, err = c.Get(t.Context(), prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Revision != rev {
+		t.Fatalf("etcd changed during the test: revision %d, was %d", resp.Header.Revision, rev)
 	}
 }
