@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -261,5 +263,158 @@ func TestNoServersClient(t *testing.T) {
 	var sel memcachemaglev.Selector
 	if _, err := newClient(&sel).Get("k"); !errors.Is(err, memcache.ErrNoServers) {
 		t.Errorf("Get with no servers: %v, want memcache.ErrNoServers", err)
+	}
+}
+
+// keyBound returns how far the number of n keys that land on a server
+// owning slots of the m slots may be from its expectation n·slots/m: 5
+// standard deviations of that binomial, which a fair hash exceeds with
+// probability under 10⁻⁶.
+func keyBound(n, slots, m int) float64 {
+	p := float64(slots) / float64(m)
+	return 5 * math.Sqrt(float64(n)*p*(1-p))
+}
+
+// TestWeightedKeysOnTheirOwner sets keys through a Selector over four
+// servers of weights 1, 2, 3 and 0 (drained), with a table of 10,007 slots
+// and a seed, and checks the exact slot counts, that each key is on the
+// server the table names and on no other, that each server's share of the
+// keys follows its slots, and that the drained server, though it holds no
+// key, is still reached by FlushAll. The same keys read through a Selector
+// without the seed hit exactly where the two tables agree. The servers
+// listen on ./mc0.sock to ./mc3.sock in a directory of the test's, so the
+// table and every count are the same on every run.
+func TestWeightedKeysOnTheirOwner(t *testing.T) {
+	t.Chdir(t.TempDir())
+	path := memcachedPath(t)
+	var servers []memcachemaglev.Server
+	for i, w := range []uint32{1, 2, 3, 0} {
+		m := startOne(t, path, fmt.Sprintf("./mc%d.sock", i))
+		servers = append(servers, memcachemaglev.Server{Addr: m.Addr, Weight: w})
+	}
+	opts := memcachemaglev.Options{TableSize: 10007, Seed: 0x5eed}
+	sel, err := memcachemaglev.NewWeighted(servers, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := sel.Table()
+	sameTable(t, "NewWeighted", table, mustTable(t, servers, opts.TableSize, opts.Seed))
+	// (10007 − 3)·w/6 + 1 for w = 1, 2, 3, rounded by the turns; the
+	// drained server owns none. Counts depend on the weights, their order
+	// and M, not on the names or the seed.
+	if got, want := table.Counts(), []int{1668, 3336, 5003, 0}; !slices.Equal(got, want) {
+		t.Fatalf("slot counts %v, want %v", got, want)
+	}
+	checkShares(t, table)
+
+	c := newClient(sel)
+	ks := keys("weighted", 6000)
+	setAll(t, c, ks)
+	h := holders(t, table.Backends(), ks)
+	perServer := map[string]int{}
+	for _, k := range ks {
+		if want := table.Lookup(k); len(h[k]) != 1 || h[k][0] != want {
+			t.Fatalf("%q is on %q, want on %s only", k, h[k], want)
+		}
+		perServer[h[k][0]]++
+	}
+	for i, s := range table.Backends() {
+		n, slots := perServer[s], table.Counts()[i]
+		want := float64(len(ks)*slots) / float64(table.Size())
+		t.Logf("%s (weight %d, %d slots): %d of %d keys, expected %.0f", s, table.Weights()[i], slots, n, len(ks), want)
+		if d := float64(n) - want; math.Abs(d) > keyBound(len(ks), slots, table.Size()) {
+			t.Errorf("%s holds %d keys, want %.0f ± %.0f", s, n, want, keyBound(len(ks), slots, table.Size()))
+		}
+	}
+
+	// The drained server stays known: FlushAll reaches it.
+	drained := servers[3].Addr
+	if err := newClient(serverList(t, drained)).Set(&memcache.Item{Key: "stale", Value: []byte("stale")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FlushAll(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newClient(serverList(t, drained)).Get("stale"); !errors.Is(err, memcache.ErrCacheMiss) {
+		t.Errorf("the drained server's key after FlushAll: %v, want a miss", err)
+	}
+
+	// The seed moves keys, exactly where the tables disagree.
+	setAll(t, c, ks)
+	unseeded, err := memcachemaglev.NewWeighted(servers, memcachemaglev.Options{TableSize: opts.TableSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := getAll(t, newClient(unseeded), ks)
+	for _, k := range ks {
+		if same := table.Lookup(k) == unseeded.Table().Lookup(k); hits[k] != same {
+			t.Fatalf("%q hit = %v without the seed, but its server stays = %v", k, hits[k], same)
+		}
+	}
+	// Independent tables of shares 1/6, 2/6, 3/6 agree on a key with
+	// probability 1/36 + 4/36 + 9/36 = 0.389.
+	rate := float64(len(hits)) / float64(len(ks))
+	t.Logf("keys read without the seed: %.4f hit", rate)
+	if rate < 0.389-0.05 || rate > 0.389+0.05 {
+		t.Errorf("without the seed %.4f of the keys hit, want 0.389 ± 0.05", rate)
+	}
+}
+
+// TestRepeatsWithGomemcache lists one of three servers twice, gomemcache's
+// way of giving it weight 2, to a Selector and to gomemcache's own
+// memcache.ServerList, and checks that both put about half of the keys on
+// it: the Selector each key where maglev.NewWeighted's table with weights
+// 2, 1, 1 says, the ServerList where crc32(key) mod 4 says (indexes 0 and
+// 1 being the repeated server).
+func TestRepeatsWithGomemcache(t *testing.T) {
+	three := addrs(startMemcached(t, 3))
+	list := []string{three[0], three[0], three[1], three[2]}
+	sel, err := memcachemaglev.New(list...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := sel.Table()
+	sameTable(t, "New with a repeat", table, mustTable(t, []memcachemaglev.Server{
+		{Addr: three[0], Weight: 2}, {Addr: three[1], Weight: 1}, {Addr: three[2], Weight: 1},
+	}, maglev.DefaultSize, 0))
+	checkShares(t, table)
+	heavy := table.Index(three[0])
+	if got := table.Counts()[heavy]; got < 32767 || got > 32770 {
+		t.Errorf("the repeated server owns %d slots, want 65,537/2 within NewWeighted's bound", got)
+	}
+
+	ks := keys("repeat", 4000)
+	setAll(t, newClient(sel), ks)
+	h := holders(t, three, ks)
+	onHeavy := 0
+	for _, k := range ks {
+		if want := table.Lookup(k); len(h[k]) != 1 || h[k][0] != want {
+			t.Fatalf("Selector: %q is on %q, want on %s only", k, h[k], want)
+		}
+		if h[k][0] == three[0] {
+			onHeavy++
+		}
+	}
+
+	flushAll(t, three)
+	setAll(t, newClient(serverList(t, list...)), ks)
+	h = holders(t, three, ks)
+	onHeavyList := 0
+	for _, k := range ks {
+		want := list[crc32.ChecksumIEEE([]byte(k))%4]
+		if len(h[k]) != 1 || h[k][0] != want {
+			t.Fatalf("ServerList: %q is on %q, want on %s only", k, h[k], want)
+		}
+		if want == three[0] {
+			onHeavyList++
+		}
+	}
+
+	t.Logf("keys on the server listed twice, of %d: Selector %d, ServerList %d", len(ks), onHeavy, onHeavyList)
+	bound := keyBound(len(ks), 1, 2)
+	for name, n := range map[string]int{"Selector": onHeavy, "ServerList": onHeavyList} {
+		if d := float64(n) - float64(len(ks))/2; math.Abs(d) > bound {
+			t.Errorf("%s: %d of %d keys on the server listed twice, want half ± %.0f", name, n, len(ks), bound)
+		}
 	}
 }

@@ -122,7 +122,8 @@ func TestNoServers(t *testing.T) {
 }
 
 // TestBadServers checks each kind of bad list: the error's prefix, what
-// errors.Is matches, and that the previous servers stay.
+// errors.Is matches, and that the previous servers stay. (A server listed
+// twice is not bad: it weighs 2, see TestRepeatsAddWeight.)
 func TestBadServers(t *testing.T) {
 	good := []string{"10.0.0.1:11211", "10.0.0.2:11211"}
 	many := make([]string, maglev.DefaultSize+1)
@@ -135,7 +136,6 @@ func TestBadServers(t *testing.T) {
 		want    []error
 	}{
 		{"empty name", []string{"10.0.0.1:11211", ""}, []error{maglev.ErrEmptyName}},
-		{"duplicate", []string{"10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.1:11211"}, []error{maglev.ErrDuplicateName}},
 		{"no port", []string{"10.0.0.1:11211", "127.0.0.1"}, []error{memcachemaglev.ErrResolve, new(net.AddrError)}},
 		{"bad port", []string{"127.0.0.1:99999"}, []error{memcachemaglev.ErrResolve}},
 		{"too many", many, []error{maglev.ErrTooManyBackends}},
@@ -179,34 +179,49 @@ func TestBadServers(t *testing.T) {
 	}
 }
 
-// TestAllocs checks that PickServer and Each do not allocate.
+// TestAllocs checks that PickServer and Each do not allocate: with the
+// default Options, and with weights (repeats and explicit, a drained
+// server), a seed (which takes Lookup's path for other hashers) and a
+// table size other than the default.
 func TestAllocs(t *testing.T) {
-	s, err := memcachemaglev.New("10.0.0.1:11211", "10.0.0.2:11211", "/var/run/memcached.sock")
+	plain, err := memcachemaglev.New("10.0.0.1:11211", "10.0.0.2:11211", "/var/run/memcached.sock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks := keys("user", 64)
-	i := 0
-	var sink net.Addr
-	if n := testing.AllocsPerRun(1000, func() {
-		sink, _ = s.PickServer(ks[i%len(ks)])
-		i++
-	}); n != 0 {
-		t.Errorf("PickServer: %v allocations, want 0", n)
+	repeats, err := memcachemaglev.New("10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.1:11211")
+	if err != nil {
+		t.Fatal(err)
 	}
-	count := 0
-	f := func(a net.Addr) error { count++; sink = a; return nil }
-	if n := testing.AllocsPerRun(1000, func() { _ = s.Each(f) }); n != 0 {
-		t.Errorf("Each: %v allocations, want 0", n)
+	weighted, err := memcachemaglev.NewWeighted([]memcachemaglev.Server{
+		{Addr: "10.0.0.1:11211", Weight: 3}, {Addr: "10.0.0.2:11211", Weight: 0}, {Addr: "/var/run/memcached.sock", Weight: 1},
+	}, memcachemaglev.Options{TableSize: 10007, Seed: 0x5eed})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if count == 0 || sink == nil {
-		t.Error("Each called nothing")
-	}
-	// The client calls String and Network on every operation.
-	a, _ := s.PickServer("k")
-	var str string
-	if n := testing.AllocsPerRun(1000, func() { str = a.String(); str = a.Network() }); n != 0 || str != "tcp" {
-		t.Errorf("the address's String and Network: %v allocations, want 0", n)
+	for name, s := range map[string]*memcachemaglev.Selector{"New": plain, "repeats": repeats, "NewWeighted": weighted} {
+		ks := keys("user", 64)
+		i := 0
+		var sink net.Addr
+		if n := testing.AllocsPerRun(1000, func() {
+			sink, _ = s.PickServer(ks[i%len(ks)])
+			i++
+		}); n != 0 {
+			t.Errorf("%s: PickServer: %v allocations, want 0", name, n)
+		}
+		count := 0
+		f := func(a net.Addr) error { count++; sink = a; return nil }
+		if n := testing.AllocsPerRun(1000, func() { _ = s.Each(f) }); n != 0 {
+			t.Errorf("%s: Each: %v allocations, want 0", name, n)
+		}
+		if count == 0 || sink == nil {
+			t.Errorf("%s: Each called nothing", name)
+		}
+		// The client calls String and Network on every operation.
+		a, _ := s.PickServer("k")
+		var str string
+		if n := testing.AllocsPerRun(1000, func() { str = a.String(); str = a.Network() }); n != 0 || (str != "tcp" && str != "unix") {
+			t.Errorf("%s: the address's String and Network: %v allocations, want 0", name, n)
+		}
 	}
 }
 
