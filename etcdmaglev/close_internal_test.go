@@ -16,7 +16,7 @@ import (
 func TestClientCloseStopsWatcher(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
-	w, err := Watch(t.Context(), c, "services/web", func([]httpmaglev.Backend) error { return nil }, slog.New(slog.DiscardHandler))
+	w, err := Watch(t.Context(), c, "services/web", func([]httpmaglev.Backend) error { return nil }, WatchOptions{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestClientCloseStopsWatcher(t *testing.T) {
 func TestDeregisterLeaseGone(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
-	r, err := Register(t.Context(), c, "services/web", endpoints.Endpoint{Addr: "127.0.0.1:8080"}, 5*time.Second, slog.New(slog.DiscardHandler))
+	r, err := Register(t.Context(), c, "services/web", endpoints.Endpoint{Addr: "127.0.0.1:8080"}, RegisterOptions{TTL: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,14 @@
 // httpmaglev.Transport (or any function taking the list):
 //
 //	t, _ := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-User")})
-//	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, logger)
+//	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, etcdmaglev.WatchOptions{Logger: logger})
 //	defer w.Close()
 //
 // A backend registers itself with Register, under a lease it keeps alive,
 // and leaves with Deregister:
 //
 //	reg, err := etcdmaglev.Register(ctx, client, "services/web",
-//		endpoints.Endpoint{Addr: "10.0.0.7:8080"}, 5*time.Second, logger)
+//		endpoints.Endpoint{Addr: "10.0.0.7:8080"}, etcdmaglev.RegisterOptions{TTL: 5 * time.Second, Logger: logger})
 //	...
 //	reg.Deregister(ctx) // proxies stop sending new keys here
 //	time.Sleep(drain)   // requests already on their way still arrive

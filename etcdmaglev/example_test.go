@@ -34,7 +34,7 @@ func ExampleWatch() {
 	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, slog.Default())
+	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, etcdmaglev.WatchOptions{Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err) // etcd could not be read at start
 	}
@@ -65,7 +65,7 @@ func ExampleRegister() {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	reg, err := etcdmaglev.Register(ctx, client, "services/web", endpoints.Endpoint{Addr: srv.Addr}, 5*time.Second, slog.Default())
+	reg, err := etcdmaglev.Register(ctx, client, "services/web", endpoints.Endpoint{Addr: srv.Addr}, etcdmaglev.RegisterOptions{TTL: 5 * time.Second, Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestGRPCResolver(t *testing.T) {
 	addrs := startGRPCServers(t, 5)
 	regs := make([]*etcdmaglev.Registration, len(addrs))
 	for i, a := range addrs[:4] {
-		r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: a}, 10*time.Second, nil)
+		r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: a}, etcdmaglev.RegisterOptions{TTL: 10 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestGRPCResolver(t *testing.T) {
 	// An HTTP Transport fed by a Watcher on the same prefix: its table
 	// names the same backends.
 	tr := newTransport(t)
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, nil)
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +114,7 @@ func TestGRPCResolver(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, settle, fmt.Sprintf("the Transport's table over %v", members), func() bool {
-			bs, _ := w.Backends()
-			return names(bs) == strings.Join(members, " ")
+			return names(w.Backends()) == strings.Join(members, " ")
 		})
 		// The gRPC channel follows the registry on its own; wait until
 		// it routes by the new table, then every key must agree.
@@ -141,7 +140,7 @@ func TestGRPCResolver(t *testing.T) {
 	}
 	check(addrs[:4])
 
-	r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: addrs[4]}, 10*time.Second, nil)
+	r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: addrs[4]}, etcdmaglev.RegisterOptions{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,14 +32,14 @@ func TestMeasure(t *testing.T) {
 	c := s.Client(t)
 	const prefix = "services/web"
 	tr := newTransport(t)
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, nil)
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
 	addrs := startBackends(t, 6)
 	for _, a := range addrs[:5] {
-		if _, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: a}, ttl, nil); err != nil {
+		if _, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: a}, etcdmaglev.RegisterOptions{TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -51,7 +51,7 @@ func TestMeasure(t *testing.T) {
 	var reg, dereg, crash []time.Duration
 	for range rounds {
 		start := time.Now()
-		r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: addrs[5]}, ttl, nil)
+		r, err := etcdmaglev.Register(t.Context(), c, prefix, endpoints.Endpoint{Addr: addrs[5]}, etcdmaglev.RegisterOptions{TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestMeasure(t *testing.T) {
 	}
 	for range 3 {
 		cc := s.Client(t)
-		if _, err := etcdmaglev.Register(t.Context(), cc, prefix, endpoints.Endpoint{Addr: addrs[5]}, ttl, nil); err != nil {
+		if _, err := etcdmaglev.Register(t.Context(), cc, prefix, endpoints.Endpoint{Addr: addrs[5]}, etcdmaglev.RegisterOptions{TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, settle, "registration", func() bool { return in(addrs[5]) })

@@ -41,34 +41,50 @@ type Registration struct {
 	err   error // Deregister's result
 }
 
+// RegisterOptions are the optional settings of Register; the zero value is
+// the defaults.
+type RegisterOptions struct {
+	// TTL is the lease's time to live: how long after a crash the key
+	// stays. It is rounded up to whole seconds; 0 means 10s, and it must
+	// otherwise be at least 1s. etcd raises it to its own minimum (about
+	// 1.5 election timeouts: 2s with the default settings). Shorter TTLs
+	// drop a crashed backend sooner, for more keep-alive traffic (one
+	// renewal every TTL/3).
+	TTL time.Duration
+
+	// Logger receives lost leases and registrations (at Warn); nil means
+	// no logging.
+	Logger *slog.Logger
+}
+
+const defaultTTL = 10 * time.Second
+
 // Register writes ep under the key prefix + "/" + ep.Addr, in the format of
 // etcd's endpoints.Manager (what a Watcher and etcd's gRPC resolver read),
-// attached to a new lease of ttl, and starts a goroutine that keeps the
+// attached to a new lease of opts.TTL, and starts a goroutine that keeps the
 // lease alive. If the lease is lost anyway (etcd unreachable for longer
 // than the TTL), the goroutine registers the endpoint again, under a new
 // lease, as soon as etcd answers.
 //
-// The TTL is rounded up to whole seconds; it must be at least 1s, and
-// etcd raises it to its own minimum (about 1.5 election timeouts: 2s with
-// the default settings). Shorter TTLs drop a crashed backend sooner, for
-// more keep-alive traffic (one renewal every TTL/3).
-//
-// ctx bounds the registration only. Register returns an error wrapping
-// ErrInvalidArgument for a nil client, an empty prefix or Addr, or a TTL
-// under a second, and etcd's error if the lease or the key could not be
-// written (then nothing is left registered or running). logger nil means
-// no logging.
-func Register(ctx context.Context, client *clientv3.Client, prefix string, ep endpoints.Endpoint, ttl time.Duration, logger *slog.Logger) (*Registration, error) {
+// ctx bounds the registration only. Register returns a *ConfigError
+// (wrapping ErrInvalidConfig) for a nil client, an empty prefix or Addr,
+// or a TTL under a second, and etcd's error if the lease or the key could
+// not be written (then nothing is left registered or running).
+func Register(ctx context.Context, client *clientv3.Client, prefix string, ep endpoints.Endpoint, opts RegisterOptions) (*Registration, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
+	ttl, logger := opts.TTL, opts.Logger
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
 	switch {
 	case client == nil:
-		return nil, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+		return nil, configError("client", "nil client")
 	case prefix == "":
-		return nil, fmt.Errorf("%w: empty prefix", ErrInvalidArgument)
+		return nil, configError("prefix", "empty prefix")
 	case ep.Addr == "":
-		return nil, fmt.Errorf("%w: empty Addr", ErrInvalidArgument)
+		return nil, configError("Addr", "empty Addr")
 	case ttl < time.Second:
-		return nil, fmt.Errorf("%w: TTL %v under 1s", ErrInvalidArgument, ttl)
+		return nil, configError("TTL", "%v under 1s", ttl)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

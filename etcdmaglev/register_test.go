@@ -29,7 +29,7 @@ func TestRegisterArguments(t *testing.T) {
 		{"negative TTL", c, "svc", ep, -time.Second},
 	}
 	for _, tc := range cases {
-		r, err := etcdmaglev.Register(t.Context(), tc.c, tc.prefix, tc.ep, tc.ttl, nil)
+		r, err := etcdmaglev.Register(t.Context(), tc.c, tc.prefix, tc.ep, etcdmaglev.RegisterOptions{TTL: tc.ttl})
 		if r != nil || !errors.Is(err, etcdmaglev.ErrInvalidArgument) {
 			t.Errorf("%s: Register = %v, %v; want ErrInvalidArgument", tc.name, r, err)
 		}
@@ -49,14 +49,14 @@ func TestRegister(t *testing.T) {
 	c := s.Client(t)
 	const prefix = "services/web"
 	var r recorder
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, r.set, nil)
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, r.set, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
 
 	var logs servertest.Log
-	a, err := etcdmaglev.Register(t.Context(), c, prefix+"/", endpoints.Endpoint{Addr: "10.0.0.1:80"}, ttl, debugLogger(&logs))
+	a, err := etcdmaglev.Register(t.Context(), c, prefix+"/", endpoints.Endpoint{Addr: "10.0.0.1:80"}, etcdmaglev.RegisterOptions{TTL: ttl, Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestRegister(t *testing.T) {
 	// A second backend, on its own client, which it loses as a crashed
 	// process does: its keep-alive stops, its key is not deleted.
 	bc := s.Client(t)
-	b, err := etcdmaglev.Register(t.Context(), bc, prefix, endpoints.Endpoint{Addr: "10.0.0.2:80"}, ttl, nil)
+	b, err := etcdmaglev.Register(t.Context(), bc, prefix, endpoints.Endpoint{Addr: "10.0.0.2:80"}, etcdmaglev.RegisterOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +139,11 @@ func TestDeregisterKeepsAnotherLease(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
 	ep := endpoints.Endpoint{Addr: "10.0.0.1:80"}
-	a, err := etcdmaglev.Register(t.Context(), c, "svc", ep, ttl, nil)
+	a, err := etcdmaglev.Register(t.Context(), c, "svc", ep, etcdmaglev.RegisterOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := etcdmaglev.Register(t.Context(), c, "svc", ep, ttl, nil)
+	b, err := etcdmaglev.Register(t.Context(), c, "svc", ep, etcdmaglev.RegisterOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,8 +32,9 @@ const (
 // next), so no change is missed or applied twice; it resumes watching
 // where it left off when etcd comes back after an outage or a restart, and
 // lists the prefix again when that revision has been compacted. While
-// etcd cannot be reached it calls set with nothing: the last list stays in
-// force, and the backends never drop to zero because the registry is down.
+// etcd cannot be reached it does not call set at all: the last list stays
+// in force, and the backends never drop to zero because the registry is
+// down.
 //
 // A Watcher is safe for concurrent use by multiple goroutines; it runs
 // one goroutine, which Close stops.
@@ -62,8 +63,16 @@ type Watcher struct {
 	sets    int
 }
 
+// WatchOptions are the optional settings of Watch; the zero value is the
+// defaults.
+type WatchOptions struct {
+	// Logger receives ignored values, lost watches, re-lists and failed
+	// sets (at Warn) and accepted lists (at Info); nil means no logging.
+	Logger *slog.Logger
+}
+
 // Watch lists the endpoints under prefix, calls set with their backends
-// (see Backend), and starts a goroutine that calls set again each time the
+// (see HTTPBackend), and starts a goroutine that calls set again each time the
 // list changes, until Close or until the client is closed. The keys are those an
 // endpoints.Manager for the target prefix writes, and etcd's gRPC resolver
 // reads for "etcd:///" + prefix: prefix + "/" + anything, each holding the
@@ -78,30 +87,31 @@ type Watcher struct {
 // 100 ms, then after waits that double up to 5 s, until set accepts it or
 // Close. A change meanwhile is offered at once, as the list it makes.
 //
-// A value that names no backend (see Backend and ErrBadEndpoint) is
+// A value that names no backend (see HTTPBackend and ErrBadEndpoint) is
 // ignored and logged, with its key, at Warn: a new key with such a value
 // is left out, and a key that had an endpoint keeps it, as etcd's own
 // watcher (and so its gRPC resolver) does. Losses of the watch and
 // re-lists are logged at Warn too. Several keys may name one Addr (a
 // backend registered again before its old lease ended): it is one
-// backend. logger nil means no logging.
+// backend.
 //
 // ctx bounds the first list only. Watch returns once set has accepted the
-// first list, or an error: one wrapping ErrInvalidArgument, one wrapping
+// first list, or an error: a *ConfigError (wrapping ErrInvalidConfig), one wrapping
 // etcd's error if the first list failed, or one wrapping set's error if
 // set failed on the first list; in those cases no goroutine is left
 // running. Each list is O(n log n) in the number n of keys, plus what set
 // costs.
-func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func([]httpmaglev.Backend) error, logger *slog.Logger) (*Watcher, error) {
+func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func([]httpmaglev.Backend) error, opts WatchOptions) (*Watcher, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	switch {
 	case client == nil:
-		return nil, fmt.Errorf("%w: nil client", ErrInvalidArgument)
+		return nil, configError("client", "nil client")
 	case prefix == "":
-		return nil, fmt.Errorf("%w: empty prefix", ErrInvalidArgument)
+		return nil, configError("prefix", "empty prefix")
 	case set == nil:
-		return nil, fmt.Errorf("%w: nil set function", ErrInvalidArgument)
+		return nil, configError("set", "nil set function")
 	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,12 +137,20 @@ func Watch(ctx context.Context, client *clientv3.Client, prefix string, set func
 }
 
 // Backends returns the list the Watcher last handed to set and set
-// accepted (nil before any), sorted by name, and the etcd revision it
-// reflects. The slice must not be modified. It is O(1).
-func (w *Watcher) Backends() ([]httpmaglev.Backend, int64) {
+// accepted (nil before any), sorted by name, as a DNSWatcher's Backends
+// does. The slice must not be modified. It is O(1).
+func (w *Watcher) Backends() []httpmaglev.Backend {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.current, w.curRev
+	return w.current
+}
+
+// Revision returns the etcd revision the list Backends returns reflects
+// (0 before any). It is O(1).
+func (w *Watcher) Revision() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.curRev
 }
 
 // Sets returns how many times set has been called. It is O(1).

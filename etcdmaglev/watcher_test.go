@@ -36,7 +36,7 @@ func TestWatchArguments(t *testing.T) {
 		{"nil set", &clientv3.Client{}, "svc", nil},
 	}
 	for _, c := range cases {
-		w, err := etcdmaglev.Watch(t.Context(), c.c, c.prefix, c.set, nil)
+		w, err := etcdmaglev.Watch(t.Context(), c.c, c.prefix, c.set, etcdmaglev.WatchOptions{})
 		if w != nil || !errors.Is(err, etcdmaglev.ErrInvalidArgument) {
 			t.Errorf("%s: Watch = %v, %v; want ErrInvalidArgument", c.name, w, err)
 		}
@@ -62,7 +62,7 @@ func TestWatch(t *testing.T) {
 
 	var r recorder
 	var logs servertest.Log
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix+"/", r.set, debugLogger(&logs))
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix+"/", r.set, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestWatch(t *testing.T) {
 	if got := r.names(); got != "10.0.0.1:80 10.0.0.2:80" {
 		t.Fatalf("first list %q", got)
 	}
-	bs, rev := w.Backends()
+	bs, rev := w.Backends(), w.Revision()
 	if names(bs) != r.names() || rev == 0 {
 		t.Errorf("Backends() = %q at %d", names(bs), rev)
 	}
-	if b := r.last()[0]; b.URL.String() != "http://10.0.0.1:80" || b.Weight != 0 {
+	if b := r.last()[0]; b.URL.String() != "http://10.0.0.1:80" || b.Weight != 1 {
 		t.Errorf("first backend %+v", b)
 	}
 
@@ -119,7 +119,7 @@ func TestWatch(t *testing.T) {
 	addEndpoint(t, c, prefix, "10.0.0.5:80", nil)
 	want("a duplicate's deletion", "10.0.0.1:80 10.0.0.2:80 10.0.0.4:80 10.0.0.5:80")
 
-	// One weight makes the list weighted; the others weigh 1.
+	// An endpoint's weight; the others, with none, weigh 1.
 	addEndpoint(t, c, prefix, "10.0.0.6:80", map[string]any{"weight": 5})
 	want("a weighted endpoint", "10.0.0.1:80 10.0.0.2:80 10.0.0.4:80 10.0.0.5:80 10.0.0.6:80")
 	for _, b := range r.last() {
@@ -127,6 +127,17 @@ func TestWatch(t *testing.T) {
 			t.Errorf("%s weighs %d, want %d", b.Name, b.Weight, want)
 		}
 	}
+	// Weight 0 drains: the backend stays in the list with weight 0, which
+	// a Transport keeps out of its table.
+	addEndpoint(t, c, prefix, "10.0.0.6:80", map[string]any{"weight": 0})
+	waitFor(t, time.Second*10, "the drained endpoint", func() bool {
+		for _, b := range r.last() {
+			if b.Name == "10.0.0.6:80" {
+				return b.Weight == 0
+			}
+		}
+		return false
+	})
 
 	// A registry that says there are no backends empties the list.
 	if _, err := c.Delete(t.Context(), prefix+"/", clientv3.WithPrefix()); err != nil {
@@ -210,7 +221,7 @@ func TestWatchTransport(t *testing.T) {
 	}
 	tr := newTransport(t)
 	var logs servertest.Log
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, debugLogger(&logs))
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +276,7 @@ func TestWatchCompacted(t *testing.T) {
 	addEndpoint(t, c, prefix, "10.0.0.2:80", nil)
 	var r recorder
 	var logs servertest.Log
-	w, err := etcdmaglev.Watch(t.Context(), wc, prefix, r.set, debugLogger(&logs))
+	w, err := etcdmaglev.Watch(t.Context(), wc, prefix, r.set, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +338,7 @@ func TestWatchFirstSetFails(t *testing.T) {
 		return fail
 	}
 	before := watcherGoroutines()
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, nil)
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, etcdmaglev.WatchOptions{})
 	if w != nil {
 		_ = w.Close()
 	}
@@ -348,7 +359,7 @@ func TestWatchFirstSetFails(t *testing.T) {
 
 	// The count sees a Watcher that runs.
 	var r recorder
-	w, err = etcdmaglev.Watch(t.Context(), c, prefix, r.set, nil)
+	w, err = etcdmaglev.Watch(t.Context(), c, prefix, r.set, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +398,7 @@ func TestWatchSetRetried(t *testing.T) {
 		return tr.SetBackends(bs)
 	}
 	var logs servertest.Log
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, debugLogger(&logs))
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +426,7 @@ func TestWatchSetRetried(t *testing.T) {
 			t.Errorf("call %d of set: %q, want %q", i+2, l, want)
 		}
 	}
-	if bs, r := w.Backends(); names(bs) != want || r != rev {
+	if bs, r := w.Backends(), w.Revision(); names(bs) != want || r != rev {
 		t.Errorf("Backends() = %q at %d, want %q at %d", names(bs), r, want, rev)
 	}
 	if n := strings.Count(logs.String(), "set backends failed"); n != rejections {

@@ -161,7 +161,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Run("transport="+name, func(b *testing.B) {
 			var rt http.RoundTripper = stubTransport{}
 			if name != "stub" {
-				cfg := httpmaglev.Config{Backends: backends, Key: httpmaglev.HeaderKey(keyHeader), Transport: stubTransport{}}
+				cfg := httpmaglev.Config{Backends: backends, Key: httpmaglev.HeaderKey(keyHeader), Base: stubTransport{}}
 				if name == "bounded" {
 					cfg.BalanceFactor = 1.25
 				}

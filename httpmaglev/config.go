@@ -180,14 +180,15 @@ type Config struct {
 	// finite and at least 1 (Envoy's users set 1.25); see maglev.NewBounded.
 	BalanceFactor float64
 
-	// Transport sends the requests to the backends; nil means a clone of
-	// http.DefaultTransport (made at NewTransport). Health checks send
+	// Base sends the requests to the backends (as http.Client's and
+	// oauth2's wrapping transports call the one they wrap); nil means a
+	// clone of http.DefaultTransport (made at NewTransport). Health checks send
 	// through a clone of it made at NewTransport when it is an
 	// *http.Transport: the same dialer, TLS and proxy settings, with a pool
 	// of its own, so that probes never wait behind requests for a
 	// connection (MaxConnsPerHost, say). Any other RoundTripper is shared
 	// by the probes.
-	Transport http.RoundTripper
+	Base http.RoundTripper
 
 	// HealthPath is the path the active health check GETs on each backend,
 	// such as "/healthz"; a 2xx answer passes. "" turns active checks off:
@@ -271,8 +272,8 @@ func (c Config) normalize() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.Transport == nil {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	if c.Base == nil {
+		c.Base = http.DefaultTransport.(*http.Transport).Clone()
 	}
 	if c.HealthPath != "" && (!strings.HasPrefix(c.HealthPath, "/") || strings.ContainsAny(c.HealthPath, " \t\r\n")) {
 		return c, bad("HealthPath", "%q is not an absolute path", c.HealthPath)

@@ -49,27 +49,44 @@ type DNSWatcher struct {
 	fails   int
 }
 
+// DNSOptions are the optional settings of WatchDNS and WatchSRV; the zero
+// value is the defaults.
+type DNSOptions struct {
+	// Resolver looks the name up; nil means net.DefaultResolver.
+	Resolver *net.Resolver
+
+	// Interval is the time between lookups, and each lookup's deadline;
+	// 0 means 5s.
+	Interval time.Duration
+
+	// Logger receives failed lookups and sets (at Warn) and accepted lists
+	// (at Info); nil means no logging.
+	Logger *slog.Logger
+}
+
+const defaultDNSInterval = 5 * time.Second
+
 // WatchDNS watches the A and AAAA records of the host of hostport
 // ("NAME:PORT"): each address IP is the backend http://IP:PORT, named
 // "IP:PORT" ("[IP]:PORT" for IPv6), the name gRPC's DNS resolver gives
 // the same address, so that grpcmaglev on "dns:///NAME:PORT" computes the
 // same table. Weights are equal.
 //
-// WatchDNS looks the name up with r (nil means net.DefaultResolver), with
-// ctx, and calls set with the backends (sorted by name, a list set may
-// keep) before it returns; it then starts a goroutine that looks the name
-// up every interval, each lookup bounded by the interval, and calls set
-// when the backends change, until Close. When set fails on a later list,
+// WatchDNS looks the name up with opts.Resolver, with ctx, and calls set
+// with the backends (sorted by name, a list set may keep) before it
+// returns; it then starts a goroutine that looks the name up every
+// opts.Interval, each lookup bounded by the interval, and calls set when
+// the backends change, until Close. When set fails on a later list,
 // the error is logged and the same list is offered again after the next
 // lookup.
 //
-// It returns an error wrapping ErrInvalidConfig for a hostport that is
-// not NAME:PORT, an interval that is not positive or a nil set; one
+// It returns a *ConfigError (wrapping ErrInvalidConfig) for a hostport
+// that is not NAME:PORT, a negative interval or a nil set; an error
 // wrapping ErrDNS if the first lookup fails; and one wrapping set's error
 // if set fails on the first list. In those cases no goroutine is left
 // running. Each lookup costs one DNS query per address family and
-// O(n log n) in the n addresses; logger nil means no logging.
-func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+// O(n log n) in the n addresses.
+func WatchDNS(ctx context.Context, hostport string, set func([]Backend) error, opts DNSOptions) (*DNSWatcher, error) {
 	host, port, err := net.SplitHostPort(hostport)
 	if err == nil && host == "" {
 		err = errors.New("no host")
@@ -78,8 +95,9 @@ func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval ti
 		err = checkPort(port)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: DNS name %q is not NAME:PORT: %v", ErrInvalidConfig, hostport, err)
+		return nil, configError("hostport", "%q is not NAME:PORT: %v", hostport, err)
 	}
+	r := opts.Resolver
 	if r == nil {
 		r = net.DefaultResolver
 	}
@@ -95,7 +113,7 @@ func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval ti
 		}
 		return bs, nil
 	}
-	return watchDNS(ctx, hostport, lookup, interval, set, logger)
+	return watchDNS(ctx, hostport, lookup, set, opts)
 }
 
 // WatchSRV watches the SRV records of name (such as
@@ -107,11 +125,12 @@ func WatchDNS(ctx context.Context, r *net.Resolver, hostport string, interval ti
 // it connects, with its own dialer's resolver.
 //
 // WatchSRV is otherwise as WatchDNS, with one SRV query a lookup; it
-// returns an error wrapping ErrInvalidConfig for an empty name.
-func WatchSRV(ctx context.Context, r *net.Resolver, name string, interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+// returns a *ConfigError for an empty name.
+func WatchSRV(ctx context.Context, name string, set func([]Backend) error, opts DNSOptions) (*DNSWatcher, error) {
 	if name == "" {
-		return nil, fmt.Errorf("%w: empty SRV name", ErrInvalidConfig)
+		return nil, configError("name", "empty SRV name")
 	}
+	r := opts.Resolver
 	if r == nil {
 		r = net.DefaultResolver
 	}
@@ -134,7 +153,7 @@ func WatchSRV(ctx context.Context, r *net.Resolver, name string, interval time.D
 		}
 		return bs, nil
 	}
-	return watchDNS(ctx, name, lookup, interval, set, logger)
+	return watchDNS(ctx, name, lookup, set, opts)
 }
 
 func checkPort(port string) error {
@@ -145,12 +164,16 @@ func checkPort(port string) error {
 	return nil
 }
 
-func watchDNS(ctx context.Context, what string, lookup func(context.Context) ([]Backend, error), interval time.Duration, set func([]Backend) error, logger *slog.Logger) (*DNSWatcher, error) {
+func watchDNS(ctx context.Context, what string, lookup func(context.Context) ([]Backend, error), set func([]Backend) error, opts DNSOptions) (*DNSWatcher, error) {
+	interval, logger := opts.Interval, opts.Logger
 	switch {
-	case interval <= 0:
-		return nil, fmt.Errorf("%w: DNS interval %v is not positive", ErrInvalidConfig, interval)
-	case set == nil:
-		return nil, fmt.Errorf("%w: nil set function", ErrInvalidConfig)
+	case interval < 0:
+		return nil, configError("Interval", "negative: %v", interval)
+	case interval == 0:
+		interval = defaultDNSInterval
+	}
+	if set == nil {
+		return nil, configError("set", "nil set function")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)

@@ -21,7 +21,7 @@ func ExampleWatchDNS() {
 	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := httpmaglev.WatchDNS(ctx, nil, "web.default.svc.cluster.local:8080", 5*time.Second, t.SetBackends, slog.Default())
+	w, err := httpmaglev.WatchDNS(ctx, "web.default.svc.cluster.local:8080", t.SetBackends, httpmaglev.DNSOptions{Interval: 5 * time.Second, Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err)
 	}

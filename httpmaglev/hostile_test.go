@@ -208,7 +208,7 @@ func TestBackendFaultsCount(t *testing.T) {
 			base := http.DefaultTransport.(*http.Transport).Clone()
 			base.ResponseHeaderTimeout = 50 * time.Millisecond
 			tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectionTime: time.Hour,
-				DisableRetries: true, Transport: base}, servers)
+				DisableRetries: true, Base: base}, servers)
 			b, _ := tr.Lookup("k")
 			var victim *server
 			for _, s := range servers {
@@ -328,7 +328,7 @@ func TestProbesOwnPool(t *testing.T) {
 	s.gate = make(chan struct{})
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.MaxConnsPerHost = 2
-	tr := newTransport(t, httpmaglev.Config{Transport: base, HealthPath: "/healthz",
+	tr := newTransport(t, httpmaglev.Config{Base: base, HealthPath: "/healthz",
 		HealthInterval: 100 * time.Millisecond, HealthTimeout: 80 * time.Millisecond, Fall: 2}, servers)
 	client := &http.Client{Transport: tr}
 	done := make(chan error, 2)

@@ -31,7 +31,7 @@ import (
 // SetBackends, health checks and passive ejection build a new snapshot
 // and publish it.
 type Transport struct {
-	cfg     Config // normalized: Key, Transport and Logger are set
+	cfg     Config // normalized: Key, Base and Logger are set
 	ipOf    func(*http.Request) string
 	bounded *maglev.Bounded // the shared in-flight counts; nil when bounded loads are off
 	probe   *http.Client    // the active health checks' client
@@ -83,7 +83,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 			return nil, &ConfigError{Field: "BalanceFactor", Err: err}
 		}
 	}
-	probe := cfg.Transport
+	probe := cfg.Base
 	if tr, ok := probe.(*http.Transport); ok {
 		probe = tr.Clone() // its own pool: probes never wait behind requests
 	}
@@ -213,10 +213,10 @@ func (t *Transport) Close() error {
 // CloseIdleConnections method, as http.Client.CloseIdleConnections
 // expects.
 func (t *Transport) CloseIdleConnections() {
-	if c, ok := t.cfg.Transport.(interface{ CloseIdleConnections() }); ok {
+	if c, ok := t.cfg.Base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
-	if t.probe.Transport != t.cfg.Transport {
+	if t.probe.Transport != t.cfg.Base {
 		t.probe.CloseIdleConnections()
 	}
 }
@@ -388,7 +388,7 @@ var errNilURL = errors.New("httpmaglev: nil Request.URL")
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when backend faults reach Config.EjectAfter.
 func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
-	resp, err := t.cfg.Transport.RoundTrip(out)
+	resp, err := t.cfg.Base.RoundTrip(out)
 	if err == nil {
 		if m.connFails.Load() != 0 {
 			m.connFails.Store(0)

@@ -104,7 +104,7 @@ func fleetBackend(env string) int {
 	signal.Notify(sig, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	reg, err := etcdmaglev.Register(ctx, c, prefix, endpoints.Endpoint{Addr: addr}, fleetTTL, logger)
+	reg, err := etcdmaglev.Register(ctx, c, prefix, endpoints.Endpoint{Addr: addr}, etcdmaglev.RegisterOptions{TTL: fleetTTL, Logger: logger})
 	if err != nil {
 		logger.Error("register", "err", err)
 		return 1

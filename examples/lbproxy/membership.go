@@ -78,20 +78,20 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: etcd: %w", err)
 		}
-		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, p.slog)
+		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, etcdmaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			_ = c.Close() // the Watch error is the one to report
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
 	case o.dns != "":
-		w, err := httpmaglev.WatchDNS(ctx, nil, o.dns, o.dnsInterval, p.t.SetBackends, p.slog)
+		w, err := httpmaglev.WatchDNS(ctx, o.dns, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close() }, nil
 	case o.dnsSRV != "":
-		w, err := httpmaglev.WatchSRV(ctx, nil, o.dnsSRV, o.dnsInterval, p.t.SetBackends, p.slog)
+		w, err := httpmaglev.WatchSRV(ctx, o.dnsSRV, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

@@ -66,7 +66,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		TableSize:      cfg.TableSize,
 		Hasher:         maglev.XXH3Seed(cfg.Seed),
 		BalanceFactor:  cfg.BalanceFactor,
-		Transport:      transport,
+		Base:           transport,
 		HealthPath:     cfg.HealthPath,
 		HealthInterval: cfg.HealthInterval,
 		HealthTimeout:  cfg.HealthTimeout,

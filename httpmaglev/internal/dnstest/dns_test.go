@@ -104,7 +104,7 @@ func names(bs []httpmaglev.Backend) string {
 
 func newTransport(t *testing.T, rt http.RoundTripper) *httpmaglev.Transport {
 	t.Helper()
-	tr, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-Key"), Transport: rt})
+	tr, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-Key"), Base: rt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,20 +115,21 @@ func newTransport(t *testing.T, rt http.RoundTripper) *httpmaglev.Transport {
 func TestWatchDNSArguments(t *testing.T) {
 	set := func([]httpmaglev.Backend) error { return nil }
 	for _, hp := range []string{"", "web.test", ":80", "web.test:", "web.test:http", "web.test:0", "web.test:65536"} {
-		if w, err := httpmaglev.WatchDNS(t.Context(), nil, hp, time.Second, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+		if w, err := httpmaglev.WatchDNS(t.Context(), hp, set, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
 			t.Errorf("WatchDNS(%q) = %v, %v; want ErrInvalidConfig", hp, w, err)
 		}
 	}
-	if w, err := httpmaglev.WatchSRV(t.Context(), nil, "", time.Second, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
+	if w, err := httpmaglev.WatchSRV(t.Context(), "", set, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
 		t.Errorf("WatchSRV(\"\") = %v, %v; want ErrInvalidConfig", w, err)
 	}
-	for _, d := range []time.Duration{0, -time.Second} {
-		if w, err := httpmaglev.WatchDNS(t.Context(), nil, "web.test:80", d, set, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
-			t.Errorf("WatchDNS interval %v = %v, %v; want ErrInvalidConfig", d, w, err)
-		}
+	// A negative interval (0 is the default) and a nil set: each a
+	// *ConfigError naming the option or argument.
+	var ce *httpmaglev.ConfigError
+	if w, err := httpmaglev.WatchDNS(t.Context(), "web.test:80", set, httpmaglev.DNSOptions{Interval: -time.Second}); w != nil || !errors.As(err, &ce) || ce.Field != "Interval" {
+		t.Errorf("WatchDNS interval -1s = %v, %v; want a ConfigError for Interval", w, err)
 	}
-	if w, err := httpmaglev.WatchDNS(t.Context(), nil, "web.test:80", time.Second, nil, nil); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
-		t.Errorf("WatchDNS with nil set = %v, %v; want ErrInvalidConfig", w, err)
+	if w, err := httpmaglev.WatchDNS(t.Context(), "web.test:80", nil, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.As(err, &ce) || ce.Field != "set" {
+		t.Errorf("WatchDNS with nil set = %v, %v; want a ConfigError for set", w, err)
 	}
 }
 
@@ -151,14 +152,13 @@ func TestWatchDNS(t *testing.T) {
 	z.set(t, "web.test.", "A", a("127.0.0.3", "127.0.0.1", "127.0.0.2")...)
 
 	// The first lookup fails: no such name.
-	if _, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "nothing.test.:"+port, interval, func([]httpmaglev.Backend) error { return nil }, nil); !errors.Is(err, httpmaglev.ErrDNS) {
+	if _, err := httpmaglev.WatchDNS(t.Context(), "nothing.test.:"+port, func([]httpmaglev.Backend) error { return nil }, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval}); !errors.Is(err, httpmaglev.ErrDNS) {
 		t.Fatalf("WatchDNS of a missing name: %v, want ErrDNS", err)
 	}
 
 	tr := newTransport(t, nil)
 	var logs servertest.Log
-	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:"+port, interval, tr.SetBackends,
-		slog.New(slog.NewTextHandler(&logs, nil)))
+	w, err := httpmaglev.WatchDNS(t.Context(), "web.test.:"+port, tr.SetBackends, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +218,10 @@ func TestWatchDNSBoth(t *testing.T) {
 	z.set(t, "both.test.", "A", "both.test. 1 IN A 192.0.2.1", "both.test. 1 IN A 192.0.2.1")
 	z.set(t, "both.test.", "AAAA", "both.test. 1 IN AAAA 2001:db8::1")
 	var got []httpmaglev.Backend
-	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "both.test.:8080", time.Hour, func(bs []httpmaglev.Backend) error {
+	w, err := httpmaglev.WatchDNS(t.Context(), "both.test.:8080", func(bs []httpmaglev.Backend) error {
 		got = bs
 		return nil
-	}, nil)
+	}, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestWatchSRV(t *testing.T) {
 	rt := http.DefaultTransport.(*http.Transport).Clone()
 	rt.DialContext = (&net.Dialer{Resolver: r}).DialContext
 	tr := newTransport(t, rt)
-	w, err := httpmaglev.WatchSRV(t.Context(), r, name, interval, tr.SetBackends, nil)
+	w, err := httpmaglev.WatchSRV(t.Context(), name, tr.SetBackends, httpmaglev.DNSOptions{Resolver: r, Interval: interval})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,10 +312,10 @@ func TestWatchFirstSetFails(t *testing.T) {
 		watch func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error)
 	}{
 		{"WatchDNS", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
-			return httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, nil)
+			return httpmaglev.WatchDNS(t.Context(), "web.test.:80", set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval})
 		}},
 		{"WatchSRV", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
-			return httpmaglev.WatchSRV(t.Context(), z.resolver(), srvName, interval, set, nil)
+			return httpmaglev.WatchSRV(t.Context(), srvName, set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval})
 		}},
 	}
 	for _, c := range watches {
@@ -384,7 +384,7 @@ func TestWatchDNSSetFails(t *testing.T) {
 		return len(offered)
 	}
 	var logs servertest.Log
-	w, err := httpmaglev.WatchDNS(t.Context(), z.resolver(), "web.test.:80", interval, set, slog.New(slog.NewTextHandler(&logs, nil)))
+	w, err := httpmaglev.WatchDNS(t.Context(), "web.test.:80", set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
