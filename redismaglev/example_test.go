@@ -58,3 +58,44 @@ func ExampleNewConsistentHash() {
 	// user:5 is on shard2
 	// bad names: "", true
 }
+
+// Weights by shard name, a table of 10,007 slots and a fleet's seed. A
+// shard not in Weights weighs 1; weight 0 drains one, which the Ring
+// still counts live but which owns no slots. The Ring calls the function
+// with its live shards, in map order; the table does not depend on it.
+func ExampleNewConsistentHashFunc() {
+	newHash, err := redismaglev.NewConsistentHashFunc(redismaglev.Options{
+		Weights:   map[string]uint32{"shard1": 3, "shard3": 0},
+		TableSize: 10007,
+		Seed:      0x5eed,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewRing(&redis.RingOptions{
+		Addrs: map[string]string{
+			"shard1": "10.0.0.1:6379",
+			"shard2": "10.0.0.2:6379",
+			"shard3": "10.0.0.3:6379",
+		},
+		NewConsistentHash: newHash,
+	})
+	defer func() { _ = rdb.Close() }()
+
+	// What the Ring builds while all three shards are up.
+	t := newHash([]string{"shard3", "shard1", "shard2"}).(*redismaglev.Hash).Table()
+	fmt.Println("shards: ", t.Backends())
+	fmt.Println("weights:", t.Weights())
+	fmt.Println("counts: ", t.Counts())
+
+	_, err = redismaglev.NewConsistentHashFunc(redismaglev.Options{TableSize: 10000})
+	fmt.Println("size 10000:", errors.Is(err, maglev.ErrNotPrime))
+	drained := newHash([]string{"shard3"}).(*redismaglev.Hash)
+	fmt.Println("only shard3 up:", errors.Is(drained.Err(), maglev.ErrNoBackends))
+	// Output:
+	// shards:  [shard1 shard2 shard3]
+	// weights: [3 1 0]
+	// counts:  [7505 2502 0]
+	// size 10000: true
+	// only shard3 up: true
+}

@@ -3,6 +3,7 @@ package redismaglev_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/maglevlb/maglev"
@@ -94,8 +95,8 @@ func TestBadShards(t *testing.T) {
 					t.Fatalf("Get(%q) = %q, want \"\"", k, got)
 				}
 			}
-			if err := h.Err(); !errors.Is(err, tc.want) {
-				t.Errorf("Err = %v, want %v", err, tc.want)
+			if err := h.Err(); !errors.Is(err, tc.want) || (err != nil && !strings.HasPrefix(err.Error(), "redismaglev: ")) {
+				t.Errorf("Err = %v, want %v with the prefix \"redismaglev: \"", err, tc.want)
 			}
 			if tc.want != nil && h.Table() != nil {
 				t.Error("a Hash over bad shards has a table")
@@ -104,21 +105,35 @@ func TestBadShards(t *testing.T) {
 	}
 }
 
-// TestGetAllocs checks that Get does not allocate, with shards and without.
+// TestGetAllocs checks that Get does not allocate, with shards and without,
+// and with weights, a seed (which takes Lookup's path for other hashers)
+// and a table size other than the default.
 func TestGetAllocs(t *testing.T) {
 	ks := keys("user", 64)
-	for _, shards := range [][]string{shardNames(4), shardNames(64), nil, {"", "x"}} {
-		h := redismaglev.NewConsistentHash(shards)
-		i := 0
-		var sink string
-		if n := testing.AllocsPerRun(1000, func() {
-			sink = h.Get(ks[i%len(ks)])
-			i++
-		}); n != 0 {
-			t.Errorf("%d shards: Get makes %v allocations, want 0", len(shards), n)
-		}
-		if (len(shards) > 0 && shards[0] != "") != (sink != "") {
-			t.Errorf("%d shards: Get returned %q", len(shards), sink)
+	weighted, err := redismaglev.NewConsistentHashFunc(redismaglev.Options{
+		Weights: map[string]uint32{"shard0": 3, "shard1": 0}, TableSize: 10007, Seed: 0x5eed,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, hash := range []struct {
+		name string
+		new  func([]string) redis.ConsistentHash
+	}{{"NewConsistentHash", redismaglev.NewConsistentHash}, {"weighted", weighted}} {
+		for _, shards := range [][]string{shardNames(4), shardNames(64), nil, {"", "x"}, {"shard1"}} {
+			h := hash.new(shards)
+			i := 0
+			var sink string
+			if n := testing.AllocsPerRun(1000, func() {
+				sink = h.Get(ks[i%len(ks)])
+				i++
+			}); n != 0 {
+				t.Errorf("%s, %d shards: Get makes %v allocations, want 0", hash.name, len(shards), n)
+			}
+			none := len(shards) == 0 || shards[0] == "" || (hash.name == "weighted" && shards[0] == "shard1")
+			if none != (sink == "") {
+				t.Errorf("%s, %d shards: Get returned %q", hash.name, len(shards), sink)
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package redismaglev_test
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -217,6 +218,7 @@ func TestRingScaleOut(t *testing.T) {
 
 // hashCalls records the shard lists a Ring builds its hash from.
 type hashCalls struct {
+	new   func([]string) redis.ConsistentHash // nil: redismaglev.NewConsistentHash
 	mu    sync.Mutex
 	calls [][]string // each sorted
 }
@@ -226,6 +228,9 @@ func (h *hashCalls) newConsistentHash(shards []string) redis.ConsistentHash {
 	h.mu.Lock()
 	h.calls = append(h.calls, s)
 	h.mu.Unlock()
+	if h.new != nil {
+		return h.new(shards)
+	}
 	return redismaglev.NewConsistentHash(shards)
 }
 
@@ -325,5 +330,86 @@ func TestRingBadShardName(t *testing.T) {
 	}
 	if err := r.Get(ctx, "k").Err(); err == nil || errors.Is(err, redis.Nil) {
 		t.Errorf("GET through a Ring with a shard named \"\": %v, want an error", err)
+	}
+}
+
+// keyBound returns how far the number of n keys that land on a shard
+// owning slots of the m slots may be from its expectation n·slots/m: 5
+// standard deviations of that binomial, which a fair hash exceeds with
+// probability under 10⁻⁶.
+func keyBound(n, slots, m int) float64 {
+	p := float64(slots) / float64(m)
+	return 5 * math.Sqrt(float64(n)*p*(1-p))
+}
+
+// TestRingWeighted sets keys through a real Ring over four shards of
+// weights 1, 2, 3 and 0 (drained), with a table of 10,007 slots and a
+// seed, and checks the exact slot counts, that each key is on the server
+// of the shard the table names and on no other, that each shard's share
+// of the keys follows its slots, and that the drained shard, which holds
+// no key, is still one of the Ring's live shards. A Ring over the same
+// servers without the seed then hits a key exactly where the two tables
+// agree. The shards are named shard0 to shard3, so the table and every
+// count are the same on every run.
+func TestRingWeighted(t *testing.T) {
+	servers := startRedis(t, 4)
+	names := shardNames(4)
+	opts := redismaglev.Options{
+		Weights:   map[string]uint32{names[0]: 1, names[1]: 2, names[2]: 3, names[3]: 0},
+		TableSize: 10007,
+		Seed:      0x5eed,
+	}
+	var rec hashCalls
+	rec.new = mustHashFunc(t, opts)
+	r := newRing(t, servers, rec.newConsistentHash, 0)
+	if got := rec.last(); !slices.Equal(got, names) {
+		t.Fatalf("the Ring built its hash from %q, want %q", got, names)
+	}
+	if n := r.Len(); n != 4 {
+		t.Fatalf("the Ring has %d live shards, want 4 (the drained one included)", n)
+	}
+	table := tableOf(t, rec.new(names))
+	sameTable(t, "the Ring's table", table, reference(t, names, opts))
+	// (10007 − 3)·w/6 + 1 for w = 1, 2, 3, rounded by the turns; the
+	// drained shard owns none. Counts depend on the weights, their order
+	// and M, not on the names or the seed.
+	if got, want := table.Counts(), []int{1668, 3336, 5003, 0}; !slices.Equal(got, want) {
+		t.Fatalf("slot counts %v, want %v", got, want)
+	}
+	checkShares(t, table)
+
+	ks := keys("weighted", 6000)
+	setAll(t, r, ks)
+	checkPlacement(t, servers, ks, table.Lookup)
+	perShard := map[string]int{}
+	for _, k := range ks {
+		perShard[table.Lookup(k)]++
+	}
+	for i, name := range names {
+		n, slots := perShard[name], table.Counts()[i]
+		want := float64(len(ks)*slots) / float64(table.Size())
+		t.Logf("%s (weight %d, %d slots): %d of %d keys, expected %.0f", name, table.Weights()[i], slots, n, len(ks), want)
+		if d := float64(n) - want; math.Abs(d) > keyBound(len(ks), slots, table.Size()) {
+			t.Errorf("%s holds %d keys, want %.0f ± %.0f", name, n, want, keyBound(len(ks), slots, table.Size()))
+		}
+	}
+
+	// The seed moves keys, exactly where the tables disagree.
+	noSeed := opts
+	noSeed.Seed = 0
+	unseeded := mustHashFunc(t, noSeed)
+	hits := getAll(t, newRing(t, servers, unseeded, 0), ks)
+	other := unseeded(names)
+	for _, k := range ks {
+		if same := table.Lookup(k) == other.Get(k); hits[k] != same {
+			t.Fatalf("%q hit = %v without the seed, but its shard stays = %v", k, hits[k], same)
+		}
+	}
+	// Independent tables of shares 1/6, 2/6, 3/6 agree on a key with
+	// probability 1/36 + 4/36 + 9/36 = 0.389.
+	rate := float64(len(hits)) / float64(len(ks))
+	t.Logf("keys read without the seed: %.4f hit", rate)
+	if rate < 0.389-0.05 || rate > 0.389+0.05 {
+		t.Errorf("without the seed %.4f of the keys hit, want 0.389 ± 0.05", rate)
 	}
 }
