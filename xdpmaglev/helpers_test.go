@@ -1,0 +1,195 @@
+package xdpmaglev
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"testing"
+)
+
+// needBPF skips the test when the machine cannot load BPF programs (not
+// root, or no BPF), naming what is missing; under CI=true it fails
+// instead.
+func needBPF(t testing.TB) {
+	t.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root: loading BPF programs needs CAP_BPF and CAP_NET_ADMIN (run the tests as root)"
+	} else if err := bpfWorks(); err != nil {
+		why = "this kernel does not load the program: " + err.Error()
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+var bpfOnce = sync.OnceValue(func() error {
+	lb, err := Load("", Options{ConntrackSize: 16, MaxBackends: 4, MaxServices: 1, M: 7})
+	if err != nil {
+		return err
+	}
+	return lb.Close()
+})
+
+func bpfWorks() error { return bpfOnce() }
+
+var (
+	lbMAC     = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}
+	clientMAC = net.HardwareAddr{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}
+)
+
+// newLB loads an unattached LB for BPF_PROG_TEST_RUN, closed at the end of
+// the test.
+func newLB(t testing.TB, opts Options) *LB {
+	t.Helper()
+	needBPF(t)
+	if opts.SourceMAC == nil {
+		opts.SourceMAC = lbMAC
+	}
+	if opts.ConntrackSize == 0 {
+		opts.ConntrackSize = 1 << 14
+	}
+	lb, err := Load("", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := lb.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return lb
+}
+
+// backendMAC is test backend i's hardware address.
+func backendMAC(i int) net.HardwareAddr {
+	return net.HardwareAddr{0x02, 0xbe, 0, 0, byte(i >> 8), byte(i)}
+}
+
+// testBackends returns n backends 198.18.1.1.. (or 2001:db8:1::1.. for
+// IPv6) with weight 1 and MACs backendMAC(first..).
+func testBackends(first, n int, v6 bool) []Backend {
+	bs := make([]Backend, n)
+	for i := range bs {
+		a := netip.AddrFrom4([4]byte{198, 18, 1, byte(first + i)})
+		if v6 {
+			a = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 1, 14: byte((first + i) >> 8), 15: byte(first + i)})
+		}
+		bs[i] = Backend{Addr: a, Weight: 1, HW: backendMAC(first + i)}
+	}
+	return bs
+}
+
+// packet builds an Ethernet frame from the client to lbMAC carrying an
+// IPv4 or IPv6 packet of protocol proto from src to dst, with a TCP (20
+// bytes) or UDP (8 bytes) header for those protocols, and payload.
+func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
+	var l4 []byte
+	switch proto {
+	case 6:
+		l4 = make([]byte, 20)
+		l4[12] = 5 << 4
+		l4[13] = 0x02 // SYN
+	case 17:
+		l4 = make([]byte, 8)
+		binary.BigEndian.PutUint16(l4[4:], uint16(8+len(payload)))
+	default:
+		l4 = make([]byte, 4)
+	}
+	binary.BigEndian.PutUint16(l4[0:], src.Port())
+	binary.BigEndian.PutUint16(l4[2:], dst.Port())
+	l4 = append(l4, payload...)
+	b := append([]byte{}, lbMAC...)
+	b = append(b, clientMAC...)
+	if src.Addr().Is4() {
+		b = append(b, 0x08, 0x00)
+		ip := make([]byte, 20)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
+		ip[8] = 64
+		ip[9] = proto
+		s, d := src.Addr().As4(), dst.Addr().As4()
+		copy(ip[12:], s[:])
+		copy(ip[16:], d[:])
+		b = append(b, ip...)
+	} else {
+		b = append(b, 0x86, 0xdd)
+		ip := make([]byte, 40)
+		ip[0] = 0x60
+		binary.BigEndian.PutUint16(ip[4:], uint16(len(l4)))
+		ip[6] = proto
+		ip[7] = 64
+		s, d := src.Addr().As16(), dst.Addr().As16()
+		copy(ip[8:], s[:])
+		copy(ip[24:], d[:])
+		b = append(b, ip...)
+	}
+	return append(b, l4...)
+}
+
+// XDP verdicts.
+const (
+	xdpAborted = 0
+	xdpDrop    = 1
+	xdpPass    = 2
+	xdpTX      = 3
+)
+
+// run runs the load balancer's program once on in.
+func run(t testing.TB, lb *LB, in []byte) (uint32, []byte) {
+	t.Helper()
+	v, out, err := lb.objs.XdpMaglev.Test(in)
+	if err != nil {
+		t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
+	}
+	return v, out
+}
+
+// counters returns the data plane's counters by name.
+func counters(t testing.TB, lb *LB) map[string]uint64 {
+	t.Helper()
+	st, err := lb.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]uint64{
+		"tx":               st.Forwarded,
+		"conntrack_hit":    st.Conntrack.Hits,
+		"conntrack_miss":   st.Conntrack.Misses,
+		"conntrack_stale":  st.Conntrack.Stale,
+		"conntrack_insert": st.Conntrack.Inserts,
+	}
+	for k, v := range st.Passed {
+		m["pass_"+k] = v
+	}
+	for k, v := range st.Dropped {
+		m["drop_"+k] = v
+	}
+	return m
+}
+
+// delta returns the counters that changed from before to after.
+func delta(before, after map[string]uint64) map[string]uint64 {
+	d := map[string]uint64{}
+	for k, v := range after {
+		if v != before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	return d
+}
+
+// want checks err wraps target.
+func wantErr(t *testing.T, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v, want one wrapping %v", err, target)
+	}
+}

@@ -1,0 +1,267 @@
+package xdpmaglev
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/maglevlb/maglev"
+)
+
+// AttachMode says how the program is attached to the interface.
+type AttachMode int
+
+const (
+	// AttachAuto attaches natively (in the driver) where the driver
+	// supports XDP, and generically (after the kernel has built its
+	// socket buffer, much slower) otherwise. The zero value.
+	AttachAuto AttachMode = iota
+	// AttachNative attaches in the driver, or fails.
+	AttachNative
+	// AttachGeneric attaches generically, whatever the driver supports.
+	AttachGeneric
+	// AttachNone is the mode of an LB loaded without an interface.
+	AttachNone
+)
+
+// String returns "auto", "native", "generic" or "none".
+func (m AttachMode) String() string {
+	switch m {
+	case AttachAuto:
+		return "auto"
+	case AttachNative:
+		return "native"
+	case AttachGeneric:
+		return "generic"
+	case AttachNone:
+		return "none"
+	}
+	return fmt.Sprintf("AttachMode(%d)", int(m))
+}
+
+// Options configure Load. The zero value is ready to use.
+type Options struct {
+	// M is every service's table size: a prime, maglev.DefaultSize
+	// (65,537) if 0. A table of M slots takes 8·M bytes of kernel memory.
+	M int
+	// Seed seeds the flow hash (see FlowHash). Load balancers that should
+	// agree on where a new flow goes share it; a secret seed keeps
+	// outsiders from aiming flows at one backend.
+	Seed uint64
+	// ConntrackSize is the number of flows connection tracking holds
+	// (least recently used ones are forgotten first): 262,144 if 0, about
+	// 100 bytes of kernel memory each.
+	ConntrackSize int
+	// Mode is the attach mode; AttachAuto if zero.
+	Mode AttachMode
+	// MaxServices and MaxBackends bound the services, and the backends of
+	// all services together (a backend in two services counts twice): 64
+	// and 4,096 if 0.
+	MaxServices, MaxBackends int
+	// SourceMAC is the source address of forwarded frames: the
+	// interface's address if nil.
+	SourceMAC net.HardwareAddr
+}
+
+const (
+	defaultConntrack   = 1 << 18
+	defaultMaxServices = 64
+	defaultMaxBackends = 4096
+	maxEntries         = 1 << 24
+	noBackend          = 0xffffffff
+)
+
+// An LB is the XDP load balancer loaded into the kernel, and possibly
+// attached to an interface. Its methods are safe for concurrent use by
+// multiple goroutines.
+type LB struct {
+	mu       sync.Mutex // guards the fields below and the maps' contents
+	objs     maglevObjects
+	inner    *ebpf.MapSpec // a table's spec
+	link     link.Link     // nil if not attached
+	mode     AttachMode
+	ifindex  int
+	neigh    *neighbours // resolves backends' addresses; nil without an interface
+	opts     Options
+	services map[Service]*service
+	svcFree  []uint32 // free service ids, oldest first
+	beFree   []uint32 // free backend ids, oldest first
+	cookie   uint32   // the last backend cookie handed out
+	closed   bool
+}
+
+// Load loads the data plane into the kernel and attaches it to the
+// interface named iface, in opts.Mode. With AttachAuto it attaches natively
+// if the driver supports XDP and generically otherwise: Mode says which.
+// An empty iface loads the program without attaching it (Program returns
+// it, to attach elsewhere or to run with BPF_PROG_TEST_RUN).
+//
+// Load needs CAP_BPF and CAP_NET_ADMIN (root, usually). It works in the
+// network namespace of the calling thread; the LB's methods may then be
+// called from any. Close detaches the program and frees its maps.
+func Load(iface string, opts Options) (*LB, error) {
+	if err := normalize(&opts); err != nil {
+		return nil, err
+	}
+	var ifc *net.Interface
+	if iface != "" {
+		var err error
+		if ifc, err = net.InterfaceByName(iface); err != nil {
+			return nil, fmt.Errorf("%w %q: %v", ErrInterface, iface, err)
+		}
+		if opts.SourceMAC == nil {
+			if len(ifc.HardwareAddr) != 6 {
+				return nil, fmt.Errorf("%w %q: no Ethernet address", ErrInterface, iface)
+			}
+			opts.SourceMAC = ifc.HardwareAddr
+		}
+	}
+	spec, err := loadMaglev()
+	if err != nil {
+		return nil, fmt.Errorf("xdpmaglev: reading the program: %w", err)
+	}
+	var mac [6]byte
+	copy(mac[:], opts.SourceMAC)
+	for name, v := range map[string]any{"hash_seed": opts.Seed, "table_size": uint32(opts.M), "lb_mac": mac} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
+		}
+	}
+	spec.Maps["services"].MaxEntries = uint32(opts.MaxServices)
+	spec.Maps["tables"].MaxEntries = uint32(opts.MaxServices)
+	spec.Maps["service_stats"].MaxEntries = uint32(opts.MaxServices)
+	spec.Maps["backends"].MaxEntries = uint32(opts.MaxBackends)
+	spec.Maps["backend_stats"].MaxEntries = uint32(opts.MaxBackends)
+	spec.Maps["conntrack"].MaxEntries = uint32(opts.ConntrackSize)
+	inner := spec.Maps["tables"].InnerMap
+	inner.MaxEntries = uint32(opts.M)
+
+	lb := &LB{inner: inner, mode: AttachNone, opts: opts, services: map[Service]*service{}}
+	if err := spec.LoadAndAssign(&lb.objs, nil); err != nil {
+		return nil, fmt.Errorf("xdpmaglev: loading the program: %w", err)
+	}
+	for i := range uint32(opts.MaxServices) {
+		lb.svcFree = append(lb.svcFree, i)
+	}
+	for i := range uint32(opts.MaxBackends) {
+		lb.beFree = append(lb.beFree, i)
+	}
+	if ifc == nil {
+		return lb, nil
+	}
+	lb.ifindex = ifc.Index
+	if lb.neigh, err = newNeighbours(ifc.Index); err != nil {
+		lb.objs.Close()
+		return nil, err
+	}
+	if err := lb.attach(ifc, opts.Mode); err != nil {
+		lb.neigh.close()
+		lb.objs.Close()
+		return nil, err
+	}
+	return lb, nil
+}
+
+func normalize(o *Options) error {
+	if o.M == 0 {
+		o.M = maglev.DefaultSize
+	}
+	if err := maglev.CheckSize(o.M); err != nil {
+		return fmt.Errorf("%w: M: %w", ErrOptions, err)
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"ConntrackSize", &o.ConntrackSize, defaultConntrack},
+		{"MaxServices", &o.MaxServices, defaultMaxServices},
+		{"MaxBackends", &o.MaxBackends, defaultMaxBackends},
+	} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+		if *f.v < 1 || *f.v > maxEntries {
+			return fmt.Errorf("%w: %s %d not in [1, %d]", ErrOptions, f.name, *f.v, maxEntries)
+		}
+	}
+	if o.Mode < AttachAuto || o.Mode > AttachGeneric {
+		return fmt.Errorf("%w: Mode %v", ErrOptions, o.Mode)
+	}
+	if o.SourceMAC != nil && len(o.SourceMAC) != 6 {
+		return fmt.Errorf("%w: SourceMAC %v is not 6 bytes", ErrOptions, o.SourceMAC)
+	}
+	return nil
+}
+
+func (lb *LB) attach(ifc *net.Interface, mode AttachMode) error {
+	try := func(flags link.XDPAttachFlags) (link.Link, error) {
+		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpMaglev, Interface: ifc.Index, Flags: flags})
+	}
+	var err error
+	if mode == AttachAuto || mode == AttachNative {
+		if lb.link, err = try(link.XDPDriverMode); err == nil {
+			lb.mode = AttachNative
+			return nil
+		}
+		if mode == AttachNative {
+			return fmt.Errorf("%w: natively to %s: %w", ErrAttach, ifc.Name, err)
+		}
+	}
+	if lb.link, err = try(link.XDPGenericMode); err != nil {
+		return fmt.Errorf("%w: generically to %s: %w", ErrAttach, ifc.Name, err)
+	}
+	lb.mode = AttachGeneric
+	return nil
+}
+
+// Mode returns how the program is attached: AttachNative, AttachGeneric,
+// or AttachNone for an LB loaded without an interface.
+func (lb *LB) Mode() AttachMode { return lb.mode }
+
+// Program returns the XDP program. It stays owned by the LB: Close closes it.
+func (lb *LB) Program() *ebpf.Program { return lb.objs.XdpMaglev }
+
+// Close detaches the program, if attached, and closes the program and
+// every map, which the kernel then frees. Close is idempotent.
+func (lb *LB) Close() error {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return nil
+	}
+	lb.closed = true
+	var errs []error
+	if lb.link != nil {
+		if err := lb.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("xdpmaglev: detaching: %w", err))
+		}
+	}
+	if lb.neigh != nil {
+		lb.neigh.close()
+	}
+	if err := lb.objs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("xdpmaglev: closing: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// addrWords lays an address out as struct flow and struct svc_key hold it:
+// the bytes in network order, an IPv4 address in the first word.
+func addrWords(a netip.Addr) (w [4]uint32) {
+	var b [16]byte
+	if a.Is4() {
+		a4 := a.As4()
+		copy(b[:], a4[:])
+	} else {
+		b = a.As16()
+	}
+	for i := range w {
+		w[i] = nativeWord(b[4*i : 4*i+4])
+	}
+	return w
+}

@@ -1,0 +1,79 @@
+//go:build linux
+
+package xdpmaglev
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// neighbours reads the neighbour table (ARP for IPv4, NDP for IPv6) of
+// one interface, in the network namespace Load ran in.
+type neighbours struct {
+	h       *netlink.Handle
+	ifindex int
+}
+
+func newNeighbours(ifindex int) (*neighbours, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, fmt.Errorf("xdpmaglev: netlink: %w", err)
+	}
+	return &neighbours{h: h, ifindex: ifindex}, nil
+}
+
+func (n *neighbours) close() { n.h.Close() }
+
+// resolveWait bounds how long resolve waits for the kernel to resolve an
+// address it did not know.
+const resolveWait = 2 * time.Second
+
+// resolve returns addr's hardware address from the neighbour table. If
+// the table has no usable entry, it asks the kernel to resolve addr (as
+// "ip neigh replace ... use" does: an ARP request or a neighbour
+// solicitation) and waits up to resolveWait for the answer.
+func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
+	family := netlink.FAMILY_V4
+	if addr.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	deadline := time.Now().Add(resolveWait)
+	asked := false
+	for {
+		list, err := n.h.NeighList(n.ifindex, family)
+		if err != nil {
+			return nil, fmt.Errorf("xdpmaglev: reading the neighbour table: %w", err)
+		}
+		for _, e := range list {
+			ip, ok := netip.AddrFromSlice(e.IP)
+			if !ok || ip.Unmap() != addr || len(e.HardwareAddr) != 6 {
+				continue
+			}
+			if e.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) == 0 {
+				return e.HardwareAddr, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w for %v after %v: give Backend.HW, or check that it is on the interface's segment", ErrNoNeighbor, addr, resolveWait)
+		}
+		if !asked {
+			asked = true
+			err := n.h.NeighSet(&netlink.Neigh{
+				LinkIndex: n.ifindex,
+				Family:    family,
+				IP:        net.IP(addr.AsSlice()),
+				State:     netlink.NUD_INCOMPLETE,
+				Flags:     netlink.NTF_USE,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%w for %v: asking the kernel to resolve it: %v", ErrNoNeighbor, addr, err)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

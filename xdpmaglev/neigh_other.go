@@ -1,0 +1,16 @@
+//go:build !linux
+
+package xdpmaglev
+
+import (
+	"net"
+	"net/netip"
+)
+
+type neighbours struct{}
+
+func newNeighbours(int) (*neighbours, error) { return nil, ErrInterface }
+
+func (*neighbours) close() {}
+
+func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return nil, ErrNoNeighbor }

@@ -1,0 +1,149 @@
+package xdpmaglev
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Counter names, in the order of the data plane's counters (bpf/maglev.c).
+var counterNames = [...]string{
+	"tx",
+	"conntrack_hit",
+	"conntrack_miss",
+	"conntrack_stale",
+	"conntrack_insert",
+	"pass_not_ip",
+	"pass_truncated",
+	"pass_malformed",
+	"pass_not_tcp_udp",
+	"pass_fragment",
+	"pass_ip_options",
+	"pass_ipv6_ext",
+	"pass_no_service",
+	"drop_no_backend",
+}
+
+// Stats are the data plane's counters, summed over CPUs, since Load.
+type Stats struct {
+	// Forwarded counts the packets sent to a backend (XDP_TX).
+	Forwarded uint64 `json:"forwarded"`
+	// Conntrack counts lookups and writes of connection tracking: a hit
+	// names a backend still in the service; a miss (Stale of them found
+	// an entry whose backend had left) sends the flow to the table, and
+	// Inserts counts the entries then written.
+	Conntrack struct {
+		Hits    uint64 `json:"hits"`
+		Misses  uint64 `json:"misses"`
+		Stale   uint64 `json:"stale"`
+		Inserts uint64 `json:"inserts"`
+	} `json:"conntrack"`
+	// Passed counts the packets passed to the kernel (XDP_PASS), by
+	// reason: not_ip, truncated, malformed, not_tcp_udp, fragment,
+	// ip_options, ipv6_ext, no_service (docs/xdp.md defines each).
+	Passed map[string]uint64 `json:"passed"`
+	// Dropped counts the packets dropped (XDP_DROP), by reason:
+	// no_backend, a packet to a service whose table is empty.
+	Dropped map[string]uint64 `json:"dropped"`
+	// Services has one entry per service set, by VIP then protocol.
+	Services []ServiceStats `json:"services"`
+}
+
+// ServiceStats count the packets forwarded for one service.
+type ServiceStats struct {
+	Service Service `json:"-"`
+	Name    string  `json:"service"` // Service.String()
+	Packets uint64  `json:"packets"`
+	Bytes   uint64  `json:"bytes"` // frame bytes, Ethernet header included
+	// Backends has one entry per backend in the service, by address.
+	// A backend's counters start at 0 when it joins the service.
+	Backends []BackendStats `json:"backends"`
+}
+
+// BackendStats count the packets forwarded to one backend of a service.
+type BackendStats struct {
+	Addr    netip.Addr `json:"addr"`
+	Weight  uint32     `json:"weight"`
+	Packets uint64     `json:"packets"`
+	Bytes   uint64     `json:"bytes"`
+}
+
+// Stats reads the counters. It costs one system call per service and
+// backend, and a few more.
+func (lb *LB) Stats() (Stats, error) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return Stats{}, ErrClosed
+	}
+	var st Stats
+	st.Passed = map[string]uint64{}
+	st.Dropped = map[string]uint64{}
+	for i, name := range counterNames {
+		var per []uint64
+		if err := lb.objs.Counters.Lookup(uint32(i), &per); err != nil {
+			return Stats{}, fmt.Errorf("xdpmaglev: reading counter %s: %w", name, err)
+		}
+		var n uint64
+		for _, v := range per {
+			n += v
+		}
+		switch {
+		case name == "tx":
+			st.Forwarded = n
+		case name == "conntrack_hit":
+			st.Conntrack.Hits = n
+		case name == "conntrack_miss":
+			st.Conntrack.Misses = n
+		case name == "conntrack_stale":
+			st.Conntrack.Stale = n
+		case name == "conntrack_insert":
+			st.Conntrack.Inserts = n
+		case strings.HasPrefix(name, "pass_"):
+			st.Passed[strings.TrimPrefix(name, "pass_")] = n
+		case strings.HasPrefix(name, "drop_"):
+			st.Dropped[strings.TrimPrefix(name, "drop_")] = n
+		}
+	}
+	for svc, s := range lb.services {
+		ss := ServiceStats{Service: svc, Name: svc.String()}
+		var err error
+		if ss.Packets, ss.Bytes, err = sumStats(lb, true, s.id); err != nil {
+			return Stats{}, err
+		}
+		weights := s.table.Weights()
+		for addr, b := range s.backends {
+			bs := BackendStats{Addr: addr, Weight: weights[s.table.Index(addr.String())]}
+			if bs.Packets, bs.Bytes, err = sumStats(lb, false, b.id); err != nil {
+				return Stats{}, err
+			}
+			ss.Backends = append(ss.Backends, bs)
+		}
+		slices.SortFunc(ss.Backends, func(a, b BackendStats) int { return a.Addr.Compare(b.Addr) })
+		st.Services = append(st.Services, ss)
+	}
+	slices.SortFunc(st.Services, func(a, b ServiceStats) int {
+		if c := a.Service.VIP.Compare(b.Service.VIP); c != 0 {
+			return c
+		}
+		return int(a.Service.Proto) - int(b.Service.Proto)
+	})
+	return st, nil
+}
+
+func sumStats(lb *LB, service bool, id uint32) (packets, bytes uint64, err error) {
+	m := lb.objs.BackendStats
+	if service {
+		m = lb.objs.ServiceStats
+	}
+	var per []maglevStats
+	if err := m.Lookup(id, &per); err != nil {
+		return 0, 0, fmt.Errorf("xdpmaglev: reading counters: %w", err)
+	}
+	for _, v := range per {
+		packets += v.Packets
+		bytes += v.Bytes
+	}
+	return packets, bytes, nil
+}
