@@ -1,0 +1,116 @@
+package xdpmaglev
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// A testNet is a set of network namespaces joined by veth pairs to a
+// bridge in a namespace of its own, addressed from 198.18.0.0/15 (the
+// benchmarking range) and joined to nothing else. Every name carries the
+// test process's id, so runs do not collide; everything is removed at the
+// end of the test, on failure too.
+type testNet struct {
+	t      testing.TB
+	suffix string
+	sw     string // the bridge's namespace
+}
+
+// needNet skips (fails under CI=true) without root, BPF, ip or ethtool.
+func needNet(t testing.TB) {
+	t.Helper()
+	needBPF(t)
+	for _, tool := range []string{"ip", "ethtool"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			msg := fmt.Sprintf("%s is missing: install iproute2 and ethtool (apt-get install iproute2 ethtool)", tool)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+}
+
+func newTestNet(t testing.TB, tag string) *testNet {
+	needNet(t)
+	n := &testNet{t: t, suffix: fmt.Sprintf("%s%d", tag, os.Getpid())}
+	n.sw = n.addNS("sw")
+	n.ip(n.sw, "link", "add", "br0", "type", "bridge")
+	n.ip(n.sw, "link", "set", "br0", "up")
+	return n
+}
+
+// addNS creates namespace name-suffix, with lo up.
+func (n *testNet) addNS(name string) string {
+	ns := name + "-" + n.suffix
+	n.run("ip", "netns", "add", ns)
+	n.t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() }) //nolint:errcheck // best effort
+	n.ip(ns, "link", "set", "lo", "up")
+	return ns
+}
+
+// join connects namespace ns to the bridge by a veth pair: eth0 in ns,
+// with address addr (a /24 or /64), and port in the bridge's namespace.
+func (n *testNet) join(ns, port string, addrs ...string) {
+	n.ip(n.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	n.ip(n.sw, "link", "set", port, "master", "br0", "up")
+	for _, a := range addrs {
+		args := []string{"addr", "add", a, "dev", "eth0"}
+		if strings.Contains(a, ":") {
+			args = append(args, "nodad")
+		}
+		n.ip(ns, args...)
+	}
+	n.ip(ns, "link", "set", "eth0", "up")
+}
+
+func (n *testNet) ip(ns string, args ...string) {
+	n.run("ip", append([]string{"-n", ns}, args...)...)
+}
+
+func (n *testNet) exec(ns string, args ...string) {
+	n.run("ip", append([]string{"netns", "exec", ns}, args...)...)
+}
+
+func (n *testNet) sysctl(ns, key, value string) {
+	n.exec(ns, "sh", "-c", fmt.Sprintf("echo %s > /proc/sys/%s", value, strings.ReplaceAll(key, ".", "/")))
+}
+
+func (n *testNet) run(name string, args ...string) {
+	n.t.Helper()
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		n.t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+}
+
+// in runs fn on a thread of its own in namespace ns. Sockets and links
+// created there stay in ns; the thread is discarded after fn.
+func in[T any](ns string, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		var r result
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			r.err = err
+		} else {
+			defer h.Close()
+			if r.err = netns.Set(h); r.err == nil {
+				r.v, r.err = fn()
+			}
+		}
+		c <- r
+	}()
+	r := <-c
+	return r.v, r.err
+}
