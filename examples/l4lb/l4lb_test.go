@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/vishvananda/netns"
+)
+
+func TestParse(t *testing.T) {
+	c, err := parse(strings.Fields("-iface eth1 -vip [2001:db8::1]:53 -proto udp -backend 2001:db8::11 -backend 2001:db8::12=02:00:00:00:00:12 -m 251 -seed 7 -mode generic -admin :0"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.iface != "eth1" || c.svc.String() != "udp/[2001:db8::1]:53" || c.opts.M != 251 || c.opts.Seed != 7 ||
+		c.opts.Mode != xdpmaglev.AttachGeneric || c.admin != ":0" || len(c.backends) != 2 ||
+		c.backends[0].HW != nil || c.backends[1].HW.String() != "02:00:00:00:00:12" || c.backends[1].Weight != 1 {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, bad := range []string{
+		"-vip 198.19.0.1:80",
+		"-iface eth0",
+		"-iface eth0 -vip 198.19.0.1",
+		"-iface eth0 -vip 198.19.0.1:80 -proto sctp",
+		"-iface eth0 -vip 198.19.0.1:80 -mode offload",
+		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.300",
+		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3=02:00",
+		"-iface eth0 -vip 198.19.0.1:80 extra",
+	} {
+		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+// need skips the test (fails it under CI=true) without root or ip.
+func need(t *testing.T) {
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root: attaching an XDP program needs CAP_BPF and CAP_NET_ADMIN"
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		why = "ip is missing: install iproute2"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func ip(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestCommand builds l4lb and runs it on a veth in a namespace of its own:
+// it prints the attach mode, serves /debug/maglev, and detaches on
+// SIGTERM.
+func TestCommand(t *testing.T) {
+	need(t)
+	bin := filepath.Join(t.TempDir(), "l4lb")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	ns := fmt.Sprintf("l4lb-%d", os.Getpid())
+	ip(t, "netns", "add", ns)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() }) //nolint:errcheck // best effort
+	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
+	for _, dev := range []string{"lo", "v0", "v1"} {
+		ip(t, "-n", ns, "link", "set", dev, "up")
+	}
+
+	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+		"-backend", "198.18.0.11=02:00:00:00:00:11", "-backend", "198.18.0.12=02:00:00:00:00:12", "-m", "251", "-admin", "127.0.0.1:9180")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() }) //nolint:errcheck // already gone, normally
+	lines := make(chan string, 16)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("l4lb printed nothing for 20 s")
+		}
+		return ""
+	}
+	if l := next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
+		t.Fatalf("first line %q", l)
+	}
+	if l := next(); !strings.Contains(l, "/debug/maglev") {
+		t.Fatalf("second line %q", l)
+	}
+	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
+		t.Fatalf("no XDP program on v0: %s", out)
+	}
+
+	var st status
+	body, err := inNS(ns, func() ([]byte, error) {
+		// Dialled here, on the namespace's thread: an http.Client dials
+		// from goroutines of its own, in the test's namespace.
+		c, err := net.DialTimeout("tcp", "127.0.0.1:9180", 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // a bound, not a check
+		if _, err := io.WriteString(c, "GET /debug/maglev HTTP/1.0\r\nHost: l4lb\r\n\r\n"); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+			return nil, fmt.Errorf("status %s, content type %q", resp.Status, resp.Header.Get("Content-Type"))
+		}
+		return io.ReadAll(resp.Body)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if st.Attach != "native" || st.Table.Size != 251 || len(st.Table.Backends) != 2 ||
+		st.Table.Backends[0].Slots+st.Table.Backends[1].Slots != 251 || len(st.Stats.Services) != 1 {
+		t.Errorf("/debug/maglev: %s", body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("l4lb exited: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("l4lb still running 20 s after SIGTERM")
+	}
+	var last string
+	for l := range lines {
+		last = l
+	}
+	if last != "l4lb: detached from v0" {
+		t.Errorf("last line %q", last)
+	}
+	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
+		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
+	}
+}
+
+// inNS runs fn on a thread of its own in namespace ns.
+func inNS[T any](ns string, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		var r result
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			r.err = err
+		} else {
+			defer h.Close()
+			if r.err = netns.Set(h); r.err == nil {
+				r.v, r.err = fn()
+			}
+		}
+		c <- r
+	}()
+	r := <-c
+	return r.v, r.err
+}
