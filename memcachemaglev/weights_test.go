@@ -153,7 +153,7 @@ func TestRepeatsAddWeight(t *testing.T) {
 func TestWeightedIsNewWeighted(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	sizes := []int{0, 13, 251, 10007, maglev.DefaultSize, 131071}
-	for iter := range 40 {
+	for iter := range 25 {
 		n := 1 + r.IntN(12)
 		servers := make([]memcachemaglev.Server, n)
 		for i := range servers {
@@ -176,7 +176,7 @@ func TestWeightedIsNewWeighted(t *testing.T) {
 		want := mustTable(t, servers, size, opts.Seed)
 		what := fmt.Sprintf("iter %d (%d servers, %+v)", iter, len(servers), opts)
 		var s *memcachemaglev.Selector
-		for range 3 {
+		for range 2 {
 			shuffled := slices.Clone(servers)
 			r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 			var err error
