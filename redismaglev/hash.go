@@ -85,8 +85,8 @@ func NewConsistentHash(shards []string) redis.ConsistentHash {
 // list whose every shard is drained, whose Err wraps maglev.ErrNoBackends.
 //
 // NewConsistentHashFunc copies opts.Weights: changing the map afterwards
-// changes nothing. The Ring calls its NewConsistentHash only when its live
-// shards change, so weights are fixed for a Ring's life: to change them,
+// changes nothing, so the weights are fixed for the function's life, and
+// a Ring's NewConsistentHash cannot be replaced: to change the weights,
 // make a new Ring.
 //
 // NewConsistentHashFunc returns an error, whose text starts with
