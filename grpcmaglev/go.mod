@@ -23,3 +23,5 @@ require (
 replace github.com/maglevlb/maglev => ../
 
 replace github.com/maglevlb/maglev/envoymaglev => ../envoymaglev
+
+replace github.com/maglevlb/maglev/httpmaglev => ../httpmaglev

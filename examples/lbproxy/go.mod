@@ -5,8 +5,10 @@ go 1.26.0
 require (
 	github.com/maglevlb/maglev v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
+	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
+	github.com/maglevlb/maglev/httpmaglev v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
-	go.uber.org/zap v1.27.1
+	go.uber.org/zap v1.28.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -76,7 +78,7 @@ require (
 
 replace (
 	github.com/maglevlb/maglev => ../../
-	github.com/maglevlb/maglev/envoymaglev => ../../envoymaglev
 	github.com/maglevlb/maglev/etcdmaglev => ../../etcdmaglev
-	github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
+	github.com/maglevlb/maglev/etcdmaglev/etcdtest => ../../etcdmaglev/etcdtest
+	github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
 )

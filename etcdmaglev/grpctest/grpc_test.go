@@ -1,4 +1,4 @@
-package etcdmaglev_test
+package grpctest_test
 
 // grpcmaglev fed by etcd's own gRPC resolver, with no code of this package
 // in between: real gRPC servers register in real etcd, and a client's keys
@@ -18,6 +18,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	_ "github.com/maglevlb/maglev/grpcmaglev"
+	"github.com/maglevlb/maglev/httpmaglev"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 	etcdresolver "go.etcd.io/etcd/client/v3/naming/resolver"
 	"google.golang.org/grpc"
@@ -87,7 +88,11 @@ func TestGRPCResolver(t *testing.T) {
 
 	// An HTTP Transport fed by a Watcher on the same prefix: its table
 	// names the same backends.
-	tr := newTransport(t)
+	tr, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-Key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tr.Close() }()
 	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)

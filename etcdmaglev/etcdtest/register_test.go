@@ -1,4 +1,4 @@
-package etcdmaglev_test
+package etcdtest_test
 
 import (
 	"errors"

@@ -1,33 +1,40 @@
-package etcdmaglev
+package etcdtest_test
 
 import (
 	"context"
-	"log/slog"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
+
+// watchers returns how many goroutines run a Watcher's loop.
+func watchers() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	return strings.Count(string(buf), "etcdmaglev.(*Watcher).run(")
+}
 
 // TestClientCloseStopsWatcher: closing the etcd client ends the Watcher's
 // goroutine, instead of leaving it to retry a closed client until Close.
 func TestClientCloseStopsWatcher(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
-	w, err := Watch(t.Context(), c, "services/web", func([]httpmaglev.Backend) error { return nil }, WatchOptions{Logger: slog.New(slog.DiscardHandler)})
+	before := watchers()
+	w, err := etcdmaglev.Watch(t.Context(), c, "services/web", func([]httpmaglev.Backend) error { return nil }, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, settle, "the Watcher's goroutine", func() bool { return watchers() == before+1 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-w.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the Watcher's goroutine still runs 10 s after its client was closed")
-	}
+	waitFor(t, 10*time.Second, "the Watcher's goroutine to end after its client closed", func() bool { return watchers() == before })
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +46,7 @@ func TestClientCloseStopsWatcher(t *testing.T) {
 func TestDeregisterLeaseGone(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
-	r, err := Register(t.Context(), c, "services/web", endpoints.Endpoint{Addr: "127.0.0.1:8080"}, RegisterOptions{TTL: 5 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	r, err := etcdmaglev.Register(t.Context(), c, "services/web", endpoints.Endpoint{Addr: "127.0.0.1:8080"}, etcdmaglev.RegisterOptions{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
