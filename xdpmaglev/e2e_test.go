@@ -177,6 +177,30 @@ func (c *conn) echo(line string) error {
 	return nil
 }
 
+// settled returns the load balancer's counters once the last packets of
+// the connections closed (FINs, ACKs) have gone through: two reads 50 ms
+// apart that agree, within 2 s.
+func (e *e2e) settled(t *testing.T) Stats {
+	t.Helper()
+	prev, err := e.lb.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		time.Sleep(50 * time.Millisecond)
+		st, err := e.lb.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Forwarded == prev.Forwarded && st.Services[0].Packets == st.Forwarded {
+			return st
+		}
+		prev = st
+	}
+	t.Fatalf("the counters did not settle in 2 s: %+v", prev)
+	return prev
+}
+
 func (e *e2e) svc() Service { return Service{VIP: e.vip, Proto: TCP} }
 
 func (e *e2e) predict(port int) string {
@@ -264,10 +288,7 @@ func TestEndToEnd(t *testing.T) {
 	if len(per) != 3 {
 		t.Errorf("1,000 connections reached %v, want all 3 backends", per)
 	}
-	st, err := e.lb.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := e.settled(t)
 	// A connection is at least 4 packets from the client (SYN, ACK, FIN,
 	// ACK), none of them a reply; replies would be TCP packets to no
 	// service.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
+	"golang.org/x/sys/unix"
 )
 
 // Proto is an IP protocol number: TCP or UDP.
@@ -244,22 +245,12 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 		slots[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
 	}
 	owners := table.AppendSlots(make([]uint32, 0, lb.opts.M))
-	values := make([]maglevSlot, len(owners))
-	keys := make([]uint32, len(owners))
-	for i, o := range owners {
-		keys[i] = uint32(i)
-		if o == maglev.NoBackend {
-			values[i] = maglevSlot{Id: noBackend}
-		} else {
-			values[i] = slots[o]
-		}
-	}
 	inner, err := ebpf.NewMap(lb.inner)
 	if err != nil {
 		return fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
 	}
 	defer inner.Close()
-	if _, err := inner.BatchUpdate(keys, values, nil); err != nil {
+	if err := writeSlots(inner, owners, slots); err != nil {
 		return fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
 	}
 	if err := lb.objs.Tables.Put(next.id, inner); err != nil {
@@ -343,6 +334,31 @@ func (lb *LB) Services() []Service {
 		out = append(out, s)
 	}
 	return out
+}
+
+// writeSlots writes the table map: slot i holds slots[owners[i]], or no
+// backend. The map is BPF_F_MMAPABLE, so this is a copy into its memory,
+// mapped here and unmapped before returning (a map stays alive while it
+// is mapped): one system call each way instead of one update per slot.
+func writeSlots(m *ebpf.Map, owners []uint32, slots []maglevSlot) error {
+	size := 8 * len(owners)
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fmt.Errorf("mmap: %w", err)
+	}
+	for i, o := range owners {
+		v := maglevSlot{Id: noBackend}
+		if o != maglev.NoBackend {
+			v = slots[o]
+		}
+		binary.NativeEndian.PutUint32(mem[8*i:], v.Id)
+		binary.NativeEndian.PutUint32(mem[8*i+4:], v.Cookie)
+	}
+	if err := unix.Munmap(mem); err != nil {
+		return fmt.Errorf("munmap: %w", err)
+	}
+	return nil
 }
 
 // zeroStats sets every CPU's counters of entry i of m to zero.

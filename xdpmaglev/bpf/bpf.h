@@ -24,6 +24,7 @@ typedef unsigned long long __u64;
 #define BPF_MAP_TYPE_LRU_HASH 9
 #define BPF_MAP_TYPE_ARRAY_OF_MAPS 12
 #define BPF_ANY 0
+#define BPF_F_MMAPABLE (1U << 10)
 
 // XDP verdicts and context.
 enum xdp_action {

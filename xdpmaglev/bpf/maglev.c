@@ -97,6 +97,7 @@ struct {
 		__type(key, __u32);
 		__type(value, struct slot);
 		__uint(max_entries, 65537); // Options.M
+		__uint(map_flags, BPF_F_MMAPABLE); // written through mmap
 	});
 } tables SEC(".maps");
 

@@ -1,0 +1,110 @@
+package xdpmaglev
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/maglevlb/maglev"
+)
+
+// BenchmarkPacket measures the program per packet through
+// BPF_PROG_TEST_RUN, in the kernel's own timing (the syscall is not
+// counted), next to xdp_pass, a program that only returns XDP_PASS: the
+// harness's floor, measured the same way in the same run.
+//
+// established and non-VIP run one packet 10^6 times per call (Repeat);
+// their floor is floor/repeat. A repeated packet is one flow, so new_flow
+// runs a packet of a new source port per call, Repeat 1, over as many
+// calls as -benchtime gives (use -benchtime 1000000x); its floor is
+// floor/once, which pays the same per-call cost. Each reports ns/packet.
+func BenchmarkPacket(b *testing.B) {
+	lb := newLB(b, Options{})
+	svc := Service{VIP: vip(false, 80), Proto: TCP}
+	if err := lb.SetService(svc, testBackends(1, 100, false)); err != nil {
+		b.Fatal(err)
+	}
+	flow := packet(client(false, 1), svc.VIP, 6, nil)
+	other := packet(client(false, 1), netip.MustParseAddrPort("198.19.255.2:80"), 6, nil)
+	if v, _ := run(b, lb, flow); v != xdpTX {
+		b.Fatalf("verdict %d", v)
+	}
+	repeated := func(prog *ebpf.Program, in []byte, want uint32) func(*testing.B) {
+		return func(b *testing.B) {
+			const repeat = 1_000_000
+			var total time.Duration
+			for range b.N {
+				v, d, err := prog.Benchmark(in, repeat, nil)
+				if err != nil || v != want {
+					b.Fatalf("verdict %d, %v", v, err)
+				}
+				total += d
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
+		}
+	}
+	once := func(prog *ebpf.Program, want uint32) func(*testing.B) {
+		return func(b *testing.B) {
+			in := packet(client(false, 1), svc.VIP, 6, nil)
+			var total time.Duration
+			for i := range b.N {
+				// A new flow each call: the source address and port.
+				binary.BigEndian.PutUint32(in[14+12:], 0xc6120000|uint32(i>>16)&0xffff)
+				binary.BigEndian.PutUint16(in[14+20:], uint16(i))
+				v, d, err := prog.Benchmark(in, 1, nil)
+				if err != nil || v != want {
+					b.Fatalf("verdict %d, %v", v, err)
+				}
+				total += d
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
+		}
+	}
+	b.Run("floor/repeat", repeated(lb.objs.XdpPass, flow, xdpPass))
+	b.Run("established", repeated(lb.objs.XdpMaglev, flow, xdpTX))
+	b.Run("non-VIP", repeated(lb.objs.XdpMaglev, other, xdpPass))
+	b.Run("floor/once", once(lb.objs.XdpPass, xdpPass))
+	b.Run("new_flow", once(lb.objs.XdpMaglev, xdpTX))
+}
+
+// BenchmarkSetService measures an update of a service of N backends: the
+// table build alone (maglev.NewWeighted), and SetService whole (the build,
+// a new table map written with one batch update, and the swap). Each
+// update alternates between two backend sets that differ in one backend.
+func BenchmarkSetService(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		const m = maglev.DefaultSize
+		sets := [2][]Backend{testBackendsN(0, n), testBackendsN(1, n)}
+		b.Run(fmt.Sprintf("N=%d/M=%d/build", n, m), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N {
+				if _, err := maglev.NewWeighted(names(sets[i%2]), m, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("N=%d/M=%d/SetService", n, m), func(b *testing.B) {
+			lb := newLB(b, Options{MaxBackends: 2 * n})
+			svc := Service{VIP: vip(false, 80), Proto: TCP}
+			b.ReportAllocs()
+			for i := range b.N {
+				if err := lb.SetService(svc, sets[i%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// testBackendsN returns n backends in 198.18.0.0/15 from the offset-th on.
+func testBackendsN(offset, n int) []Backend {
+	bs := make([]Backend, n)
+	for i := range bs {
+		j := offset + i
+		bs[i] = Backend{Addr: netip.AddrFrom4([4]byte{198, 18, byte(j >> 8), byte(j)}), Weight: 1, HW: backendMAC(j)}
+	}
+	return bs
+}
