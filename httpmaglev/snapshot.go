@@ -1,7 +1,9 @@
 package httpmaglev
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -254,25 +256,47 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	t.members = all
 	t.cur.Store(s)
 
-	// The change, from the two tables' backends, both sorted by name: one
-	// merge, O(N).
+	if t.cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
+		t.logRebuild(old, s, why)
+	}
+	return nil
+}
+
+// maxLoggedChanges is how many joined and left backends a rebuild's log
+// line names; the rest it counts.
+const maxLoggedChanges = 8
+
+// logRebuild logs the rebuild from old to s: the backends that joined and
+// left the table (from the two tables' backends, both sorted by name: one
+// merge, O(N)), and the slots that moved.
+func (t *Transport) logRebuild(old, s *snapshot, why string) {
 	was, now := old.backends, s.backends
 	var change []string
+	more := 0
+	note := func(sign, name string) {
+		if len(change) < maxLoggedChanges {
+			change = append(change, sign+name)
+		} else {
+			more++
+		}
+	}
 	for len(was) > 0 || len(now) > 0 {
 		switch {
 		case len(was) == 0 || (len(now) > 0 && now[0].Name < was[0].Name):
-			change = append(change, "+"+now[0].Name)
+			note("+", now[0].Name)
 			now = now[1:]
 		case len(now) == 0 || was[0].Name < now[0].Name:
-			change = append(change, "-"+was[0].Name)
+			note("-", was[0].Name)
 			was = was[1:]
 		default:
 			was, now = was[1:], now[1:]
 		}
 	}
+	if more > 0 {
+		change = append(change, fmt.Sprintf("(and %d more)", more))
+	}
 	m := s.table.Size()
-	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(s.backends), "backends", len(all),
+	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(s.backends), "backends", len(s.all),
 		"change", strings.Join(change, " "), "moved", s.churn, "slots", m,
 		"percent", fmt.Sprintf("%.1f", 100*float64(s.churn)/float64(m)))
-	return nil
 }
