@@ -139,8 +139,12 @@ func Load(iface string, opts Options) (*LB, error) {
 	spec.Maps["conntrack"].MaxEntries = uint32(opts.ConntrackSize)
 	inner := spec.Maps["tables"].InnerMap
 	inner.MaxEntries = uint32(opts.M)
+	// Each SetService creates a table from this spec: without its BTF,
+	// which the kernel would otherwise load anew every time.
+	table := inner.Copy()
+	table.Key, table.Value = nil, nil
 
-	lb := &LB{inner: inner, mode: AttachNone, opts: opts, services: map[Service]*service{}}
+	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}}
 	if err := spec.LoadAndAssign(&lb.objs, nil); err != nil {
 		return nil, fmt.Errorf("xdpmaglev: loading the program: %w", err)
 	}
