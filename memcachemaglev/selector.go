@@ -12,10 +12,37 @@ import (
 	"github.com/maglevlb/maglev"
 )
 
-// ErrResolve means a server's address could not be resolved: a TCP address
-// without a port or with a bad one, or a host name that does not resolve.
-// The error wraps the net package's error as well.
-var ErrResolve = errors.New("memcachemaglev: cannot resolve server address")
+var (
+	// ErrResolve means a server's address could not be resolved: a TCP
+	// address without a port or with a bad one, or a host name that does
+	// not resolve. The error wraps the net package's error as well.
+	ErrResolve = errors.New("memcachemaglev: cannot resolve server address")
+
+	// ErrInvalidConfig is wrapped by the error NewWeighted returns for bad
+	// Options: a *ConfigError naming the field. An error about a bad
+	// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge.
+	ErrInvalidConfig = errors.New("memcachemaglev: invalid config")
+)
+
+// A ConfigError reports the Options field that is wrong, and why. Its
+// message starts with "memcachemaglev: invalid config: " and names the
+// field; errors.Is matches it with ErrInvalidConfig and with its reason.
+// (Every package of the project reports a bad config with a ConfigError of
+// its own of this shape; see docs/conventions.md.)
+type ConfigError struct {
+	Field string // the Options field: "TableSize"
+	Err   error  // the reason
+}
+
+// Error returns "memcachemaglev: invalid config: FIELD: REASON", where a
+// reason from package maglev loses its "maglev: " prefix.
+func (e *ConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "maglev: ")
+}
+
+// Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
+// errors.As.
+func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
 
 var _ memcache.ServerSelector = (*Selector)(nil)
 
@@ -91,9 +118,9 @@ func New(servers ...string) (*Selector, error) {
 // NewWeighted returns a Selector over weighted servers whose tables have
 // the size and seed of opts, for these servers and for every later
 // SetServers and SetWeighted. See SetWeighted for the servers and the
-// errors; NewWeighted also returns an error wrapping maglev.ErrNotPrime
-// or maglev.ErrTooLarge for a bad opts.TableSize, before anything else is
-// checked. For a list in gomemcache's convention, where a repeat adds
+// errors; for a bad opts.TableSize, before anything else is checked,
+// NewWeighted returns a *ConfigError, which errors.Is matches with
+// ErrInvalidConfig and with maglev.ErrNotPrime or maglev.ErrTooLarge. For a list in gomemcache's convention, where a repeat adds
 // weight, pass Weigh(list...).
 //
 // NewWeighted costs what SetWeighted does.
@@ -103,7 +130,7 @@ func NewWeighted(servers []Server, opts Options) (*Selector, error) {
 		size = maglev.DefaultSize
 	}
 	if err := maglev.CheckSize(size); err != nil {
-		return nil, fmt.Errorf("memcachemaglev: Options.TableSize: %w", err)
+		return nil, &ConfigError{Field: "TableSize", Err: err}
 	}
 	s := &Selector{size: size, seed: opts.Seed}
 	if err := s.SetWeighted(servers); err != nil {

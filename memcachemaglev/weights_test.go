@@ -311,8 +311,9 @@ func TestSeed(t *testing.T) {
 }
 
 // TestBadWeighted checks each kind of bad weighted list and bad Options:
-// the error's prefix, what errors.Is matches, and that SetWeighted keeps
-// the previous servers.
+// the error's prefix, what errors.Is matches, a *ConfigError naming the
+// field for bad Options only, and that SetWeighted keeps the previous
+// servers.
 func TestBadWeighted(t *testing.T) {
 	type S = memcachemaglev.Server
 	good := []S{{"10.0.0.1:11211", 1}, {"10.0.0.2:11211", 2}}
@@ -325,7 +326,7 @@ func TestBadWeighted(t *testing.T) {
 		servers []S
 		opts    memcachemaglev.Options
 		want    error
-		options bool // the Options are bad: only NewWeighted can fail
+		options bool // the Options are bad: NewWeighted fails with a *ConfigError, SetWeighted cannot
 	}{
 		{"empty list", nil, memcachemaglev.Options{}, maglev.ErrNoBackends, false},
 		{"all drained", []S{{"10.0.0.1:11211", 0}, {"10.0.0.2:11211", 0}}, memcachemaglev.Options{}, maglev.ErrNoBackends, false},
@@ -348,7 +349,14 @@ func TestBadWeighted(t *testing.T) {
 			if !strings.HasPrefix(err.Error(), "memcachemaglev: ") || !errors.Is(err, tc.want) {
 				t.Errorf("NewWeighted: error %q, want one starting \"memcachemaglev: \" that matches %v", err, tc.want)
 			}
+			var ce *memcachemaglev.ConfigError
+			if isConfig := errors.As(err, &ce); isConfig != tc.options || errors.Is(err, memcachemaglev.ErrInvalidConfig) != tc.options {
+				t.Errorf("NewWeighted: error %q is a *ConfigError: %v, matches ErrInvalidConfig: %v; want %v", err, isConfig, errors.Is(err, memcachemaglev.ErrInvalidConfig), tc.options)
+			}
 			if tc.options {
+				if ce.Field != "TableSize" || !strings.HasPrefix(err.Error(), "memcachemaglev: invalid config: TableSize: table size ") {
+					t.Errorf("NewWeighted: error %q names field %q, want TableSize", err, ce.Field)
+				}
 				return
 			}
 			s, err = memcachemaglev.NewWeighted(good, tc.opts)
