@@ -89,13 +89,15 @@ func ExampleNewConsistentHashFunc() {
 	fmt.Println("counts: ", t.Counts())
 
 	_, err = redismaglev.NewConsistentHashFunc(redismaglev.Options{TableSize: 10000})
-	fmt.Println("size 10000:", errors.Is(err, maglev.ErrNotPrime))
+	fmt.Println("size 10000:", errors.Is(err, redismaglev.ErrInvalidConfig), errors.Is(err, maglev.ErrNotPrime))
+	fmt.Println(err)
 	drained := newHash([]string{"shard3"}).(*redismaglev.Hash)
 	fmt.Println("only shard3 up:", errors.Is(drained.Err(), maglev.ErrNoBackends))
 	// Output:
 	// shards:  [shard1 shard2 shard3]
 	// weights: [3 1 0]
 	// counts:  [7505 2502 0]
-	// size 10000: true
+	// size 10000: true true
+	// redismaglev: invalid config: TableSize: table size is not prime: 10000
 	// only shard3 up: true
 }

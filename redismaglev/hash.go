@@ -1,15 +1,43 @@
 package redismaglev
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/maglevlb/maglev"
 	"github.com/redis/go-redis/v9"
 )
 
 var _ redis.ConsistentHash = (*Hash)(nil)
+
+// ErrInvalidConfig is wrapped by the error NewConsistentHashFunc returns
+// for bad Options: a *ConfigError naming the field. An error about a bad
+// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one about
+// Weights maglev.ErrEmptyName.
+var ErrInvalidConfig = errors.New("redismaglev: invalid config")
+
+// A ConfigError reports the Options field that is wrong, and why. Its
+// message starts with "redismaglev: invalid config: " and names the field;
+// errors.Is matches it with ErrInvalidConfig and with its reason. (Every
+// package of the project reports a bad config with a ConfigError of its
+// own of this shape; see docs/conventions.md.)
+type ConfigError struct {
+	Field string // the Options field: "TableSize", "Weights"
+	Err   error  // the reason
+}
+
+// Error returns "redismaglev: invalid config: FIELD: REASON", where a
+// reason from package maglev loses its "maglev: " prefix.
+func (e *ConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "maglev: ")
+}
+
+// Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
+// errors.As.
+func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
 
 // Hash is the consistent hash NewConsistentHash returns: the Maglev table
 // of a Ring's live shards. A Hash is immutable and safe for concurrent use
@@ -89,11 +117,11 @@ func NewConsistentHash(shards []string) redis.ConsistentHash {
 // a Ring's NewConsistentHash cannot be replaced: to change the weights,
 // make a new Ring.
 //
-// NewConsistentHashFunc returns an error, whose text starts with
-// "redismaglev: ", for bad options: one wrapping maglev.ErrNotPrime or
-// maglev.ErrTooLarge for a bad TableSize, and one wrapping
-// maglev.ErrEmptyName for a weight given to the name "", which no usable
-// shard has. It is O(√M + w) for w weights; each table the returned
+// For bad options NewConsistentHashFunc returns a *ConfigError, whose
+// text starts with "redismaglev: invalid config: " and which errors.Is
+// matches with ErrInvalidConfig and with the reason: maglev.ErrNotPrime or
+// maglev.ErrTooLarge for a bad TableSize, maglev.ErrEmptyName for a weight
+// given to the name "", which no usable shard has. It is O(√M + w) for w weights; each table the returned
 // function builds costs what NewConsistentHash's does, plus at most
 // O(M log n) for the weights.
 func NewConsistentHashFunc(opts Options) (func(shards []string) redis.ConsistentHash, error) {
@@ -102,10 +130,10 @@ func NewConsistentHashFunc(opts Options) (func(shards []string) redis.Consistent
 		size = maglev.DefaultSize
 	}
 	if err := maglev.CheckSize(size); err != nil {
-		return nil, fmt.Errorf("redismaglev: Options.TableSize: %w", err)
+		return nil, &ConfigError{Field: "TableSize", Err: err}
 	}
 	if _, ok := opts.Weights[""]; ok {
-		return nil, fmt.Errorf("redismaglev: Options.Weights: a weight for the name \"\": %w", maglev.ErrEmptyName)
+		return nil, &ConfigError{Field: "Weights", Err: fmt.Errorf("a weight for the name \"\": %w", maglev.ErrEmptyName)}
 	}
 	weights := maps.Clone(opts.Weights)
 	seed := opts.Seed

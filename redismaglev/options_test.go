@@ -211,25 +211,32 @@ func TestSeed(t *testing.T) {
 	}
 }
 
-// TestBadOptions checks that bad Options give an error with the prefix
-// that errors.Is matches, and that shard lists the function cannot build
-// a table for give a Hash whose Get returns "" and whose Err says why.
+// TestBadOptions checks that bad Options give a *ConfigError naming the
+// field, which errors.Is matches with ErrInvalidConfig and the reason, and
+// that shard lists the function cannot build a table for give a Hash
+// whose Get returns "" and whose Err says why.
 func TestBadOptions(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		opts redismaglev.Options
-		want error
+		name  string
+		opts  redismaglev.Options
+		field string
+		want  error
 	}{
-		{"size not prime", redismaglev.Options{TableSize: 65536}, maglev.ErrNotPrime},
-		{"size 1", redismaglev.Options{TableSize: 1}, maglev.ErrNotPrime},
-		{"size negative", redismaglev.Options{TableSize: -7}, maglev.ErrNotPrime},
-		{"size too large", redismaglev.Options{TableSize: maglev.MaxSize + 2}, maglev.ErrTooLarge},
-		{"weight for \"\"", redismaglev.Options{Weights: map[string]uint32{"shard0": 1, "": 1}}, maglev.ErrEmptyName},
-		{"weight 0 for \"\"", redismaglev.Options{Weights: map[string]uint32{"": 0}}, maglev.ErrEmptyName},
+		{"size not prime", redismaglev.Options{TableSize: 65536}, "TableSize", maglev.ErrNotPrime},
+		{"size 1", redismaglev.Options{TableSize: 1}, "TableSize", maglev.ErrNotPrime},
+		{"size negative", redismaglev.Options{TableSize: -7}, "TableSize", maglev.ErrNotPrime},
+		{"size too large", redismaglev.Options{TableSize: maglev.MaxSize + 2}, "TableSize", maglev.ErrTooLarge},
+		{"weight for \"\"", redismaglev.Options{Weights: map[string]uint32{"shard0": 1, "": 1}}, "Weights", maglev.ErrEmptyName},
+		{"weight 0 for \"\"", redismaglev.Options{Weights: map[string]uint32{"": 0}}, "Weights", maglev.ErrEmptyName},
 	} {
 		f, err := redismaglev.NewConsistentHashFunc(tc.opts)
-		if f != nil || !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), "redismaglev: ") {
-			t.Errorf("%s: NewConsistentHashFunc = %v, %v; want nil and an error starting \"redismaglev: \" that matches %v", tc.name, f != nil, err, tc.want)
+		var ce *redismaglev.ConfigError
+		if f != nil || !errors.Is(err, tc.want) || !errors.Is(err, redismaglev.ErrInvalidConfig) || !errors.As(err, &ce) {
+			t.Errorf("%s: NewConsistentHashFunc = %v, %v; want nil and a *ConfigError that matches ErrInvalidConfig and %v", tc.name, f != nil, err, tc.want)
+			continue
+		}
+		if prefix := "redismaglev: invalid config: " + tc.field + ": "; ce.Field != tc.field || !strings.HasPrefix(err.Error(), prefix) || strings.Contains(err.Error(), ": maglev: table") {
+			t.Errorf("%s: error %q (Field %q), want it to start %q", tc.name, err, ce.Field, prefix)
 		}
 	}
 
