@@ -17,10 +17,10 @@ import (
 // harness's floor, measured the same way in the same run.
 //
 // established and non-VIP run one packet 10^6 times per call (Repeat);
-// their floor is floor/repeat. A repeated packet is one flow, so new_flow
+// their floor is floor_repeat. A repeated packet is one flow, so new_flow
 // runs a packet of a new source port per call, Repeat 1, over as many
 // calls as -benchtime gives (use -benchtime 1000000x); its floor is
-// floor/once, which pays the same per-call cost. Each reports ns/packet.
+// floor_once, which pays the same per-call cost. Each reports ns/packet.
 func BenchmarkPacket(b *testing.B) {
 	lb := newLB(b, Options{})
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
@@ -63,10 +63,10 @@ func BenchmarkPacket(b *testing.B) {
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
 		}
 	}
-	b.Run("floor/repeat", repeated(lb.objs.XdpPass, flow, xdpPass))
+	b.Run("floor_repeat", repeated(lb.objs.XdpPass, flow, xdpPass))
 	b.Run("established", repeated(lb.objs.XdpMaglev, flow, xdpTX))
 	b.Run("non-VIP", repeated(lb.objs.XdpMaglev, other, xdpPass))
-	b.Run("floor/once", once(lb.objs.XdpPass, xdpPass))
+	b.Run("floor_once", once(lb.objs.XdpPass, xdpPass))
 	b.Run("new_flow", once(lb.objs.XdpMaglev, xdpTX))
 }
 
