@@ -85,7 +85,7 @@ func newE2E(t *testing.T, nBackends int) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pass.Close() })
+	t.Cleanup(func() { _ = pass.Close() })
 	return e
 }
 
@@ -100,10 +100,10 @@ func (e *e2e) serve(t *testing.T, ns, name string) {
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
 	t.Cleanup(func() {
-		ln.Close()
+		_ = ln.Close()
 		mu.Lock()
 		for c := range open {
-			c.Close() // a connection whose client went elsewhere would wait for its deadline
+			_ = c.Close() // a connection whose client went elsewhere would wait for its deadline
 		}
 		mu.Unlock()
 		wg.Wait()
@@ -123,12 +123,12 @@ func (e *e2e) serve(t *testing.T, ns, name string) {
 					delete(open, c)
 					mu.Unlock()
 				}()
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(30 * time.Second)) //nolint:errcheck // a bound, not a check
+				defer func() { _ = c.Close() }()
+				_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a bound, not a check
 				if _, err := io.WriteString(c, name+"\n"); err != nil {
 					return
 				}
-				io.Copy(c, c) //nolint:errcheck // echo until the client closes
+				_, _ = io.Copy(c, c) // echo until the client closes
 			})
 		}
 	})
@@ -151,11 +151,11 @@ func (e *e2e) dial(port int) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.SetDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // a bound, not a check
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // a bound, not a check
 	r := bufio.NewReader(c)
 	name, err := r.ReadString('\n')
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("port %d: reading the backend's name: %w", port, err)
 	}
 	return &conn{Conn: c, r: r, backend: strings.TrimSpace(name)}, nil
@@ -163,7 +163,7 @@ func (e *e2e) dial(port int) (*conn, error) {
 
 // echo sends a line and reads it back.
 func (c *conn) echo(line string) error {
-	c.SetDeadline(time.Now().Add(3 * time.Second)) //nolint:errcheck // a bound, not a check
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second)) // a bound, not a check
 	if _, err := io.WriteString(c, line+"\n"); err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (e *e2e) connectAll(t *testing.T, ports []int, keep bool) (map[string]int, 
 					if keep {
 						conns[i] = c
 					} else {
-						c.Close()
+						_ = c.Close()
 					}
 				}
 			}
@@ -309,7 +309,7 @@ func TestEndToEnd(t *testing.T) {
 	_, conns := e.connectAll(t, ports, true)
 	defer func() {
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
 	}()
 	e.set(t, 0, 2, 3)

@@ -159,12 +159,12 @@ func Load(iface string, opts Options) (*LB, error) {
 	}
 	lb.ifindex = ifc.Index
 	if lb.neigh, err = newNeighbours(ifc.Index); err != nil {
-		lb.objs.Close()
+		_ = lb.objs.Close()
 		return nil, err
 	}
 	if err := lb.attach(ifc, opts.Mode); err != nil {
 		lb.neigh.close()
-		lb.objs.Close()
+		_ = lb.objs.Close()
 		return nil, err
 	}
 	return lb, nil

@@ -50,7 +50,7 @@ func newTestNet(t testing.TB, tag string) *testNet {
 func (n *testNet) addNS(name string) string {
 	ns := name + "-" + n.suffix
 	n.run("ip", "netns", "add", ns)
-	n.t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() }) //nolint:errcheck // best effort
+	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
 	n.ip(ns, "link", "set", "lo", "up")
 	return ns
 }
@@ -104,7 +104,7 @@ func in[T any](ns string, fn func() (T, error)) (T, error) {
 		if err != nil {
 			r.err = err
 		} else {
-			defer h.Close()
+			defer func() { _ = h.Close() }()
 			if r.err = netns.Set(h); r.err == nil {
 				r.v, r.err = fn()
 			}

@@ -182,7 +182,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 	var addedSvc bool
 	fail := func(err error) error {
 		for _, id := range added {
-			lb.objs.Backends.Put(id, maglevBackend{}) //nolint:errcheck // best effort, the error is err
+			_ = lb.objs.Backends.Put(id, maglevBackend{}) // best effort: the error is err
 		}
 		lb.beFree = append(lb.beFree, added...)
 		if addedSvc {
@@ -249,7 +249,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 	if err != nil {
 		return fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
 	}
-	defer inner.Close()
+	defer func() { _ = inner.Close() }() // the outer map holds the table
 	if err := writeSlots(inner, owners, slots); err != nil {
 		return fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
 	}
@@ -258,7 +258,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 	}
 	if isNew {
 		if err := lb.objs.Services.Put(svc.key(), maglevService{Id: next.id}); err != nil {
-			lb.objs.Tables.Delete(next.id) //nolint:errcheck // best effort, the error is err
+			_ = lb.objs.Tables.Delete(next.id) // best effort: the error is err
 			return fail(fmt.Errorf("xdpmaglev: adding service %v: %w", svc, err))
 		}
 	}
@@ -279,7 +279,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 func (lb *LB) freeBackend(b *backend) {
 	// A failure here leaves the entry's cookie, which nothing names any
 	// more once the id is reused: the next Put replaces it.
-	lb.objs.Backends.Put(b.id, maglevBackend{}) //nolint:errcheck // see above
+	_ = lb.objs.Backends.Put(b.id, maglevBackend{}) // see above
 	lb.beFree = append(lb.beFree, b.id)
 }
 

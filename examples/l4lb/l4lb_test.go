@@ -88,7 +88,7 @@ func TestCommand(t *testing.T) {
 	}
 	ns := fmt.Sprintf("l4lb-%d", os.Getpid())
 	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() }) //nolint:errcheck // best effort
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
 	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
 	for _, dev := range []string{"lo", "v0", "v1"} {
@@ -107,7 +107,7 @@ func TestCommand(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() }) //nolint:errcheck // already gone, normally
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // already gone, normally
 	lines := make(chan string, 16)
 	go func() {
 		s := bufio.NewScanner(stdout)
@@ -143,8 +143,8 @@ func TestCommand(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second)) //nolint:errcheck // a bound, not a check
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // a bound, not a check
 		if _, err := io.WriteString(c, "GET /debug/maglev HTTP/1.0\r\nHost: l4lb\r\n\r\n"); err != nil {
 			return nil, err
 		}
@@ -152,7 +152,7 @@ func TestCommand(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
 			return nil, fmt.Errorf("status %s, content type %q", resp.Status, resp.Header.Get("Content-Type"))
 		}
@@ -206,7 +206,7 @@ func inNS[T any](ns string, fn func() (T, error)) (T, error) {
 		if err != nil {
 			r.err = err
 		} else {
-			defer h.Close()
+			defer func() { _ = h.Close() }()
 			if r.err = netns.Set(h); r.err == nil {
 				r.v, r.err = fn()
 			}

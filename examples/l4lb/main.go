@@ -131,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer lb.Close()
+	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
 	if err := lb.SetService(c.svc, c.backends); err != nil {
 		return err
 	}
@@ -145,8 +145,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", handler(lb, c))
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go srv.Serve(ln) //nolint:errcheck // ends with Shutdown
-		defer srv.Shutdown(context.Background())
+		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
+		defer func() { _ = srv.Shutdown(context.Background()) }()
 		fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
 	}
 	<-ctx.Done()
