@@ -12,6 +12,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/httpmaglev"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // BenchmarkProxy measures a GET through httputil.ReverseProxy on loopback,
@@ -151,19 +152,26 @@ func (stubTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // no network: transport=stub is the stub alone, transport=maglev the
 // Transport over 3 backends sending through the stub, and
 // transport=bounded the same with BalanceFactor 1.25 (a lease, and a body
-// wrapper released by Close).
+// wrapper released by Close). Their metrics go to a no-op MeterProvider;
+// transport=metrics is transport=maglev recording into a real
+// OpenTelemetry SDK (sdk/metric with a ManualReader), for the cost of the
+// metrics.
 func BenchmarkRoundTrip(b *testing.B) {
 	var backends []httpmaglev.Backend
 	for i := range 3 {
 		backends = append(backends, httpmaglev.Backend{URL: &url.URL{Scheme: "http", Host: fmt.Sprintf("10.0.0.%d:80", i+1)}})
 	}
-	for _, name := range []string{"stub", "maglev", "bounded"} {
+	for _, name := range []string{"stub", "maglev", "metrics", "bounded"} {
 		b.Run("transport="+name, func(b *testing.B) {
 			var rt http.RoundTripper = stubTransport{}
 			if name != "stub" {
-				cfg := httpmaglev.Config{Backends: backends, Key: httpmaglev.HeaderKey(keyHeader), Base: stubTransport{}}
-				if name == "bounded" {
+				cfg := httpmaglev.Config{Backends: backends, Key: httpmaglev.HeaderKey(keyHeader), Base: stubTransport{},
+					MeterProvider: noop.NewMeterProvider()}
+				switch name {
+				case "bounded":
 					cfg.BalanceFactor = 1.25
+				case "metrics":
+					cfg.MeterProvider = newMeter(b).provider
 				}
 				tr, err := httpmaglev.NewTransport(cfg)
 				if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // The errors NewTransport and SetBackends return wrap one of these, so
@@ -244,6 +245,14 @@ type Config struct {
 	// Logger receives rebuilds (at Info), ejections, health changes and
 	// retries (at Warn); nil means no logging.
 	Logger *slog.Logger
+
+	// MeterProvider receives the Transport's metrics (see docs/metrics.md):
+	// requests by backend and outcome, retries, ejections, health
+	// transitions, rebuilds and the slots they moved, requests in flight,
+	// bounded-load spills, and the table's slots per backend. nil means
+	// the global MeterProvider (otel.GetMeterProvider), which records
+	// nothing until the application installs an SDK, as otelhttp does.
+	MeterProvider metric.MeterProvider
 }
 
 // Defaults of the Config fields whose zero value means a default.

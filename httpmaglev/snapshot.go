@@ -18,7 +18,8 @@ import (
 // weight, so b is immutable.
 type member struct {
 	b      Backend
-	health string // the URL the active check GETs; "" with active checks off
+	health string        // the URL the active check GETs; "" with active checks off
+	mm     memberMetrics // its metrics' recording options
 
 	// Active health, guarded by Transport.mu.
 	known   bool   // probed at least once
@@ -255,6 +256,7 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	s.rebuilds = old.rebuilds + 1
 	t.members = all
 	t.cur.Store(s)
+	t.metrics.rebuilt(why, s.churn)
 
 	if t.cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
 		t.logRebuild(old, s, why)

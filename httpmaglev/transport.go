@@ -46,6 +46,8 @@ type Transport struct {
 	ejectMu sync.Mutex // makes passive ejection's count and flag one step; on the failure path only, never held with mu
 	members []*member  // every configured backend, sorted by name
 
+	metrics *metrics // the instruments; see docs/metrics.md
+
 	wake   chan struct{} // a passive ejection asks the loop for a rebuild
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the loop returns
@@ -103,6 +105,9 @@ func NewTransport(cfg Config) (*Transport, error) {
 	}
 	t.members = members
 	t.cur.Store(s)
+	if t.metrics, err = newMetrics(t, cfg.MeterProvider); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.cancel = cancel
 	if cfg.HealthPath != "" {
@@ -129,7 +134,7 @@ func (t *Transport) members0(backends []Backend) ([]*member, error) {
 // URL reduced to a copy of its scheme and host.
 func (t *Transport) newMember(b Backend) *member {
 	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
-	m := &member{b: b, up: true}
+	m := &member{b: b, up: true, mm: newMemberMetrics(b.Name)}
 	if t.cfg.HealthPath != "" {
 		m.health = b.URL.String() + t.cfg.HealthPath
 	}
@@ -203,6 +208,7 @@ func (t *Transport) Close() error {
 	t.closed.Do(func() {
 		t.cancel()
 		<-t.done
+		_ = t.metrics.reg.Unregister() // an SDK's error here means it is shut down already
 	})
 	t.CloseIdleConnections()
 	return nil
@@ -327,6 +333,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s, i, lease, key, h := t.pick(req)
 	if i < 0 {
 		closeBody(req)
+		t.metrics.requests.Add(req.Context(), 1, t.metrics.noBackend...)
 		return nil, ErrNoHealthyBackend
 	}
 	t.requests.Add(1)
@@ -364,6 +371,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				again.Body, again.GetBody = body, out.GetBody
 			}
 			t.retries.Add(1)
+			t.metrics.retries.Add(req.Context(), 1, m.mm.backend...)
 			t.cfg.Logger.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
 				"backend", m.b.Name, "err", err, "retry", next.b.Name)
 			m = next
@@ -388,15 +396,23 @@ var errNilURL = errors.New("httpmaglev: nil Request.URL")
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when backend faults reach Config.EjectAfter.
 func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
+	ctx := out.Context()
+	t.metrics.inFlight.Add(ctx, 1, m.mm.backend...)
 	resp, err := t.cfg.Base.RoundTrip(out)
+	t.metrics.inFlight.Add(ctx, -1, m.mm.backend...)
 	if err == nil {
+		t.metrics.requests.Add(ctx, 1, m.mm.ok...)
 		if m.connFails.Load() != 0 {
 			m.connFails.Store(0)
 		}
 		return resp, nil
 	}
-	if t.cfg.EjectAfter > 0 && backendFault(out, err) &&
-		int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
+	if !backendFault(out, err) {
+		t.metrics.requests.Add(ctx, 1, m.mm.requestErr...)
+		return nil, err
+	}
+	t.metrics.requests.Add(ctx, 1, m.mm.backendErr...)
+	if t.cfg.EjectAfter > 0 && int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
 		t.eject(m, err)
 	}
 	return nil, err
@@ -447,6 +463,7 @@ func (t *Transport) eject(m *member, err error) {
 	m.ejectGen.Add(1)
 	m.ejected.Store(true)
 	t.ejectMu.Unlock()
+	t.metrics.ejections.Add(context.Background(), 1, m.mm.backend...)
 	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(),
 		"ejections", streak, "for", time.Duration(m.ejectFor.Load()), "err", err)
 	select {

@@ -1,0 +1,178 @@
+package httpmaglev
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The instrumentation scope of the Transport's metrics.
+const meterName = "github.com/maglevlb/maglev/httpmaglev"
+
+// Attribute keys of the Transport's metrics.
+const (
+	attrBackend = attribute.Key("maglev.backend") // a backend's name
+	attrOutcome = attribute.Key("maglev.outcome") // a request's outcome
+	attrState   = attribute.Key("maglev.state")   // a backend's state
+	attrReason  = attribute.Key("maglev.reason")  // why a table was rebuilt
+)
+
+// The outcomes of a request sent to a backend (maglev.outcome).
+const (
+	outcomeOK           = "ok"            // the backend answered, whatever the status
+	outcomeBackendError = "backend_error" // a backend fault (see RoundTrip): it counts toward ejection
+	outcomeRequestError = "request_error" // the caller's own fault, or a failure of no known kind
+)
+
+// The reasons a table is rebuilt (maglev.reason), as publishLocked is told.
+var rebuildReasons = []string{"backends set", "health", "ejection", "readmission"}
+
+// metrics holds the Transport's instruments. The request path records
+// with options made once per backend (memberMetrics), so that recording
+// allocates nothing beyond what the MeterProvider's instruments do.
+type metrics struct {
+	requests  metric.Int64Counter       // maglev.http.requests
+	inFlight  metric.Int64UpDownCounter // maglev.http.requests.in_flight
+	retries   metric.Int64Counter       // maglev.http.retries
+	ejections metric.Int64Counter       // maglev.http.ejections
+	health    metric.Int64Counter       // maglev.http.health.transitions
+	rebuilds  metric.Int64Counter       // maglev.table.rebuilds
+	moved     metric.Int64Counter       // maglev.table.slots.moved
+
+	noBackend []metric.AddOption            // requests that found no healthy backend
+	reasons   map[string][]metric.AddOption // rebuilds by reason
+
+	reg metric.Registration // the observable instruments' callback
+}
+
+// memberMetrics are one backend's recording options, made when its member
+// is.
+type memberMetrics struct {
+	backend                    []metric.AddOption // maglev.backend=NAME
+	ok, backendErr, requestErr []metric.AddOption // and maglev.outcome
+	up, down                   []metric.AddOption // and maglev.state, for health transitions
+}
+
+func addOptions(kvs ...attribute.KeyValue) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+}
+
+func newMemberMetrics(name string) memberMetrics {
+	b := attrBackend.String(name)
+	return memberMetrics{
+		backend:    addOptions(b),
+		ok:         addOptions(b, attrOutcome.String(outcomeOK)),
+		backendErr: addOptions(b, attrOutcome.String(outcomeBackendError)),
+		requestErr: addOptions(b, attrOutcome.String(outcomeRequestError)),
+		up:         addOptions(b, attrState.String("up")),
+		down:       addOptions(b, attrState.String("down")),
+	}
+}
+
+// newMetrics creates the Transport's instruments with mp's meter (the
+// global MeterProvider if mp is nil) and registers the callback of the
+// observable ones, which reads t's current snapshot.
+func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(meterName)
+	m := &metrics{
+		noBackend: addOptions(attrOutcome.String("no_backend")),
+		reasons:   make(map[string][]metric.AddOption, len(rebuildReasons)),
+	}
+	for _, r := range rebuildReasons {
+		m.reasons[r] = addOptions(attrReason.String(r))
+	}
+	var err error
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, e := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err == nil && e != nil {
+			err = fmt.Errorf("%s: %w", name, e)
+		}
+		return c
+	}
+	m.requests = counter("maglev.http.requests", "{request}", "Requests sent to a backend, by backend and outcome; a retry is a second request.")
+	m.retries = counter("maglev.http.retries", "{request}", "Requests sent again after a backend fault, by the backend that failed.")
+	m.ejections = counter("maglev.http.ejections", "{ejection}", "Passive ejections, by backend.")
+	m.health = counter("maglev.http.health.transitions", "{transition}", "Active health check transitions, by backend and the state entered (up or down).")
+	m.rebuilds = counter("maglev.table.rebuilds", "{rebuild}", "Tables published after the first, by reason.")
+	m.moved = counter("maglev.table.slots.moved", "{slot}", "Slots whose owner a rebuild changed, summed over rebuilds.")
+	m.inFlight, err = int64UpDown(meter, err, "maglev.http.requests.in_flight", "{request}", "Requests sent to a backend and not answered yet, by backend.")
+
+	var gauge = func(name, unit, desc string) metric.Int64ObservableGauge {
+		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err == nil && e != nil {
+			err = fmt.Errorf("%s: %w", name, e)
+		}
+		return g
+	}
+	slots := gauge("maglev.table.slots", "{slot}", "Slots each backend of the current table owns.")
+	minSlots := gauge("maglev.table.slots.min", "{slot}", "The fewest slots a backend of the current table owns (Envoy's min_entries_per_host).")
+	maxSlots := gauge("maglev.table.slots.max", "{slot}", "The most slots a backend of the current table owns (Envoy's max_entries_per_host).")
+	backends := gauge("maglev.http.backends", "{backend}", "Configured backends, by state: healthy (in the table), down (failed active checks), ejected, drained.")
+	spills, e := meter.Int64ObservableCounter("maglev.bounded.spills", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests placed past a full first candidate with bounded loads, by that first candidate's backend."))
+	if err == nil && e != nil {
+		err = e
+	}
+	if err != nil {
+		return nil, fmt.Errorf("httpmaglev: metrics: %w", err)
+	}
+	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := t.cur.Load()
+		for i, c := range s.counts {
+			o.ObserveInt64(slots, int64(c), metric.WithAttributes(attrBackend.String(s.table.Backend(i))))
+		}
+		if len(s.counts) > 0 {
+			o.ObserveInt64(minSlots, int64(slices.Min(s.counts)))
+			o.ObserveInt64(maxSlots, int64(slices.Max(s.counts)))
+		}
+		byState := map[string]int64{"healthy": 0, "down": 0, "ejected": 0, "drained": 0}
+		weighted := slices.ContainsFunc(s.all, func(m *member) bool { return m.b.Weight > 0 })
+		for _, mb := range s.all {
+			switch {
+			case s.table.Index(mb.b.Name) >= 0:
+				byState["healthy"]++
+			case mb.ejected.Load():
+				byState["ejected"]++
+			case weighted && mb.b.Weight == 0:
+				byState["drained"]++
+			default:
+				byState["down"]++
+			}
+		}
+		for state, n := range byState {
+			o.ObserveInt64(backends, n, metric.WithAttributes(attrState.String(state)))
+		}
+		if s.bounded != nil {
+			for _, l := range s.bounded.Loads(nil) {
+				o.ObserveInt64(spills, int64(l.Spilled), metric.WithAttributes(attrBackend.String(l.Backend)))
+			}
+		}
+		return nil
+	}, slots, minSlots, maxSlots, backends, spills)
+	if err != nil {
+		return nil, fmt.Errorf("httpmaglev: metrics: %w", err)
+	}
+	return m, nil
+}
+
+func int64UpDown(meter metric.Meter, err error, name, unit, desc string) (metric.Int64UpDownCounter, error) {
+	c, e := meter.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	if err == nil && e != nil {
+		err = fmt.Errorf("%s: %w", name, e)
+	}
+	return c, err
+}
+
+// rebuilt records a published rebuild.
+func (m *metrics) rebuilt(why string, churn int) {
+	ctx := context.Background()
+	m.rebuilds.Add(ctx, 1, m.reasons[why]...)
+	m.moved.Add(ctx, int64(churn))
+}
