@@ -1,5 +1,6 @@
 // Package httpmaglev is Maglev consistent hashing for Go HTTP clients and
-// reverse proxies, on the standard library alone. A service gets it with
+// reverse proxies, on the standard library, the root package and
+// OpenTelemetry's metric API. A service gets it with
 // one import:
 //
 //	import "github.com/maglevlb/maglev/httpmaglev"
