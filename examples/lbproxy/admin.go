@@ -20,9 +20,11 @@ func (p *proxy) state() debugState {
 }
 
 // adminHandler serves the admin endpoints: /debug/maglev, the routing state
-// as JSON.
+// as JSON, and /metrics, the Transport's metrics in Prometheus's text
+// format (see docs/metrics.md).
 func (p *proxy) adminHandler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", p.metrics.handler)
 	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)

@@ -21,7 +21,8 @@ type demoBackend struct {
 	id         string
 	healthPath string
 	down       atomic.Bool
-	stop       func() // shuts the backend's server down; nil in tests
+	stop       func()       // shuts the backend's server down; nil in tests
+	served     atomic.Int64 // requests answered, health checks and switches aside
 }
 
 func (d *demoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +40,7 @@ func (d *demoBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(w, "%s: stopping\n", d.id)
 		go d.stop()
 	default:
+		d.served.Add(1)
 		n, _ := io.Copy(io.Discard, r.Body)
 		w.Header().Set("X-Backend", d.id)
 		_, _ = fmt.Fprintf(w, "%s: %s %s (%d bytes)\n", d.id, r.Method, r.URL.Path, n)

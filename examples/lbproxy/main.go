@@ -75,7 +75,11 @@
 // health, slot counts, requests in flight and requests spilled away from
 // them, the table size, the balance factor, the totals of requests, of
 // retries, of requests in flight and of spilled requests, and the last
-// rebuild and its churn, as JSON: httpmaglev.State and the -key flag.
+// rebuild and its churn, as JSON: httpmaglev.State and the -key flag. It
+// also serves /metrics, the Transport's OpenTelemetry metrics in
+// Prometheus's text format (requests by backend and outcome, retries,
+// ejections, rebuilds and slots moved, spills, slots per backend; see
+// docs/metrics.md).
 package main
 
 import (
@@ -125,7 +129,7 @@ func parseFlags(args []string) (options, error) {
 	var file string
 	fs := flag.NewFlagSet("lbproxy", flag.ContinueOnError)
 	fs.StringVar(&o.listen, "listen", "127.0.0.1:8080", "proxy listen `address`")
-	fs.StringVar(&o.admin, "admin", "127.0.0.1:9090", "admin listen `address`, serving /debug/maglev; empty for none")
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:9090", "admin listen `address`, serving /debug/maglev and /metrics; empty for none")
 	fs.Var(&backends, "backend", "backend `URL` or NAME=URL; repeatable, or comma-separated")
 	fs.StringVar(&file, "backends-file", "", "`file` of backends, one a line; # starts a comment")
 	fs.IntVar(&o.demo, "demo", 0, "start `N` demo backends on loopback")

@@ -23,8 +23,9 @@ type proxy struct {
 	cfg  config
 	t    *httpmaglev.Transport
 	rp   *httputil.ReverseProxy
-	log  *log.Logger
-	slog *slog.Logger // log's writer, for the Transport and the membership watchers
+	log     *log.Logger
+	slog    *slog.Logger // log's writer, for the Transport and the membership watchers
+	metrics *promMetrics // the Transport's metrics, for /metrics
 }
 
 // newProxy returns a proxy over cfg's backends, all assumed healthy until
@@ -49,6 +50,9 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		backends = append(backends, httpmaglev.Backend{Name: name, URL: u})
 	}
 	p := &proxy{cfg: cfg, log: logger, slog: slog.New(slog.NewTextHandler(logger.Writer(), nil))}
+	if p.metrics, err = newPromMetrics(); err != nil {
+		return nil, err
+	}
 	idle := cfg.IdlePerBackend
 	if idle <= 0 {
 		idle = 32
@@ -74,6 +78,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		Rise:           cfg.Rise,
 		EjectAfter:     cfg.EjectAfter,
 		Logger:         p.slog,
+		MeterProvider:  p.metrics.provider,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lbproxy: %w", err)
@@ -97,7 +102,10 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.rp.ServeHTTP(w, r) }
 
 // close stops the health checker and closes idle connections.
-func (p *proxy) close() { _ = p.t.Close() } // Close never fails
+func (p *proxy) close() {
+	_ = p.t.Close() // Close never fails
+	p.metrics.close()
+}
 
 // errorHandler logs a request the Transport could not send, with the
 // backend that failed, and answers it with httpmaglev.ErrorHandler: 503
