@@ -20,9 +20,9 @@ import (
 // the Maglev table of the healthy backends, checks their health, retries
 // and bounds loads. Its ServeHTTP is safe for concurrent use.
 type proxy struct {
-	cfg  config
-	t    *httpmaglev.Transport
-	rp   *httputil.ReverseProxy
+	cfg     config
+	t       *httpmaglev.Transport
+	rp      *httputil.ReverseProxy
 	log     *log.Logger
 	slog    *slog.Logger // log's writer, for the Transport and the membership watchers
 	metrics *promMetrics // the Transport's metrics, for /metrics
