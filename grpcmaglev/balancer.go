@@ -64,6 +64,7 @@ func (builder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfi
 func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &maglevBalancer{
 		ClientConn: cc,
+		metrics:    newChannelMetrics(cc.MetricsRecorder(), opts.Target.String()),
 		records:    resolver.NewEndpointMap[*record](),
 	}
 	pf := balancer.Get(pickfirst.Name)
@@ -78,6 +79,7 @@ func (builder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balance
 type maglevBalancer struct {
 	balancer.ClientConn                   // the channel; UpdateState is intercepted
 	child               balancer.Balancer // endpointsharding over pick_first children
+	metrics             *channelMetrics   // the channel's; nil (in tests without a channel) records nothing
 
 	mu          sync.Mutex
 	cfg         *lbConfig                      // nil until the first good update
@@ -117,7 +119,7 @@ func (b *maglevBalancer) UpdateClientConnState(ccs balancer.ClientConnState) err
 		logger.Errorf("balancer %p: %v", b, err)
 		b.mu.Lock()
 		if b.cfg == nil {
-			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
+			b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err: err, metrics: b.metrics}})
 		}
 		b.mu.Unlock()
 		return err
@@ -177,7 +179,7 @@ func (b *maglevBalancer) publishLocked() {
 	if err := b.rebuildLocked(b.recordFailuresLocked()); err != nil {
 		// checkEndpoints vetted the names and their number.
 		logger.Errorf("balancer %p: %v", b, err)
-		b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err}})
+		b.ClientConn.UpdateState(balancer.State{ConnectivityState: connectivity.TransientFailure, Picker: errPicker{err: err, metrics: b.metrics}})
 		return
 	}
 	p, state := b.newPickerLocked()
@@ -235,7 +237,9 @@ func (b *maglevBalancer) rebuildTableLocked(usable []maglev.Backend) error {
 	if b.table == nil {
 		logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
 	} else {
-		logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), b.table.Diff(t), t.Size())
+		moved := b.table.Diff(t)
+		logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), moved, t.Size())
+		b.metrics.rebuild(moved)
 	}
 	b.table, b.usable, b.tableCfg = t, usable, b.cfg
 	return nil
@@ -296,6 +300,7 @@ func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State)
 		owners:  make([]*child, b.table.Len()),
 		header:  b.cfg.header,
 		bounded: b.bounded,
+		metrics: b.metrics,
 		err:     ErrNoUsableEndpoint,
 	}
 	if len(b.children) == 0 {

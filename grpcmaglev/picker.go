@@ -81,6 +81,7 @@ type picker struct {
 	bounded *maglev.Bounded // the channel's counts over table; nil when balanceFactor is 0
 	failed  *child          // the child that last entered TRANSIENT_FAILURE, or nil
 	err     error           // the error when failed is nil and nothing is usable
+	metrics *channelMetrics // the channel's; nil records nothing
 }
 
 // Pick routes info's RPC. With a key, it goes to the key's owner in the
@@ -96,12 +97,23 @@ type picker struct {
 // package makes (one allocation for one value; more for values appended
 // one by one) and, for several values, the join. With a balanceFactor, a
 // keyed pick that succeeds also allocates its Done callback (48 bytes).
-// Failing picks allocate their error.
+// Failing picks allocate their error. Each pick is counted in the
+// channel's metrics by its outcome, with no allocation (channelMetrics).
 func (p *picker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	key, ok := rpcKey(info.Ctx, p.header)
 	if !ok {
-		return p.pickAny(info)
+		res, err := p.pickAny(info)
+		p.metrics.pick(outcomeNoKey, err)
+		return res, err
 	}
+	res, err := p.pickKey(info, key)
+	p.metrics.pick(outcomeOK, err)
+	return res, err
+}
+
+// pickKey picks for an RPC whose key is key: its owner's child, or, with a
+// balanceFactor, pickBounded's.
+func (p *picker) pickKey(info balancer.PickInfo, key string) (balancer.PickResult, error) {
 	if p.bounded != nil {
 		return p.pickBounded(info, key)
 	}
@@ -143,6 +155,9 @@ func (p *picker) pickBounded(info balancer.PickInfo, key string) (balancer.PickR
 	if err != nil {
 		lease.Release()
 		return res, err
+	}
+	if lease.Spilled {
+		p.metrics.spill()
 	}
 	res.Done = releaseOnDone(lease, res.Done)
 	return res, nil
@@ -199,11 +214,15 @@ func (p *picker) fail(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, fmt.Errorf("%w: last error: %w", ErrNoUsableEndpoint, err)
 }
 
-// errPicker fails every pick with err. It is immutable and safe for
-// concurrent use.
-type errPicker struct{ err error }
+// errPicker fails every pick with err, counting each as failed in metrics
+// (nil records nothing). It is immutable and safe for concurrent use.
+type errPicker struct {
+	err     error
+	metrics *channelMetrics
+}
 
 // Pick returns the picker's error. It does not allocate.
 func (p errPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+	p.metrics.pick(outcomeOK, p.err)
 	return balancer.PickResult{}, p.err
 }
