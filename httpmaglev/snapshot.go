@@ -255,8 +255,8 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	s.churn = old.table.Diff(s.table)
 	s.rebuilds = old.rebuilds + 1
 	t.members = all
+	t.metrics.rebuilt(why, s.churn) // first, so that whoever sees the new table sees it counted
 	t.cur.Store(s)
-	t.metrics.rebuilt(why, s.churn)
 
 	if t.cfg.Logger.Enabled(context.Background(), slog.LevelInfo) {
 		t.logRebuild(old, s, why)
