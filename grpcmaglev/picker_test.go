@@ -276,7 +276,22 @@ var sinkResult balancer.PickResult
 // With a balanceFactor (factor=1.25) it is the pick and its Done: the
 // lease's Acquire and Release, and the Done closure. One pick is in flight
 // at a time, so every key goes to its owner.
+//
+// Each case runs three times in a row, with the pick's metrics recorded
+// into: nothing (metrics=none, a picker with no channelMetrics, as before
+// the policy had metrics); grpc's MetricsRecorder of a channel without a
+// stats handler (metrics=off: what a client that does not turn the metrics
+// on gets); that of a channel with grpc's OpenTelemetry plugin and the
+// policy's metrics on, into an SDK MeterProvider (metrics=on).
 func BenchmarkPick(b *testing.B) {
+	recorders := []struct {
+		name    string
+		metrics *channelMetrics
+	}{
+		{"none", nil},
+		{"off", newChannelMetrics(channelRecorder(b))},
+		{"on", newChannelMetrics(otelRecorder(b))},
+	}
 	for _, n := range []int{10, 1000} {
 		for _, factor := range []float64{0, 1.25} {
 			cfg := defaultConfig()
@@ -292,18 +307,21 @@ func BenchmarkPick(b *testing.B) {
 				{"header2", metadata.AppendToOutgoingContext(context.Background(), "x-user", "user-1234567", "x-user", "eu")},
 				{"nokey", context.Background()},
 			} {
-				b.Run(fmt.Sprintf("n=%d/factor=%v/%s", n, factor, c.name), func(b *testing.B) {
-					b.ReportAllocs()
-					info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
-					var r balancer.PickResult
-					for b.Loop() {
-						r, _ = p.Pick(info)
-						if r.Done != nil {
-							r.Done(balancer.DoneInfo{})
+				for _, rec := range recorders {
+					b.Run(fmt.Sprintf("n=%d/factor=%v/%s/metrics=%s", n, factor, c.name, rec.name), func(b *testing.B) {
+						p.metrics = rec.metrics
+						b.ReportAllocs()
+						info := balancer.PickInfo{FullMethodName: "/svc/Method", Ctx: c.ctx}
+						var r balancer.PickResult
+						for b.Loop() {
+							r, _ = p.Pick(info)
+							if r.Done != nil {
+								r.Done(balancer.DoneInfo{})
+							}
 						}
-					}
-					sinkResult = r
-				})
+						sinkResult = r
+					})
+				}
 			}
 		}
 	}

@@ -69,20 +69,37 @@ func (l countingListener) Accept() (net.Conn, error) {
 }
 
 // testService answers UnaryCall with the server's name, after an optional
-// delay, counting the calls in flight and their peak.
+// delay, counting the calls in flight and their peak. With a gate, each
+// call waits at the gate before the delay.
 type testService struct {
 	testgrpc.UnimplementedTestServiceServer
 	name     string
 	delay    atomic.Int64 // nanoseconds
+	gate     atomic.Pointer[gate]
 	inFlight atomic.Int64
 	peak     atomic.Int64 // the most calls in flight, counting each as it arrives
 	served   atomic.Int64
+}
+
+// A gate holds the calls of the servers it is set on: each sends its
+// server's name on arrived, then waits until release is closed.
+type gate struct {
+	arrived chan string // buffered for every call the test makes
+	release chan struct{}
 }
 
 func (s *testService) UnaryCall(ctx context.Context, _ *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
 	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	if g := s.gate.Load(); g != nil {
+		g.arrived <- s.name
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if d := time.Duration(s.delay.Load()); d > 0 {
 		select {
@@ -175,24 +192,25 @@ type client struct {
 }
 
 // newClient returns a client of the given endpoints with the given service
-// config, connecting at once, closed at the end of the test.
-func newClient(t testing.TB, es []resolver.Endpoint, sc string) *client {
+// config and dial options, connecting at once, closed at the end of the
+// test.
+func newClient(t testing.TB, es []resolver.Endpoint, sc string, opts ...grpc.DialOption) *client {
 	t.Helper()
 	r := manual.NewBuilderWithScheme("maglevtest")
 	r.InitialState(resolver.State{Endpoints: es})
-	return dial(t, r, sc)
+	return dial(t, r, sc, opts...)
 }
 
-// dial returns a client resolved by r, with the given service config,
-// connecting at once, closed at the end of the test.
-func dial(t testing.TB, r *manual.Resolver, sc string) *client {
+// dial returns a client resolved by r, with the given service config and
+// dial options, connecting at once, closed at the end of the test.
+func dial(t testing.TB, r *manual.Resolver, sc string, opts ...grpc.DialOption) *client {
 	t.Helper()
-	cc, err := grpc.NewClient(r.Scheme()+":///fleet",
+	cc, err := grpc.NewClient(r.Scheme()+":///fleet", append([]grpc.DialOption{
 		grpc.WithResolvers(r),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(sc),
 		testBackoff,
-	)
+	}, opts...)...)
 	if err != nil {
 		t.Fatalf("grpc.NewClient: %v", err)
 	}
