@@ -199,23 +199,32 @@ func TestCancelledCallerEjectsNothing(t *testing.T) {
 }
 
 // TestBackendFaultsCount: what says something about the backend still
-// ejects it: a refused dial, a connection closed before the response
+// ejects it: a refused dial, a failed TLS handshake (an https URL for a
+// server that speaks plain HTTP), a connection closed before the response
 // headers, and a timeout awaiting them.
 func TestBackendFaultsCount(t *testing.T) {
-	for _, fault := range []string{"refused", "closed", "header timeout"} {
+	for _, fault := range []string{"refused", "tls", "closed", "header timeout"} {
 		t.Run(fault, func(t *testing.T) {
 			servers := startServers(t, 3)
 			base := http.DefaultTransport.(*http.Transport).Clone()
 			base.ResponseHeaderTimeout = 50 * time.Millisecond
-			tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectionTime: time.Hour,
-				DisableRetries: true, Base: base}, servers)
-			b, _ := tr.Lookup("k")
+			cfg := httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectionTime: time.Hour, DisableRetries: true, Base: base}
+			owner, err := maglev.New([]string{"s0", "s1", "s2"}, maglev.DefaultSize, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var victim *server
 			for _, s := range servers {
-				if s.name == b.Name {
+				if s.name == owner.Lookup("k") {
 					victim = s
 				}
 			}
+			if fault == "tls" {
+				u := *victim.url
+				u.Scheme = "https"
+				victim.url = &u
+			}
+			tr := newTransport(t, cfg, servers)
 			switch fault {
 			case "refused":
 				victim.srv.Close()
