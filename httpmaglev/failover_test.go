@@ -378,3 +378,50 @@ func TestRetryTableBuiltOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryTablesCapped: a snapshot builds at most 16 tables without one
+// backend for retries; past that (17 backends failing under one table,
+// which is more than backends failing one by one), a retry goes to the
+// key's next candidate, with no build.
+func TestRetryTablesCapped(t *testing.T) {
+	servers := startServers(t, 20)
+	var calls atomic.Int64
+	hook := func(backends []maglev.Backend, size int) (*maglev.Table, error) {
+		calls.Add(1)
+		return maglev.NewWeighted(backends, size, nil)
+	}
+	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), NewTable: hook, EjectAfter: -1}, servers)
+	client := &http.Client{Transport: tr}
+	tab := tr.Table()
+	for i, s := range servers[:17] {
+		var k string
+		for _, key := range keys(2000) {
+			if tab.Lookup(key) == s.name {
+				k = key
+				break
+			}
+		}
+		want := ""
+		if i < 16 {
+			names := slices.DeleteFunc(tab.Backends(), func(n string) bool { return n == s.name })
+			without := table(t, names...)
+			want = without.Lookup(k)
+		} else {
+			for c := range tab.Candidates(k) {
+				if tab.Backend(c) != s.name {
+					want = tab.Backend(c)
+					break
+				}
+			}
+		}
+		s.broken.Store(true)
+		_, got, err := get(t, client, "http://x", http.MethodGet, k)
+		s.broken.Store(false)
+		if err != nil || got != want {
+			t.Fatalf("backend %d of 17 failing: key %q retried on %q, %v; want %s", i+1, k, got, err, want)
+		}
+	}
+	if n := calls.Load(); n != 1+16 {
+		t.Errorf("%d tables built, want 17: the table and 16 for retries", n)
+	}
+}

@@ -61,8 +61,9 @@ type snapshot struct {
 	// i's slots live once i is dropped. It is built the first time a
 	// request to i fails and is retried, by that request, and kept for
 	// the snapshot's life.
-	without []atomic.Pointer[lazyTable]
-	t       *Transport // builds them, with its table builder, and logs a failure
+	without     []atomic.Pointer[lazyTable]
+	retryTables atomic.Int32 // how many of without are made, at most maxRetryTables
+	t           *Transport   // builds them, with its table builder, and logs a failure
 
 	all      []*member // every configured backend, sorted by name
 	built    time.Time // when the table was built
@@ -79,15 +80,23 @@ type lazyTable struct {
 	built atomic.Bool   // set once table is written
 }
 
+// maxRetryTables is how many tables without one backend a snapshot builds
+// for retries. Past that many backends failing under one snapshot,
+// something larger than a backend is failing (the network, a zone), and a
+// retry goes to the key's next candidate instead: no more builds, nor
+// memory, while the failure lasts.
+const maxRetryTables = 16
+
 // retryTarget returns the backend a request whose key hashes to h should be
 // retried on after backend failed failed: the owner of the key's slot in
 // the table without failed, or -1 if there is none. When failed owns the
-// key's slot, that is the slot's owner in s.withoutTable(failed);
-// otherwise (a request that bounded loads spilled past its owner) it is
-// the slot's owner, which keeps the slot when failed is dropped unless the
-// slot is one of the few that move besides failed's. retryTarget is O(1)
-// and does not allocate, but for the first retry away from a backend in a
-// snapshot, which builds the table without it.
+// key's slot, that is the slot's owner in s.withoutTable(failed) (or, once
+// the snapshot has built maxRetryTables of those, the key's next candidate
+// after failed); otherwise (a request that bounded loads spilled past its
+// owner) it is the slot's owner, which keeps the slot when failed is
+// dropped unless the slot is one of the few that move besides failed's.
+// retryTarget is O(1) and does not allocate, but for the first retry away
+// from a backend in a snapshot, which builds the table without it.
 func (s *snapshot) retryTarget(h uint64, failed int) int {
 	slot := s.table.SlotOf(h)
 	owner := s.table.OwnerIndex(slot)
@@ -96,6 +105,14 @@ func (s *snapshot) retryTarget(h uint64, failed int) int {
 	}
 	without := s.withoutTable(failed)
 	if without == nil {
+		if s.table.Len() < 2 {
+			return -1
+		}
+		for c := range s.table.CandidatesHash(h) {
+			if c != failed {
+				return c
+			}
+		}
 		return -1
 	}
 	// Backend j of the table without failed is backend j of s.table below
@@ -108,16 +125,23 @@ func (s *snapshot) retryTarget(h uint64, failed int) int {
 }
 
 // withoutTable returns the table over s's backends without backend i,
-// building it on the first call for i; nil if s has one backend, or if the
-// build failed (which it logs at Error). Concurrent callers for the same i wait
-// for one build; callers for other backends do not wait for it.
+// building it on the first call for i; nil if s has one backend, if s has
+// built maxRetryTables already, or if the build failed (which it logs at
+// Error). Concurrent callers for the same i wait for one build; callers for
+// other backends do not wait for it.
 func (s *snapshot) withoutTable(i int) *maglev.Table {
 	if len(s.backends) < 2 {
 		return nil
 	}
 	lt := s.without[i].Load()
 	if lt == nil {
-		s.without[i].CompareAndSwap(nil, new(lazyTable))
+		if s.retryTables.Add(1) > maxRetryTables {
+			s.retryTables.Add(-1)
+			return nil
+		}
+		if !s.without[i].CompareAndSwap(nil, new(lazyTable)) {
+			s.retryTables.Add(-1) // another request made it first
+		}
 		lt = s.without[i].Load()
 	}
 	lt.once.Do(func() {
