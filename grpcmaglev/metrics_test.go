@@ -71,7 +71,7 @@ type reading map[string]int64
 
 // read collects reader and returns the policy's counters. It fails the
 // test unless each of the policy's instruments is a cumulative monotonic
-// int64 sum with a description and its unit, whose every data point has
+// int64 sum with a description and its unit, in the plugin's scope, whose every data point has
 // exactly the instrument's labels, grpc.target being target and the
 // outcome one of the four; and unless grpc's own per-call metrics are there
 // too (the plugin records them beside the policy's).
@@ -93,6 +93,9 @@ func read(t *testing.T, reader *sdkmetric.ManualReader, target string) reading {
 			inst, ok := instruments[m.Name]
 			if !ok {
 				t.Fatalf("unknown instrument %s", m.Name)
+			}
+			if sm.Scope.Name != "grpc-go" {
+				t.Fatalf("%s: instrumentation scope %q; want the plugin's, grpc-go", m.Name, sm.Scope.Name)
 			}
 			sum, ok := m.Data.(metricdata.Sum[int64])
 			if !ok || !sum.IsMonotonic || sum.Temporality != metricdata.CumulativeTemporality || m.Unit != inst.unit || m.Description == "" {
