@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := lb.SetService(c.svc, c.backends); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
+	_, _ = fmt.Fprintf(stdout, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
 
 	if c.admin != "" {
 		ln, err := net.Listen("tcp", c.admin)
@@ -147,12 +147,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
 		defer func() { _ = srv.Shutdown(context.Background()) }()
-		fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
+		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
 	}
 	<-ctx.Done()
 	if err := lb.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
+	_, _ = fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
 	return nil
 }
