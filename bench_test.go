@@ -2,9 +2,12 @@ package maglev
 
 import (
 	"fmt"
+	"math"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/zeebo/xxh3"
 )
@@ -197,6 +200,97 @@ func BenchmarkNewVsPlain(b *testing.B) {
 			sinkInt = plainNew(backends, DefaultSize)[0]
 		}
 	})
+}
+
+// speedChecks are TestNewVsRefSpeed's sizes, at N = 1000: the goal for
+// New's time over refNew's (issue 24), the bound past which the check
+// fails, and how many pairs of calls a round times. The bounds leave room
+// for the machines CI shares with other jobs, where the ratio runs well
+// above the goal (docs/performance.md, "The speed check").
+var speedChecks = []struct {
+	m           int
+	goal, bound float64
+	pairs       int
+}{
+	{DefaultSize, 0.72, 0.95, 201},
+	{655373, 0.60, 1.40, 41},
+}
+
+// speedRounds is how many rounds TestNewVsRefSpeed takes at most for a
+// size: it fails only if every round is over the bound.
+const speedRounds = 3
+
+// TestNewVsRefSpeed fails if New at N = 1000 has lost its lead over refNew,
+// the same build on the fill it replaced: if, in each of speedRounds
+// rounds, the median over pairs of calls of New's time over refNew's
+// exceeds speedChecks' bound. The two calls of a pair run back to back,
+// in alternating order, in this process, so that both see the same load;
+// the median drops the pairs a preemption or a collection split, and a
+// round under the bound ends the size's check. It is a timing check,
+// skipped unless MAGLEV_SPEED_CHECK is set: .ci/run sets it, and builds
+// the test binary with every function aligned to 64 bytes
+// (-ldflags=-funcalign=64), so that code elsewhere in the binary cannot
+// move the two fills' loops across cache lines (docs/performance.md,
+// "Where the code lands"). A round of both sizes takes 4–15 s on a
+// 2-vCPU machine shared with other jobs; a failing check takes three.
+func TestNewVsRefSpeed(t *testing.T) {
+	if os.Getenv("MAGLEV_SPEED_CHECK") == "" {
+		t.Skip("a timing check, run by .ci/run: set MAGLEV_SPEED_CHECK=1 to run it")
+	}
+	backends := benchBackends(1000)
+	for _, c := range speedChecks {
+		best := math.Inf(1)
+		for round := 1; round <= speedRounds && best > c.bound; round++ {
+			ratio, tNew, tRef := newVsRef(backends, c.m, c.pairs)
+			t.Logf("N=1000 M=%d round %d: New %v, refNew %v (medians); New/refNew %.3f, median of %d pairs (goal %.2f, bound %.2f)",
+				c.m, round, tNew.Round(time.Microsecond), tRef.Round(time.Microsecond), ratio, c.pairs, c.goal, c.bound)
+			best = min(best, ratio)
+		}
+		if best > c.bound {
+			t.Errorf("N=1000 M=%d: New takes %.3f× refNew's time at best in %d rounds, over the bound of %.2f (goal %.2f): New has lost speed (docs/performance.md, \"The speed check\")",
+				c.m, best, speedRounds, c.bound, c.goal)
+		}
+	}
+}
+
+// newVsRef times pairs of calls of New and refNew on backends with m
+// slots, back to back, New first in every other pair, and returns the
+// median of New's time over refNew's across pairs, and each one's median
+// time.
+func newVsRef(backends []string, m, pairs int) (ratio float64, tNew, tRef time.Duration) {
+	timeNew := func() time.Duration {
+		start := time.Now()
+		t, err := New(backends, m, nil)
+		if err != nil {
+			panic(err)
+		}
+		sinkTable = t
+		return time.Since(start)
+	}
+	timeRef := func() time.Duration {
+		start := time.Now()
+		sinkTable = refNew(backends, m)
+		return time.Since(start)
+	}
+	timeNew() // warm up
+	timeRef()
+	ratios := make([]float64, pairs)
+	news := make([]time.Duration, pairs)
+	refs := make([]time.Duration, pairs)
+	for k := range pairs {
+		if k%2 == 0 {
+			news[k] = timeNew()
+			refs[k] = timeRef()
+		} else {
+			refs[k] = timeRef()
+			news[k] = timeNew()
+		}
+		ratios[k] = float64(news[k]) / float64(refs[k])
+	}
+	slices.Sort(ratios)
+	slices.Sort(news)
+	slices.Sort(refs)
+	return ratios[pairs/2], news[pairs/2], refs[pairs/2]
 }
 
 // BenchmarkLookup measures Lookup per key length beside XXH3 alone and
