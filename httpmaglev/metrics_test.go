@@ -65,7 +65,7 @@ func (m *meter) collect(t testing.TB) (points map[string]int64, units map[string
 func labels(set attribute.Set) string {
 	var kv []string
 	for _, a := range set.ToSlice() {
-		kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+		kv = append(kv, string(a.Key)+"="+a.Value.String())
 	}
 	sort.Strings(kv)
 	return "{" + strings.Join(kv, ",") + "}"

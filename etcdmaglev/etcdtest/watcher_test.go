@@ -37,7 +37,7 @@ func TestWatchArguments(t *testing.T) {
 	}
 	for _, c := range cases {
 		w, err := etcdmaglev.Watch(t.Context(), c.c, c.prefix, c.set, etcdmaglev.WatchOptions{})
-		if w != nil || !errors.Is(err, etcdmaglev.ErrInvalidArgument) {
+		if w != nil || !errors.Is(err, etcdmaglev.ErrInvalidConfig) {
 			t.Errorf("%s: Watch = %v, %v; want ErrInvalidArgument", c.name, w, err)
 		}
 	}
