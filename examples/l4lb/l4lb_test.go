@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,10 +42,23 @@ func TestParse(t *testing.T) {
 		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.300",
 		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3=02:00",
 		"-iface eth0 -vip 198.19.0.1:80 extra",
+		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379",
+		"-iface eth0 -vip 198.19.0.1:80 -etcd-prefix svc",
+		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -backend 198.18.0.3",
+		"-iface eth0 -vip 198.19.0.1:80 -drain 198.18.0.300",
+		"-iface eth0 -vip 198.19.0.1:80 -drain-timeout -1s",
 	} {
 		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -etcd http://a:2379,http://b:2379 -etcd-prefix services/l4 -drain 198.18.0.11 -drain 198.18.0.12 -drain-timeout 5s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.etcd) != 2 || c.etcd[1] != "http://b:2379" || c.prefix != "services/l4" || len(c.drained) != 2 ||
+		c.drained[1] != netip.MustParseAddr("198.18.0.12") || c.timeout != 5*time.Second {
+		t.Errorf("parsed %+v", c)
 	}
 	if _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
@@ -128,8 +142,11 @@ func TestCommand(t *testing.T) {
 	if l := next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
 		t.Fatalf("first line %q", l)
 	}
-	if l := next(); !strings.Contains(l, "/debug/maglev") {
+	if l := next(); !strings.HasPrefix(l, "l4lb: 2 backends live, 0 draining, table digest ") {
 		t.Fatalf("second line %q", l)
+	}
+	if l := next(); !strings.Contains(l, "/debug/maglev") {
+		t.Fatalf("third line %q", l)
 	}
 	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
 		t.Fatalf("no XDP program on v0: %s", out)

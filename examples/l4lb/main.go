@@ -3,12 +3,31 @@
 // backends by layer-2 direct server return.
 //
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -backend 10.0.0.11 -backend 10.0.0.12=02:00:00:00:00:12
+//	l4lb -iface eth0 -vip 203.0.113.1:80 -etcd http://10.0.0.1:2379 -etcd-prefix services/web -seed 7
 //
 // Each backend must be on the interface's segment and hold the VIP on its
 // loopback device (see docs/xdp.md). A backend's MAC comes from the
-// neighbour table when not given. l4lb prints the attach mode, serves the
-// table's summary and the counters as JSON at /debug/maglev on the admin
-// address, and detaches on SIGINT or SIGTERM.
+// neighbour table when not given.
+//
+// With -etcd and -etcd-prefix, the backends are the endpoints registered
+// under the prefix in the format of etcd's gRPC naming ({"Addr":"IP:PORT"},
+// as etcdmaglev.Register writes it; the port is not used), each with the
+// "weight" of its Metadata; the table is rebuilt and swapped atomically on
+// every change, and while etcd is unreachable the last set stays.
+//
+// A backend is drained by weight 0 in its etcd Metadata, by -drain IP, or
+// by POST /drain?addr=IP on the admin address (POST /undrain takes it
+// back): it gets no new flow, while the flows connection tracking holds
+// for it keep going to it, for -drain-timeout; then it leaves the service.
+// A backend that leaves etcd (deregistered, or its lease ran out) drains
+// the same way. Load balancers of one fleet share -seed and the backend
+// set, and so compute one table: each prints its digest
+// (maglev.Table.Digest) on every change, and serves it with the backends'
+// states at /debug/maglev/backends.
+//
+// l4lb prints the attach mode, serves the table's summary and the counters
+// as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
+// SIGTERM. docs/l4lb.md runs a fleet of them behind an ECMP router.
 package main
 
 import (
@@ -21,8 +40,10 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"log/slog"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,6 +69,24 @@ type config struct {
 	backends []xdpmaglev.Backend
 	opts     xdpmaglev.Options
 	admin    string
+	etcd     []string     // etcd client URLs; none for static backends
+	prefix   string       // the etcd prefix the backends register under
+	drained  []netip.Addr // -drain
+	timeout  time.Duration
+}
+
+// addrFlags collects -drain IP flags.
+type addrFlags []netip.Addr
+
+func (a *addrFlags) String() string { return fmt.Sprint(*a) }
+
+func (a *addrFlags) Set(s string) error {
+	ip, err := netip.ParseAddr(s)
+	if err != nil {
+		return err
+	}
+	*a = append(*a, ip)
+	return nil
 }
 
 // backendFlags collects -backend IP[=MAC] flags.
@@ -76,6 +115,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	var c config
 	var bs backendFlags
+	var drained addrFlags
+	var etcd string
 	var vip, proto, mode string
 	var m int
 	var seed uint64
@@ -87,6 +128,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
+	fs.StringVar(&etcd, "etcd", "", "etcd client `URLs`, comma-separated: the backends are the endpoints registered under -etcd-prefix")
+	fs.StringVar(&c.prefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
+	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
+	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -96,6 +141,20 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	if c.iface == "" || vip == "" {
 		return c, errors.New("-iface and -vip are required")
 	}
+	if etcd != "" {
+		c.etcd = strings.Split(etcd, ",")
+	}
+	switch {
+	case len(c.etcd) > 0 && len(bs) > 0:
+		return c, errors.New("-etcd cannot be used with -backend")
+	case len(c.etcd) > 0 && strings.Trim(c.prefix, "/") == "":
+		return c, errors.New("-etcd needs -etcd-prefix")
+	case len(c.etcd) == 0 && c.prefix != "":
+		return c, errors.New("-etcd-prefix needs -etcd")
+	case c.timeout < 0:
+		return c, errors.New("-drain-timeout must not be negative")
+	}
+	c.drained = drained
 	var err error
 	if c.svc.VIP, err = netip.ParseAddrPort(vip); err != nil {
 		return c, fmt.Errorf("-vip: %v", err)
@@ -132,10 +191,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
-	if err := lb.SetService(c.svc, c.backends); err != nil {
-		return err
+	out := &lockedWriter{w: stdout}
+	p := newPool(lb, c.svc, c.timeout, c.drained, out)
+	defer p.close()
+	if len(c.etcd) > 0 {
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), backends from etcd %s\n", c.svc, c.iface, lb.Mode(), c.prefix)
+		logger := slog.New(slog.NewTextHandler(stderr, nil))
+		stop, err := watchEtcd(ctx, c.etcd, c.prefix, p, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	} else {
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
+		m := make(map[netip.Addr]member, len(c.backends))
+		for _, b := range c.backends {
+			m[b.Addr.Unmap()] = member{weight: b.Weight, hw: b.HW}
+		}
+		if err := p.setMembers(m); err != nil {
+			return err
+		}
 	}
-	_, _ = fmt.Fprintf(stdout, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
 
 	if c.admin != "" {
 		ln, err := net.Listen("tcp", c.admin)
@@ -144,15 +220,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", handler(lb, c))
+		p.register(mux)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
 		defer func() { _ = srv.Shutdown(context.Background()) }()
-		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
+		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
 	}
 	<-ctx.Done()
+	p.close()
 	if err := lb.Close(); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
+	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
 	return nil
+}
+
+// lockedWriter serializes the status lines of the pool's goroutines and
+// run's.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// A pool is the service's backends as l4lb knows them: the members (from
+// the flags or from etcd, each with its weight), the backends drained by
+// -drain or the admin API, and when each draining backend stopped taking
+// new flows. It decides what the data plane holds, and puts it there.
+//
+// A backend is live when it is a member of weight > 0 and not drained by
+// l4lb: it owns slots. It is draining when it was live and then was
+// drained (weight 0 in its etcd Metadata, -drain, POST /drain) or left the
+// members (deregistered, or its lease ran out): it stays in the service
+// with weight 0 for the drain timeout, so it gets no new flow while the
+// flows connection tracking holds for it keep going to it; then it leaves
+// the service, and what is left of its flows is hashed again by the table.
+// A pool is safe for concurrent use by multiple goroutines.
+type pool struct {
+	lb      *xdpmaglev.LB
+	svc     xdpmaglev.Service
+	timeout time.Duration // the drain timeout
+	out     io.Writer     // status lines
+
+	mu      sync.Mutex // guards the fields below, and lb's service
+	members map[netip.Addr]member
+	drained map[netip.Addr]bool      // by -drain or the admin API
+	since   map[netip.Addr]time.Time // when each draining backend began draining
+	applied []xdpmaglev.Backend      // what the data plane holds, by address
+	ready   bool                     // applied has been set once
+	timer   *time.Timer              // the next drain timeout, if any
+	err     error                    // the last apply's error
+	closed  bool
+}
+
+// A member is a backend of the flags or of etcd.
+type member struct {
+	weight uint32
+	hw     net.HardwareAddr // nil: from the neighbour table
+}
+
+func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, timeout time.Duration, drained []netip.Addr, out io.Writer) *pool {
+	p := &pool{lb: lb, svc: svc, timeout: timeout, out: out,
+		members: map[netip.Addr]member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{}}
+	for _, a := range drained {
+		p.drained[a.Unmap()] = true
+	}
+	return p
+}
+
+// setMembers replaces the members and updates the data plane; it returns
+// the data plane's error (the members are kept: the next change, or the
+// next drain timeout, tries again).
+func (p *pool) setMembers(m map[netip.Addr]member) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.members = m
+	return p.apply(time.Now())
+}
+
+// drain drains (on) or undrains (off) the backend at a, member or not.
+func (p *pool) drain(a netip.Addr, on bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.drained[a.Unmap()] = true
+	} else {
+		delete(p.drained, a.Unmap())
+	}
+	return p.apply(time.Now())
+}
+
+// plan returns the backends the data plane should hold at now, sorted by
+// address, and the time of the next drain timeout (zero if none). It
+// records when backends begin draining, and forgets those whose drain is
+// over and that are no longer members. p.mu is held.
+func (p *pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
+	var out []xdpmaglev.Backend
+	var next time.Time
+	add := func(a netip.Addr, m member, live bool) {
+		if live {
+			delete(p.since, a)
+			out = append(out, xdpmaglev.Backend{Addr: a, Weight: m.weight, HW: m.hw})
+			return
+		}
+		s, ok := p.since[a]
+		if !ok {
+			s = now
+			p.since[a] = s
+		}
+		end := s.Add(p.timeout)
+		if !now.Before(end) {
+			return // drained: out of the service
+		}
+		if next.IsZero() || end.Before(next) {
+			next = end
+		}
+		out = append(out, xdpmaglev.Backend{Addr: a, Weight: 0, HW: m.hw})
+	}
+	for a, m := range p.members {
+		add(a, m, m.weight > 0 && !p.drained[a])
+	}
+	// Backends that left the members, live or draining, drain with the
+	// hardware address the data plane has.
+	gone := map[netip.Addr]net.HardwareAddr{}
+	for _, b := range p.applied {
+		if _, ok := p.members[b.Addr]; !ok {
+			gone[b.Addr] = b.HW
+		}
+	}
+	for a := range p.since {
+		if _, ok := p.members[a]; !ok {
+			if _, ok := gone[a]; !ok {
+				gone[a] = nil
+			}
+		}
+	}
+	for a, hw := range gone {
+		if s, ok := p.since[a]; ok && !now.Before(s.Add(p.timeout)) {
+			delete(p.since, a) // its drain is over
+			continue
+		}
+		add(a, member{hw: hw}, false)
+	}
+	slices.SortFunc(out, func(x, y xdpmaglev.Backend) int { return x.Addr.Compare(y.Addr) })
+	return out, next
+}
+
+// apply puts the plan into the data plane if it differs from what the data
+// plane holds, prints a status line when it does, and sets the timer for
+// the next drain timeout. p.mu is held.
+func (p *pool) apply(now time.Time) error {
+	if p.closed {
+		return xdpmaglev.ErrClosed
+	}
+	bs, next := p.plan(now)
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
+	if !next.IsZero() {
+		p.timer = time.AfterFunc(next.Sub(now), p.tick)
+	}
+	// A backend that left the members while draining was added before the
+	// first apply with no HW; the data plane keeps the address it has.
+	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
+		return x.Addr == y.Addr && x.Weight == y.Weight && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
+	}) && p.ready {
+		return nil
+	}
+	if err := p.lb.SetService(p.svc, bs); err != nil {
+		p.err = err
+		if p.timer == nil {
+			p.timer = time.AfterFunc(time.Second, p.tick) // try again
+		}
+		return err
+	}
+	p.err = nil
+	p.applied, p.ready = bs, true
+	live, draining := 0, 0
+	for _, b := range bs {
+		if b.Weight > 0 {
+			live++
+		} else {
+			draining++
+		}
+	}
+	d := p.lb.Table(p.svc).Digest()
+	_, _ = fmt.Fprintf(p.out, "l4lb: %d backends live, %d draining, table digest %s\n", live, draining, hex.EncodeToString(d[:]))
+	return nil
+}
+
+// tick applies the plan when a drain timeout passes.
+func (p *pool) tick() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.apply(time.Now()) // an error is kept in p.err, and tried again
+}
+
+// close stops the timer; nothing is applied after it returns.
+func (p *pool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+}
+
+// backendsStatus is /debug/maglev/backends's JSON.
+type backendsStatus struct {
+	Service      string          `json:"service"`
+	Digest       string          `json:"digest"` // maglev.Table.Digest, hex
+	DrainTimeout string          `json:"drain_timeout"`
+	Backends     []backendStatus `json:"backends"`
+	Error        string          `json:"error,omitempty"` // the last update's, if it failed
+}
+
+type backendStatus struct {
+	Addr   string `json:"addr"`
+	Weight uint32 `json:"weight"`
+	// State is "live" (owns slots), "draining" (no new flow; its tracked
+	// flows continue) or "drained" (a member of weight 0 or drained by
+	// l4lb whose drain timeout has passed: out of the service).
+	State string `json:"state"`
+	// DrainLeft is the time left before a draining backend leaves the
+	// service.
+	DrainLeft string `json:"drain_left,omitempty"`
+	Member    bool   `json:"member"`  // listed by the flags or etcd
+	Drained   bool   `json:"drained"` // drained by -drain or the admin API
+}
+
+func (p *pool) status() backendsStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	st := backendsStatus{Service: p.svc.String(), DrainTimeout: p.timeout.String()}
+	if t := p.lb.Table(p.svc); t != nil {
+		d := t.Digest()
+		st.Digest = hex.EncodeToString(d[:])
+	}
+	if p.err != nil {
+		st.Error = p.err.Error()
+	}
+	seen := map[netip.Addr]bool{}
+	for _, b := range p.applied {
+		seen[b.Addr] = true
+		_, m := p.members[b.Addr]
+		s := backendStatus{Addr: b.Addr.String(), Weight: b.Weight, State: "live", Member: m, Drained: p.drained[b.Addr]}
+		if b.Weight == 0 {
+			s.State = "draining"
+			if since, ok := p.since[b.Addr]; ok {
+				s.DrainLeft = since.Add(p.timeout).Sub(now).Round(time.Millisecond).String()
+			}
+		}
+		st.Backends = append(st.Backends, s)
+	}
+	for a, m := range p.members {
+		if !seen[a] {
+			st.Backends = append(st.Backends, backendStatus{Addr: a.String(), Weight: m.weight, State: "drained", Member: true, Drained: p.drained[a]})
+		}
+	}
+	slices.SortFunc(st.Backends, func(x, y backendStatus) int {
+		return netip.MustParseAddr(x.Addr).Compare(netip.MustParseAddr(y.Addr))
+	})
+	return st
+}
+
+// handler serves the pool's admin API:
+//
+//	GET  /debug/maglev/backends        the backends, their states and the table's digest, JSON
+//	POST /drain?addr=IP                drain a backend: no new flows; its flows continue until the drain timeout
+//	POST /undrain?addr=IP              take it back
+func (p *pool) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/maglev/backends", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, p.status())
+	})
+	for path, on := range map[string]bool{"POST /drain": true, "POST /undrain": false} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			a, err := netip.ParseAddr(r.FormValue("addr"))
+			if err != nil {
+				http.Error(w, "l4lb: addr: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			if err := p.drain(a, on); err != nil {
+				http.Error(w, "l4lb: "+err.Error(), http.StatusInternalServerError)
+				return
+			}
+			writeJSON(w, p.status())
+		})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // an error is the client gone
+}

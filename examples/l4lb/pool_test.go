@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// TestPlan: what the data plane holds as backends are drained, undrained,
+// deregistered and drained by weight, and when each drain ends.
+func TestPlan(t *testing.T) {
+	a := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}) }
+	p := newPool(nil, xdpmaglev.Service{}, 10*time.Second, []netip.Addr{a(4)}, nil)
+	t0 := time.Unix(1000, 0)
+	show := func(bs []xdpmaglev.Backend) string {
+		s := ""
+		for _, b := range bs {
+			s += fmt.Sprintf("%v=%d ", b.Addr, b.Weight)
+		}
+		return s
+	}
+	step := func(now time.Time, want string, wantNext time.Time) {
+		t.Helper()
+		bs, next := p.plan(now)
+		if got := show(bs); got != want || !next.Equal(wantNext) {
+			t.Errorf("at +%v: %q, next drain end +%v; want %q, +%v", now.Sub(t0), got, next.Sub(t0), want, wantNext.Sub(t0))
+		}
+		p.applied = bs
+	}
+	p.members = map[netip.Addr]member{a(1): {weight: 1}, a(2): {weight: 2}, a(3): {weight: 1}, a(4): {weight: 1}}
+	// 198.18.0.4 is drained by the flag from the start.
+	step(t0, "198.18.0.1=1 198.18.0.2=2 198.18.0.3=1 198.18.0.4=0 ", t0.Add(10*time.Second))
+	// 198.18.0.2 drained through etcd (weight 0); 198.18.0.3 deregistered.
+	p.members = map[netip.Addr]member{a(1): {weight: 1}, a(2): {weight: 0}, a(4): {weight: 1}}
+	step(t0.Add(4*time.Second), "198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 198.18.0.4=0 ", t0.Add(10*time.Second))
+	// 198.18.0.4's drain ends; it stays a member, out of the service.
+	step(t0.Add(10*time.Second), "198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 ", t0.Add(14*time.Second))
+	// Undrained: live again, and its next drain would start anew.
+	delete(p.drained, a(4))
+	step(t0.Add(11*time.Second), "198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 198.18.0.4=1 ", t0.Add(14*time.Second))
+	step(t0.Add(14*time.Second), "198.18.0.1=1 198.18.0.4=1 ", time.Time{})
+	if len(p.since) != 1 { // 198.18.0.2, a member still, drained
+		t.Errorf("drain start times kept: %v", p.since)
+	}
+	// 198.18.0.3 registers again: live at once.
+	p.members[a(3)] = member{weight: 1}
+	step(t0.Add(15*time.Second), "198.18.0.1=1 198.18.0.3=1 198.18.0.4=1 ", time.Time{})
+
+	// A drain timeout of 0 takes a drained backend out at once.
+	p = newPool(nil, xdpmaglev.Service{}, 0, nil, nil)
+	p.members = map[netip.Addr]member{a(1): {weight: 1}, a(2): {weight: 1}}
+	step(t0, "198.18.0.1=1 198.18.0.2=1 ", time.Time{})
+	p.drained[a(2)] = true
+	step(t0, "198.18.0.1=1 ", time.Time{})
+}
