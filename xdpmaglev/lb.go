@@ -52,9 +52,10 @@ type Options struct {
 	// agree on where a new flow goes share it; a secret seed keeps
 	// outsiders from aiming flows at one backend.
 	Seed uint64
-	// ConntrackSize is the number of flows connection tracking holds
-	// (least recently used ones are forgotten first): 262,144 if 0, about
-	// 100 bytes of kernel memory each.
+	// ConntrackSize is the number of flows connection tracking holds for
+	// each address family, IPv4 and IPv6 (least recently used ones are
+	// forgotten first): 262,144 if 0, about 100 bytes of kernel memory
+	// each.
 	ConntrackSize int
 	// Mode is the attach mode; AttachAuto if zero.
 	Mode AttachMode
@@ -131,12 +132,14 @@ func Load(iface string, opts Options) (*LB, error) {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
 	}
-	spec.Maps["services"].MaxEntries = uint32(opts.MaxServices)
+	spec.Maps["services4"].MaxEntries = uint32(opts.MaxServices)
+	spec.Maps["services6"].MaxEntries = uint32(opts.MaxServices)
 	spec.Maps["tables"].MaxEntries = uint32(opts.MaxServices)
 	spec.Maps["service_stats"].MaxEntries = uint32(opts.MaxServices)
 	spec.Maps["backends"].MaxEntries = uint32(opts.MaxBackends)
 	spec.Maps["backend_stats"].MaxEntries = uint32(opts.MaxBackends)
-	spec.Maps["conntrack"].MaxEntries = uint32(opts.ConntrackSize)
+	spec.Maps["conntrack4"].MaxEntries = uint32(opts.ConntrackSize)
+	spec.Maps["conntrack6"].MaxEntries = uint32(opts.ConntrackSize)
 	inner := spec.Maps["tables"].InnerMap
 	inner.MaxEntries = uint32(opts.M)
 	// Each SetService creates a table from this spec: without its BTF,

@@ -20,6 +20,12 @@ type maglevBackend struct {
 	Cookie uint32
 }
 
+type maglevCtEntry struct {
+	_       structs.HostLayout
+	Backend maglevSlot
+	Svc     uint32
+}
+
 type maglevFlow struct {
 	_      structs.HostLayout
 	Src    [4]uint32
@@ -29,6 +35,16 @@ type maglevFlow struct {
 	Proto  uint8
 	Family uint8
 	Pad    uint16
+}
+
+type maglevFlow4 struct {
+	_     structs.HostLayout
+	Src   uint32
+	Dst   uint32
+	Sport uint16
+	Dport uint16
+	Proto uint8
+	Pad   [3]uint8
 }
 
 type maglevService struct {
@@ -56,16 +72,26 @@ type maglevSvcKey struct {
 	Family uint8
 }
 
+type maglevSvcKey4 struct {
+	_     structs.HostLayout
+	Addr  uint32
+	Port  uint16
+	Proto uint8
+	Pad   uint8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	maglevMapBackendStats = "backend_stats"
 	maglevMapBackends     = "backends"
-	maglevMapConntrack    = "conntrack"
+	maglevMapConntrack4   = "conntrack4"
+	maglevMapConntrack6   = "conntrack6"
 	maglevMapCounters     = "counters"
 	maglevMapServiceStats = "service_stats"
-	maglevMapServices     = "services"
+	maglevMapServices4    = "services4"
+	maglevMapServices6    = "services6"
 	maglevMapTables       = "tables"
 	maglevProgXdpFlowHash = "xdp_flow_hash"
 	maglevProgXdpMaglev   = "xdp_maglev"
@@ -128,10 +154,12 @@ type maglevProgramSpecs struct {
 type maglevMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	Conntrack    *ebpf.MapSpec `ebpf:"conntrack"`
+	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
+	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
-	Services     *ebpf.MapSpec `ebpf:"services"`
+	Services4    *ebpf.MapSpec `ebpf:"services4"`
+	Services6    *ebpf.MapSpec `ebpf:"services6"`
 	Tables       *ebpf.MapSpec `ebpf:"tables"`
 }
 
@@ -166,10 +194,12 @@ func (o *maglevObjects) Close() error {
 type maglevMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
-	Conntrack    *ebpf.Map `ebpf:"conntrack"`
+	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
+	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
-	Services     *ebpf.Map `ebpf:"services"`
+	Services4    *ebpf.Map `ebpf:"services4"`
+	Services6    *ebpf.Map `ebpf:"services6"`
 	Tables       *ebpf.Map `ebpf:"tables"`
 }
 
@@ -177,10 +207,12 @@ func (m *maglevMaps) Close() error {
 	return _MaglevClose(
 		m.BackendStats,
 		m.Backends,
-		m.Conntrack,
+		m.Conntrack4,
+		m.Conntrack6,
 		m.Counters,
 		m.ServiceStats,
-		m.Services,
+		m.Services4,
+		m.Services6,
 		m.Tables,
 	)
 }

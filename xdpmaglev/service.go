@@ -87,17 +87,17 @@ func (s Service) check() error {
 	return nil
 }
 
-// key returns the service's key in the services map. A 4-in-6 VIP is an
-// IPv6 packet's destination, so it is not unmapped.
-func (s Service) key() maglevSvcKey {
-	k := maglevSvcKey{Addr: addrWords(s.VIP.Addr()), Proto: uint8(s.Proto), Family: 6}
-	if s.VIP.Addr().Is4() {
-		k.Family = 4
-	}
+// key returns the map the service's key goes in (services4 for an IPv4
+// VIP, services6 otherwise) and the key. A 4-in-6 VIP is an IPv6 packet's
+// destination, so it is not unmapped.
+func (lb *LB) key(s Service) (*ebpf.Map, any) {
 	var p [2]byte
 	binary.BigEndian.PutUint16(p[:], s.VIP.Port())
-	k.Port = binary.NativeEndian.Uint16(p[:])
-	return k
+	port := binary.NativeEndian.Uint16(p[:])
+	if s.VIP.Addr().Is4() {
+		return lb.objs.Services4, maglevSvcKey4{Addr: addrWords(s.VIP.Addr())[0], Port: port, Proto: uint8(s.Proto)}
+	}
+	return lb.objs.Services6, maglevSvcKey{Addr: addrWords(s.VIP.Addr()), Port: port, Proto: uint8(s.Proto), Family: 6}
 }
 
 func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
@@ -257,7 +257,8 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 		return fail(fmt.Errorf("xdpmaglev: swapping the table of %v: %w", svc, err))
 	}
 	if isNew {
-		if err := lb.objs.Services.Put(svc.key(), maglevService{Id: next.id}); err != nil {
+		m, k := lb.key(svc)
+		if err := m.Put(k, maglevService{Id: next.id}); err != nil {
 			_ = lb.objs.Tables.Delete(next.id) // best effort: the error is err
 			return fail(fmt.Errorf("xdpmaglev: adding service %v: %w", svc, err))
 		}
@@ -296,7 +297,8 @@ func (lb *LB) DeleteService(svc Service) error {
 	if s == nil {
 		return fmt.Errorf("%w: %v", ErrNoService, svc)
 	}
-	if err := lb.objs.Services.Delete(svc.key()); err != nil {
+	m, k := lb.key(svc)
+	if err := m.Delete(k); err != nil {
 		return fmt.Errorf("xdpmaglev: deleting service %v: %w", svc, err)
 	}
 	if err := lb.objs.Tables.Delete(s.id); err != nil {

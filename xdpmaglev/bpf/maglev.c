@@ -29,7 +29,19 @@ struct flow {
 	__u16 pad;
 };
 
+// An IPv4 flow's conntrack key: struct flow's fields for IPv4, in 16
+// bytes instead of 40, so that the kernel hashes and compares less.
+struct flow4 {
+	__u32 src;
+	__u32 dst;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
 // A service's key: the VIP, port and protocol, laid out as in struct flow.
+// IPv6 services only; an IPv4 service's key is struct svc_key4.
 struct svc_key {
 	__u32 addr[4];
 	__u16 port;
@@ -37,9 +49,18 @@ struct svc_key {
 	__u8 family;
 };
 
+// An IPv4 service's key, in 8 bytes.
+struct svc_key4 {
+	__u32 addr;
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
 struct service {
 	__u32 id; // index of the service's table and counters
 };
+
 
 // A slot of a Maglev table, and a conntrack entry: a backend id (an index
 // of the backends map, stable while the backend is in the service) and the
@@ -49,6 +70,16 @@ struct service {
 struct slot {
 	__u32 id;
 	__u32 cookie;
+};
+
+// A conntrack entry: the backend a flow goes to, as a table slot names
+// it, and the service whose table chose it. While the backend's entry
+// holds the cookie, the backend is in that service (a backend's id and
+// cookie belong to one service, and a deleted service's backends are
+// cleared), so a hit needs no lookup of the service.
+struct ct_entry {
+	struct slot backend;
+	__u32 svc;
 };
 
 struct backend {
@@ -81,12 +112,21 @@ enum {
 	C_MAX,
 };
 
+// Services by key, one map per address family: the IPv4 one's smaller key
+// costs less to hash and compare on every packet.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct svc_key4);
+	__type(value, struct service);
+	__uint(max_entries, 64); // Options.MaxServices
+} services4 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct svc_key);
 	__type(value, struct service);
 	__uint(max_entries, 64); // Options.MaxServices
-} services SEC(".maps");
+} services6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
@@ -108,12 +148,24 @@ struct {
 	__uint(max_entries, 4096); // Options.MaxBackends
 } backends SEC(".maps");
 
+// Connection tracking, one map per address family (the IPv4 key is 16
+// bytes, the IPv6 one 40), each of Options.ConntrackSize entries. The LRU
+// lists are shared by the CPUs: per-CPU lists (BPF_F_NO_COMMON_LRU) would
+// let a CPU evict only from its own share of the entries, and measured no
+// faster here (docs/xdp.md).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow4);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 262144); // Options.ConntrackSize
+} conntrack4 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct flow);
-	__type(value, struct slot);
+	__type(value, struct ct_entry);
 	__uint(max_entries, 262144); // Options.ConntrackSize
-} conntrack SEC(".maps");
+} conntrack6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -346,6 +398,19 @@ static __always_inline struct backend *choose(__u32 svc, __u64 h, struct slot *o
 	return 0;
 }
 
+// The conntrack lookups, one function each: clang would otherwise merge
+// the two calls into one whose map the verifier does not know, which it
+// cannot inline.
+static __attribute__((noinline)) struct ct_entry *lookup_ct4(struct flow4 *f)
+{
+	return bpf_map_lookup_elem(&conntrack4, f);
+}
+
+static __attribute__((noinline)) struct ct_entry *lookup_ct6(struct flow *f)
+{
+	return bpf_map_lookup_elem(&conntrack6, f);
+}
+
 SEC("xdp")
 int xdp_maglev(struct xdp_md *ctx)
 {
@@ -358,45 +423,74 @@ int xdp_maglev(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	struct svc_key k = {};
-#pragma unroll
-	for (int i = 0; i < 4; i++)
-		k.addr[i] = f.dst[i];
-	k.port = f.dport;
-	k.proto = f.proto;
-	k.family = f.family;
-	struct service *svc = bpf_map_lookup_elem(&services, &k);
-	if (!svc) {
-		count(C_PASS_NO_SERVICE);
-		return XDP_PASS;
+	// Connection tracking first: an entry whose backend is still in the
+	// service names the service, so an established flow costs one hash
+	// lookup. Each family's lookups are separate calls, so that the
+	// verifier knows each call's map and inlines the lookup.
+	struct flow4 f4 = {};
+	struct ct_entry *ct;
+	if (f.family == 4) {
+		f4.src = f.src[0];
+		f4.dst = f.dst[0];
+		f4.sport = f.sport;
+		f4.dport = f.dport;
+		f4.proto = f.proto;
+		ct = lookup_ct4(&f4);
+	} else {
+		ct = lookup_ct6(&f);
 	}
-	__u32 svc_id = svc->id;
-
 	struct backend *b = 0;
-	struct slot chosen;
-	struct slot *ct = bpf_map_lookup_elem(&conntrack, &f);
+	struct ct_entry e = {};
 	if (ct) {
-		chosen = *ct;
-		b = backend(chosen.id, chosen.cookie);
+		e = *ct;
+		b = backend(e.backend.id, e.backend.cookie);
 	}
+	if (!b) {
+		struct service *svc;
+		if (f.family == 4) {
+			struct svc_key4 k = {.addr = f.dst[0], .port = f.dport, .proto = f.proto};
+			svc = bpf_map_lookup_elem(&services4, &k);
+		} else {
+			struct svc_key k = {};
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				k.addr[i] = f.dst[i];
+			k.port = f.dport;
+			k.proto = f.proto;
+			k.family = f.family;
+			svc = bpf_map_lookup_elem(&services6, &k);
+		}
+		if (!svc) {
+			count(C_PASS_NO_SERVICE);
+			return XDP_PASS;
+		}
+		e.svc = svc->id;
+	}
+	__u32 svc_id = e.svc;
+
 	if (b) {
 		count(C_CT_HIT);
 	} else {
 		count(C_CT_MISS);
 		if (ct)
 			count(C_CT_STALE);
-		b = choose(svc_id, flow_hash(&f), &chosen);
+		b = choose(svc_id, flow_hash(&f), &e.backend);
 		if (!b) {
 			count(C_DROP_NO_BACKEND);
 			return XDP_DROP;
 		}
-		if (bpf_map_update_elem(&conntrack, &f, &chosen, BPF_ANY) == 0)
+		long err;
+		if (f.family == 4)
+			err = bpf_map_update_elem(&conntrack4, &f4, &e, BPF_ANY);
+		else
+			err = bpf_map_update_elem(&conntrack6, &f, &e, BPF_ANY);
+		if (err == 0)
 			count(C_CT_INSERT);
 	}
 
 	__u64 bytes = end - data;
 	add_stats(&service_stats, svc_id, bytes);
-	add_stats(&backend_stats, chosen.id, bytes);
+	add_stats(&backend_stats, e.backend.id, bytes);
 
 	struct ethhdr *eth = data; // parse checked it is whole
 	__builtin_memcpy(eth->dest, b->mac, 6);
