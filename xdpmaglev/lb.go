@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // AttachMode says how the program is attached to the interface.
@@ -66,6 +67,11 @@ type Options struct {
 	// SourceMAC is the source address of forwarded frames: the
 	// interface's address if nil.
 	SourceMAC net.HardwareAddr
+	// MeterProvider receives the data plane's counters as observable
+	// counters, summed over CPUs when a reader collects them
+	// (docs/metrics.md lists them): otel.GetMeterProvider() if nil, which
+	// records nothing until the application installs an SDK.
+	MeterProvider metric.MeterProvider
 }
 
 const (
@@ -92,6 +98,7 @@ type LB struct {
 	svcFree  []uint32 // free service ids, oldest first
 	beFree   []uint32 // free backend ids, oldest first
 	cookie   uint32   // the last backend cookie handed out
+	metrics  *metrics
 	closed   bool
 }
 
@@ -157,16 +164,22 @@ func Load(iface string, opts Options) (*LB, error) {
 	for i := range uint32(opts.MaxBackends) {
 		lb.beFree = append(lb.beFree, i)
 	}
+	if lb.metrics, err = newMetrics(lb, opts.MeterProvider); err != nil {
+		_ = lb.objs.Close()
+		return nil, err
+	}
 	if ifc == nil {
 		return lb, nil
 	}
 	lb.ifindex = ifc.Index
 	if lb.neigh, err = newNeighbours(ifc.Index); err != nil {
+		_ = lb.metrics.close()
 		_ = lb.objs.Close()
 		return nil, err
 	}
 	if err := lb.attach(ifc, opts.Mode); err != nil {
 		lb.neigh.close()
+		_ = lb.metrics.close()
 		_ = lb.objs.Close()
 		return nil, err
 	}
@@ -250,6 +263,9 @@ func (lb *LB) Close() error {
 	}
 	if lb.neigh != nil {
 		lb.neigh.close()
+	}
+	if err := lb.metrics.close(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := lb.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("xdpmaglev: closing: %w", err))

@@ -1,0 +1,98 @@
+package xdpmaglev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// scope is the instrumentation scope of the package's metrics.
+const scope = "github.com/maglevlb/maglev/xdpmaglev"
+
+// metrics are the data plane's per-CPU counters as OpenTelemetry
+// observable counters: a callback reads Stats at each collection and
+// observes the sums. docs/metrics.md lists them.
+type metrics struct {
+	reg metric.Registration
+}
+
+// newMetrics registers the instruments with mp's meter and a callback that
+// reads lb's counters.
+func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	meter := mp.Meter(scope)
+	var errs []error
+	counter := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, err := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return c
+	}
+	packets := counter("maglev.xdp.packets", "{packet}", "Packets sent to a backend (XDP_TX), by service and backend; a backend's count starts at 0 when it joins the service.")
+	bytes := counter("maglev.xdp.bytes", "By", "Bytes of the frames sent to a backend, Ethernet header included, by service and backend.")
+	svcPackets := counter("maglev.xdp.service.packets", "{packet}", "Packets sent to a backend of the service, since the service was set.")
+	svcBytes := counter("maglev.xdp.service.bytes", "By", "Bytes of the frames sent to a backend of the service, since the service was set.")
+	lookups := counter("maglev.xdp.conntrack.lookups", "{lookup}", "Connection tracking lookups of packets to a service: hit (an entry named a backend still in the service) or miss (the table chose).")
+	stale := counter("maglev.xdp.conntrack.stale", "{lookup}", "Of the misses, entries found whose backend had left the service.")
+	inserts := counter("maglev.xdp.conntrack.inserts", "{entry}", "Connection tracking entries written.")
+	passed := counter("maglev.xdp.passed", "{packet}", "Packets passed to the kernel (XDP_PASS), by reason.")
+	dropped := counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason.")
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
+	}
+	hit := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "hit")))
+	miss := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "miss")))
+	reasons := map[string]metric.ObserveOption{}
+	for _, name := range counterNames {
+		if _, r, ok := strings.Cut(name, "_"); ok && (strings.HasPrefix(name, "pass_") || strings.HasPrefix(name, "drop_")) {
+			reasons[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.reason", r)))
+		}
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st, err := lb.Stats()
+		if errors.Is(err, ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		o.ObserveInt64(lookups, int64(st.Conntrack.Hits), hit)
+		o.ObserveInt64(lookups, int64(st.Conntrack.Misses), miss)
+		o.ObserveInt64(stale, int64(st.Conntrack.Stale))
+		o.ObserveInt64(inserts, int64(st.Conntrack.Inserts))
+		for r, n := range st.Passed {
+			o.ObserveInt64(passed, int64(n), reasons[r])
+		}
+		for r, n := range st.Dropped {
+			o.ObserveInt64(dropped, int64(n), reasons[r])
+		}
+		for _, s := range st.Services {
+			svc := attribute.String("maglev.service", s.Name)
+			o.ObserveInt64(svcPackets, int64(s.Packets), metric.WithAttributes(svc))
+			o.ObserveInt64(svcBytes, int64(s.Bytes), metric.WithAttributes(svc))
+			for _, b := range s.Backends {
+				attrs := metric.WithAttributeSet(attribute.NewSet(svc, attribute.String("maglev.backend", b.Addr.String())))
+				o.ObserveInt64(packets, int64(b.Packets), attrs)
+				o.ObserveInt64(bytes, int64(b.Bytes), attrs)
+			}
+		}
+		return nil
+	}, packets, bytes, svcPackets, svcBytes, lookups, stale, inserts, passed, dropped)
+	if err != nil {
+		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
+	}
+	return &metrics{reg: reg}, nil
+}
+
+func (m *metrics) close() error {
+	if err := m.reg.Unregister(); err != nil {
+		return fmt.Errorf("xdpmaglev: metrics: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+package xdpmaglev
+
+import (
+	"context"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// TestMetrics sends real packets through the program (BPF_PROG_TEST_RUN)
+// and reads every instrument back through the OpenTelemetry SDK: the
+// counts are exactly those of the packets sent, per backend as the Go side
+// predicts, summed over CPUs.
+func TestMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) }) // nothing is pushed
+	lb := newLB(t, Options{MeterProvider: provider})
+	svc := Service{VIP: vip(false, 80), Proto: TCP}
+	empty := Service{VIP: vip(false, 81), Proto: TCP}
+	bs := testBackends(1, 3, false)
+	if err := lb.SetService(svc, bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.SetService(empty, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// 40 flows of two packets each: 40 misses and inserts, 40 hits.
+	perBackend := map[string]int{}
+	owner := map[uint16]string{}
+	send := func(port uint16, dst netip.AddrPort, want uint32) int {
+		in := packet(client(false, port), dst, 6, nil)
+		if v, _ := run(t, lb, in); v != want {
+			t.Fatalf("port %d to %v: verdict %d, want %d", port, dst, v, want)
+		}
+		return len(in)
+	}
+	predict := func(port uint16) string {
+		return lb.Table(svc).LookupHash(FlowHash(0, client(false, port), svc.VIP, 6))
+	}
+	frame := 0
+	for port := uint16(1000); port < 1040; port++ {
+		owner[port] = predict(port)
+		for range 2 {
+			frame = send(port, svc.VIP, xdpTX)
+			perBackend[owner[port]]++
+		}
+	}
+	// One backend removed: each of its flows' next packet is a stale miss,
+	// hashed again by the new table.
+	gone := bs[0].Addr.String()
+	if err := lb.SetService(svc, bs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	goneCount := perBackend[gone] // its counters leave with it
+	delete(perBackend, gone)
+	stale := 0
+	for port := uint16(1000); port < 1040; port++ {
+		if owner[port] == gone {
+			send(port, svc.VIP, xdpTX)
+			perBackend[predict(port)]++
+			stale++
+		}
+	}
+	if stale == 0 {
+		t.Fatal("no flow was on the removed backend: choose other ports")
+	}
+	for port := uint16(2000); port < 2003; port++ {
+		send(port, netip.MustParseAddrPort("198.19.255.9:80"), xdpPass) // no service
+	}
+	for port := uint16(3000); port < 3004; port++ {
+		send(port, empty.VIP, xdpDrop) // no backend
+	}
+	arp := append(append(append([]byte{}, lbMAC...), clientMAC...), 0x08, 0x06)
+	for range 2 {
+		if v, _ := run(t, lb, append(arp, make([]byte, 28)...)); v != xdpPass {
+			t.Fatalf("ARP: verdict %d", v)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	if len(rm.ScopeMetrics) != 1 || rm.ScopeMetrics[0].Scope.Name != "github.com/maglevlb/maglev/xdpmaglev" {
+		t.Fatalf("scopes %+v", rm.ScopeMetrics)
+	}
+	got := map[string]metricdata.Metrics{}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		got[m.Name] = m
+	}
+	// points returns a metric's points by their attributes, as
+	// "key=value,key=value", after checking its unit and kind.
+	points := func(name, unit string) map[string]int64 {
+		t.Helper()
+		m, ok := got[name]
+		if !ok {
+			t.Fatalf("no metric %s; have %v", name, slices.Sorted(maps.Keys(got)))
+		}
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok || !sum.IsMonotonic || sum.Temporality != metricdata.CumulativeTemporality || m.Unit != unit {
+			t.Fatalf("%s: unit %q, data %T %+v: want a cumulative monotonic int64 sum in %q", name, m.Unit, m.Data, m.Data, unit)
+		}
+		out := map[string]int64{}
+		for _, p := range sum.DataPoints {
+			var kv []string
+			for _, a := range p.Attributes.ToSlice() {
+				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+			}
+			out[strings.Join(kv, ",")] = p.Value
+		}
+		return out
+	}
+	check := func(name, unit string, want map[string]int64) {
+		t.Helper()
+		if p := points(name, unit); !maps.Equal(p, want) {
+			t.Errorf("%s = %v, want %v", name, p, want)
+		}
+	}
+	s := "maglev.service=" + svc.String()
+	wantPackets, wantBytes := map[string]int64{}, map[string]int64{}
+	total := 0
+	for b, n := range perBackend {
+		wantPackets["maglev.backend="+b+","+s] = int64(n)
+		wantBytes["maglev.backend="+b+","+s] = int64(n * frame)
+		total += n
+	}
+	if total+goneCount != 80+stale {
+		t.Fatalf("%d packets counted by the test, want %d", total+goneCount, 80+stale)
+	}
+	total = 80 + stale
+	check("maglev.xdp.packets", "{packet}", wantPackets)
+	check("maglev.xdp.bytes", "By", wantBytes)
+	e := "maglev.service=" + empty.String()
+	check("maglev.xdp.service.packets", "{packet}", map[string]int64{s: int64(total), e: 0})
+	check("maglev.xdp.service.bytes", "By", map[string]int64{s: int64(total * frame), e: 0})
+	// The 4 packets to the empty service miss too; those to no service
+	// are not looked up.
+	check("maglev.xdp.conntrack.lookups", "{lookup}", map[string]int64{"maglev.outcome=hit": 40, "maglev.outcome=miss": int64(40 + stale + 4)})
+	check("maglev.xdp.conntrack.stale", "{lookup}", map[string]int64{"": int64(stale)})
+	check("maglev.xdp.conntrack.inserts", "{entry}", map[string]int64{"": int64(40 + stale)})
+	passed := map[string]int64{}
+	for _, r := range []string{"not_ip", "truncated", "malformed", "not_tcp_udp", "fragment", "ip_options", "ipv6_ext", "no_service"} {
+		passed["maglev.reason="+r] = 0
+	}
+	passed["maglev.reason=no_service"], passed["maglev.reason=not_ip"] = 3, 2
+	check("maglev.xdp.passed", "{packet}", passed)
+	check("maglev.xdp.dropped", "{packet}", map[string]int64{"maglev.reason=no_backend": 4})
+	if len(got) != 9 {
+		t.Errorf("%d metrics, want 9: %v", len(got), slices.Sorted(maps.Keys(got)))
+	}
+
+	// After Close, the callback observes nothing, and is unregistered.
+	if err := lb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rm = metricdata.ResourceMetrics{}
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && len(sum.DataPoints) > 0 {
+				t.Errorf("after Close: %s has %d points", m.Name, len(sum.DataPoints))
+			}
+		}
+	}
+}
