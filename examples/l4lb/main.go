@@ -186,6 +186,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	pm, err := newPromMetrics()
+	if err != nil {
+		return err
+	}
+	defer pm.close()
+	c.opts.MeterProvider = pm.provider
 	lb, err := xdpmaglev.Load(c.iface, c.opts)
 	if err != nil {
 		return err
@@ -220,6 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", handler(lb, c))
+		mux.Handle("/metrics", pm.handler)
 		p.register(mux)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
