@@ -92,7 +92,9 @@ func ip(t *testing.T, args ...string) string {
 }
 
 // TestCommand builds l4lb and runs it on a veth in a namespace of its own:
-// it prints the attach mode, serves /debug/maglev, and detaches on
+// it prints the attach mode and its table's digest, serves /debug/maglev,
+// drains and undrains a backend through POST /drain and /undrain, and
+// detaches on
 // SIGTERM.
 func TestCommand(t *testing.T) {
 	need(t)
@@ -186,6 +188,34 @@ func TestCommand(t *testing.T) {
 		t.Errorf("/debug/maglev: %s", body)
 	}
 
+	// Drained through the admin API: weight 0, out of the digest; then
+	// back.
+	var before, drained, back backendsStatus
+	for _, step := range []struct {
+		method, path string
+		v            *backendsStatus
+	}{
+		{"GET", "/debug/maglev/backends", &before},
+		{"POST", "/drain?addr=198.18.0.12", &drained},
+		{"POST", "/undrain?addr=198.18.0.12", &back},
+	} {
+		body, err := request(ns, step.method, step.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, step.v); err != nil {
+			t.Fatalf("%s %s: %v: %s", step.method, step.path, err, body)
+		}
+	}
+	if len(drained.Backends) != 2 || drained.Backends[1].State != "draining" || drained.Backends[1].Weight != 0 ||
+		!drained.Backends[1].Drained || drained.Backends[0].State != "live" || drained.Digest == before.Digest ||
+		back.Digest != before.Digest || back.Backends[1].State != "live" {
+		t.Errorf("before %+v\ndrained %+v\nback %+v", before, drained, back)
+	}
+	if _, err := request(ns, "POST", "/drain?addr=nonsense"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("POST /drain?addr=nonsense: %v, want 400", err)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -232,4 +262,30 @@ func inNS[T any](ns string, fn func() (T, error)) (T, error) {
 	}()
 	r := <-c
 	return r.v, r.err
+}
+
+// request sends an admin request to l4lb in namespace ns and returns the
+// body of a 200 response.
+func request(ns, method, path string) ([]byte, error) {
+	return inNS(ns, func() ([]byte, error) {
+		c, err := net.DialTimeout("tcp", "127.0.0.1:9180", 5*time.Second)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second)) // a bound, not a check
+		if _, err := fmt.Fprintf(c, "%s %s HTTP/1.0\r\nHost: l4lb\r\nContent-Length: 0\r\n\r\n", method, path); err != nil {
+			return nil, err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, body)
+		}
+		return body, err
+	})
 }
