@@ -1,6 +1,7 @@
 package xdpmaglev
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -222,7 +223,10 @@ func runIperf(t *testing.T, ns, host, port string, secs int) float64 {
 	var out []byte
 	var err error
 	for range 5 { // the server takes one test at a time: busy for a moment after the last
-		out, err = exec.Command("ip", "netns", "exec", ns, "iperf3", "-c", host, "-p", port, "-t", strconv.Itoa(secs), "-J").Output()
+		// Bounded: a run through the VIP was once seen never to end.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs+10)*time.Second)
+		out, err = exec.CommandContext(ctx, "ip", "netns", "exec", ns, "iperf3", "-c", host, "-p", port, "-t", strconv.Itoa(secs), "-J").Output()
+		cancel()
 		if err == nil {
 			break
 		}
