@@ -111,7 +111,7 @@ func TestMetrics(t *testing.T) {
 		for _, p := range sum.DataPoints {
 			var kv []string
 			for _, a := range p.Attributes.ToSlice() {
-				kv = append(kv, string(a.Key)+"="+a.Value.Emit())
+				kv = append(kv, string(a.Key)+"="+a.Value.String())
 			}
 			out[strings.Join(kv, ",")] = p.Value
 		}
