@@ -94,8 +94,7 @@ func ip(t *testing.T, args ...string) string {
 // TestCommand builds l4lb and runs it on a veth in a namespace of its own:
 // it prints the attach mode and its table's digest, serves /debug/maglev,
 // drains and undrains a backend through POST /drain and /undrain, and
-// detaches on
-// SIGTERM.
+// detaches on SIGTERM.
 func TestCommand(t *testing.T) {
 	need(t)
 	bin := filepath.Join(t.TempDir(), "l4lb")
