@@ -115,11 +115,11 @@ func (t *Transport) observe(m *member, err error) bool {
 		}
 	case m.up && err != nil && m.fails >= t.cfg.Fall:
 		m.up = false
-		t.metrics.health.Add(context.Background(), 1, m.mm.down...)
+		t.metrics.health.Add(context.Background(), 1, m.mm.downAdd...)
 		t.cfg.Logger.Warn("httpmaglev: backend down", "backend", m.b.Name, "failed", m.fails, "err", err)
 	case !m.up && err == nil && m.passes >= t.cfg.Rise:
 		m.up = true
-		t.metrics.health.Add(context.Background(), 1, m.mm.up...)
+		t.metrics.health.Add(context.Background(), 1, m.mm.upAdd...)
 		t.cfg.Logger.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", m.passes)
 	}
 	// An ejection counts its generation before it sets ejected, so one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,46 +32,48 @@ const (
 // The reasons a table is rebuilt (maglev.reason), as publishLocked is told.
 var rebuildReasons = []string{"backends set", "health", "ejection", "readmission"}
 
-// metrics holds the Transport's instruments. The request path records
-// with options made once per backend (memberMetrics), so that recording
-// allocates nothing beyond what the MeterProvider's instruments do.
+// metrics holds the Transport's instruments. What every request updates
+// (requests by outcome, in flight, retries) is counted in atomics of the
+// backend's member (memberMetrics) and observed when the MeterProvider
+// collects: a request costs an atomic add or two, whatever the provider,
+// and allocates nothing. Rare events (ejections, health transitions,
+// rebuilds) are recorded as they happen.
 type metrics struct {
-	requests  metric.Int64Counter       // maglev.http.requests
-	inFlight  metric.Int64UpDownCounter // maglev.http.requests.in_flight
-	retries   metric.Int64Counter       // maglev.http.retries
-	ejections metric.Int64Counter       // maglev.http.ejections
-	health    metric.Int64Counter       // maglev.http.health.transitions
-	rebuilds  metric.Int64Counter       // maglev.table.rebuilds
-	moved     metric.Int64Counter       // maglev.table.slots.moved
+	ejections metric.Int64Counter // maglev.http.ejections
+	health    metric.Int64Counter // maglev.http.health.transitions
+	rebuilds  metric.Int64Counter // maglev.table.rebuilds
+	moved     metric.Int64Counter // maglev.table.slots.moved
 
-	noBackend []metric.AddOption            // requests that found no healthy backend
-	reasons   map[string][]metric.AddOption // rebuilds by reason
+	reasons map[string][]metric.AddOption // rebuilds by reason
 
 	reg metric.Registration // the observable instruments' callback
 }
 
-// memberMetrics are one backend's recording options, made when its member
-// is.
+// memberMetrics are one backend's request counts and the attribute sets it
+// is recorded and observed with, made when its member is.
 type memberMetrics struct {
-	backend                    []metric.AddOption // maglev.backend=NAME
-	ok, backendErr, requestErr []metric.AddOption // and maglev.outcome
-	up, down                   []metric.AddOption // and maglev.state, for health transitions
+	ok, backendErr, requestErr atomic.Int64 // requests by outcome
+	retries                    atomic.Int64 // requests sent again after this backend failed
+	inFlight                   atomic.Int64 // requests sent and not answered yet
+
+	backend                      attribute.Set      // maglev.backend=NAME
+	okSet, backendErrSet, errSet attribute.Set      // and maglev.outcome
+	backendAdd, upAdd, downAdd   []metric.AddOption // for the ejection and health transition counters
 }
 
-func addOptions(kvs ...attribute.KeyValue) []metric.AddOption {
-	return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(kvs...))}
+func addOptions(set attribute.Set) []metric.AddOption {
+	return []metric.AddOption{metric.WithAttributeSet(set)}
 }
 
-func newMemberMetrics(name string) memberMetrics {
+func (mm *memberMetrics) init(name string) {
 	b := attrBackend.String(name)
-	return memberMetrics{
-		backend:    addOptions(b),
-		ok:         addOptions(b, attrOutcome.String(outcomeOK)),
-		backendErr: addOptions(b, attrOutcome.String(outcomeBackendError)),
-		requestErr: addOptions(b, attrOutcome.String(outcomeRequestError)),
-		up:         addOptions(b, attrState.String("up")),
-		down:       addOptions(b, attrState.String("down")),
-	}
+	mm.backend = attribute.NewSet(b)
+	mm.okSet = attribute.NewSet(b, attrOutcome.String(outcomeOK))
+	mm.backendErrSet = attribute.NewSet(b, attrOutcome.String(outcomeBackendError))
+	mm.errSet = attribute.NewSet(b, attrOutcome.String(outcomeRequestError))
+	mm.backendAdd = addOptions(mm.backend)
+	mm.upAdd = addOptions(attribute.NewSet(b, attrState.String("up")))
+	mm.downAdd = addOptions(attribute.NewSet(b, attrState.String("down")))
 }
 
 // newMetrics creates the Transport's instruments with mp's meter (the
@@ -81,13 +84,11 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(meterName)
-	m := &metrics{
-		noBackend: addOptions(attrOutcome.String("no_backend")),
-		reasons:   make(map[string][]metric.AddOption, len(rebuildReasons)),
-	}
+	m := &metrics{reasons: make(map[string][]metric.AddOption, len(rebuildReasons))}
 	for _, r := range rebuildReasons {
-		m.reasons[r] = addOptions(attrReason.String(r))
+		m.reasons[r] = addOptions(attribute.NewSet(attrReason.String(r)))
 	}
+	noBackend := metric.WithAttributeSet(attribute.NewSet(attrOutcome.String("no_backend")))
 	var err error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, e := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -96,13 +97,10 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 		}
 		return c
 	}
-	m.requests = counter("maglev.http.requests", "{request}", "Requests sent to a backend, by backend and outcome; a retry is a second request.")
-	m.retries = counter("maglev.http.retries", "{request}", "Requests sent again after a backend fault, by the backend that failed.")
 	m.ejections = counter("maglev.http.ejections", "{ejection}", "Passive ejections, by backend.")
 	m.health = counter("maglev.http.health.transitions", "{transition}", "Active health check transitions, by backend and the state entered (up or down).")
 	m.rebuilds = counter("maglev.table.rebuilds", "{rebuild}", "Tables published after the first, by reason.")
 	m.moved = counter("maglev.table.slots.moved", "{slot}", "Slots whose owner a rebuild changed, summed over rebuilds.")
-	m.inFlight, err = int64UpDown(meter, err, "maglev.http.requests.in_flight", "{request}", "Requests sent to a backend and not answered yet, by backend.")
 
 	var gauge = func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, e := meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -115,8 +113,18 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 	minSlots := gauge("maglev.table.slots.min", "{slot}", "The fewest slots a backend of the current table owns (Envoy's min_entries_per_host).")
 	maxSlots := gauge("maglev.table.slots.max", "{slot}", "The most slots a backend of the current table owns (Envoy's max_entries_per_host).")
 	backends := gauge("maglev.http.backends", "{backend}", "Configured backends, by state: healthy (in the table), down (failed active checks), ejected, drained.")
-	spills, e := meter.Int64ObservableCounter("maglev.bounded.spills", metric.WithUnit("{request}"),
-		metric.WithDescription("Requests placed past a full first candidate with bounded loads, by that first candidate's backend."))
+	observed := func(name, unit, desc string) metric.Int64ObservableCounter {
+		c, e := meter.Int64ObservableCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err == nil && e != nil {
+			err = fmt.Errorf("%s: %w", name, e)
+		}
+		return c
+	}
+	requests := observed("maglev.http.requests", "{request}", "Requests sent to a backend, by backend and outcome; a retry is a second request.")
+	retries := observed("maglev.http.retries", "{request}", "Requests sent again after a backend fault, by the backend that failed.")
+	spills := observed("maglev.bounded.spills", "{request}", "Requests placed past a full first candidate with bounded loads, by that first candidate's backend.")
+	inFlight, e := meter.Int64ObservableUpDownCounter("maglev.http.requests.in_flight", metric.WithUnit("{request}"),
+		metric.WithDescription("Requests sent to a backend and not answered yet, by backend."))
 	if err == nil && e != nil {
 		err = e
 	}
@@ -125,6 +133,15 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 	}
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := t.cur.Load()
+		o.ObserveInt64(requests, t.noBackend.Load(), noBackend)
+		for _, mb := range s.all {
+			mm := &mb.mm
+			o.ObserveInt64(requests, mm.ok.Load(), metric.WithAttributeSet(mm.okSet))
+			o.ObserveInt64(requests, mm.backendErr.Load(), metric.WithAttributeSet(mm.backendErrSet))
+			o.ObserveInt64(requests, mm.requestErr.Load(), metric.WithAttributeSet(mm.errSet))
+			o.ObserveInt64(retries, mm.retries.Load(), metric.WithAttributeSet(mm.backend))
+			o.ObserveInt64(inFlight, mm.inFlight.Load(), metric.WithAttributeSet(mm.backend))
+		}
 		for i, c := range s.counts {
 			o.ObserveInt64(slots, int64(c), metric.WithAttributes(attrBackend.String(s.table.Backend(i))))
 		}
@@ -155,19 +172,11 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 			}
 		}
 		return nil
-	}, slots, minSlots, maxSlots, backends, spills)
+	}, requests, retries, inFlight, slots, minSlots, maxSlots, backends, spills)
 	if err != nil {
 		return nil, fmt.Errorf("httpmaglev: metrics: %w", err)
 	}
 	return m, nil
-}
-
-func int64UpDown(meter metric.Meter, err error, name, unit, desc string) (metric.Int64UpDownCounter, error) {
-	c, e := meter.Int64UpDownCounter(name, metric.WithUnit(unit), metric.WithDescription(desc))
-	if err == nil && e != nil {
-		err = fmt.Errorf("%s: %w", name, e)
-	}
-	return c, err
 }
 
 // rebuilt records a published rebuild.

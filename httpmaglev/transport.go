@@ -36,11 +36,12 @@ type Transport struct {
 	bounded *maglev.Bounded // the shared in-flight counts; nil when bounded loads are off
 	probe   *http.Client    // the active health checks' client
 
-	cur      atomic.Pointer[snapshot] // what RoundTrip reads
-	_        [64]byte                 // keeps the counters every RoundTrip writes off the line that holds cur
-	requests atomic.Int64             // requests routed to a backend
-	retries  atomic.Int64             // requests sent a second time
-	rounds   atomic.Int64             // health rounds started (State.HealthRounds)
+	cur       atomic.Pointer[snapshot] // what RoundTrip reads
+	_         [64]byte                 // keeps the counters every RoundTrip writes off the line that holds cur
+	requests  atomic.Int64             // requests routed to a backend
+	retries   atomic.Int64             // requests sent a second time
+	noBackend atomic.Int64             // requests that found no healthy backend
+	rounds    atomic.Int64             // health rounds started (State.HealthRounds)
 
 	mu      sync.Mutex // serializes rebuilds; guards members and the members' active health
 	ejectMu sync.Mutex // makes passive ejection's count and flag one step; on the failure path only, never held with mu
@@ -134,7 +135,8 @@ func (t *Transport) members0(backends []Backend) ([]*member, error) {
 // URL reduced to a copy of its scheme and host.
 func (t *Transport) newMember(b Backend) *member {
 	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
-	m := &member{b: b, up: true, mm: newMemberMetrics(b.Name)}
+	m := &member{b: b, up: true}
+	m.mm.init(b.Name)
 	if t.cfg.HealthPath != "" {
 		m.health = b.URL.String() + t.cfg.HealthPath
 	}
@@ -333,7 +335,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	s, i, lease, key, h := t.pick(req)
 	if i < 0 {
 		closeBody(req)
-		t.metrics.requests.Add(req.Context(), 1, t.metrics.noBackend...)
+		t.noBackend.Add(1)
 		return nil, ErrNoHealthyBackend
 	}
 	t.requests.Add(1)
@@ -371,7 +373,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				again.Body, again.GetBody = body, out.GetBody
 			}
 			t.retries.Add(1)
-			t.metrics.retries.Add(req.Context(), 1, m.mm.backend...)
+			m.mm.retries.Add(1)
 			t.cfg.Logger.Warn("httpmaglev: retrying", "method", req.Method, "path", req.URL.Path,
 				"backend", m.b.Name, "err", err, "retry", next.b.Name)
 			m = next
@@ -396,22 +398,21 @@ var errNilURL = errors.New("httpmaglev: nil Request.URL")
 // send sends out to m's backend and keeps m's count of consecutive
 // failures, ejecting it when backend faults reach Config.EjectAfter.
 func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
-	ctx := out.Context()
-	t.metrics.inFlight.Add(ctx, 1, m.mm.backend...)
+	m.mm.inFlight.Add(1)
 	resp, err := t.cfg.Base.RoundTrip(out)
-	t.metrics.inFlight.Add(ctx, -1, m.mm.backend...)
+	m.mm.inFlight.Add(-1)
 	if err == nil {
-		t.metrics.requests.Add(ctx, 1, m.mm.ok...)
+		m.mm.ok.Add(1)
 		if m.connFails.Load() != 0 {
 			m.connFails.Store(0)
 		}
 		return resp, nil
 	}
 	if !backendFault(out, err) {
-		t.metrics.requests.Add(ctx, 1, m.mm.requestErr...)
+		m.mm.requestErr.Add(1)
 		return nil, err
 	}
-	t.metrics.requests.Add(ctx, 1, m.mm.backendErr...)
+	m.mm.backendErr.Add(1)
 	if t.cfg.EjectAfter > 0 && int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
 		t.eject(m, err)
 	}
@@ -463,7 +464,7 @@ func (t *Transport) eject(m *member, err error) {
 	m.ejectGen.Add(1)
 	m.ejected.Store(true)
 	t.ejectMu.Unlock()
-	t.metrics.ejections.Add(context.Background(), 1, m.mm.backend...)
+	t.metrics.ejections.Add(context.Background(), 1, m.mm.backendAdd...)
 	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(),
 		"ejections", streak, "for", time.Duration(m.ejectFor.Load()), "err", err)
 	select {
