@@ -343,8 +343,24 @@ func (c Config) normalize() (Config, error) {
 // each Name filled in. The URLs are still the caller's: a member made of
 // one copies what it keeps (see Transport.newMember), so that a list that
 // changes little allocates little. It is O(n log n) and makes at most
-// three allocations: the list, the sort's order and the sorted list.
+// three allocations: the names, the sort's order and the sorted list.
 func checkBackends(backends []Backend) ([]Backend, error) {
+	return checkBackendsInto(backends, new(backendScratch))
+}
+
+// A backendScratch is the memory checkBackendsInto works in, and the list
+// it returns: a caller that checks list after list (SetBackends, under
+// Transport.mu) keeps one, so that a membership change allocates nothing
+// here once its lists stop growing.
+type backendScratch struct {
+	names []string
+	order []int32
+	out   []Backend
+}
+
+// checkBackendsInto is checkBackends in sc's memory: the list it returns
+// is sc's, valid until the next call with sc.
+func checkBackendsInto(backends []Backend, sc *backendScratch) ([]Backend, error) {
 	bad := func(i int, b Backend, reason error) error {
 		name := b.Name
 		if name == "" && b.URL != nil {
@@ -352,7 +368,8 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 		}
 		return fmt.Errorf("%w: backend %d (%q): %w", ErrInvalidBackends, i, name, reason)
 	}
-	in := make([]Backend, len(backends))
+	names := slices.Grow(sc.names[:0], len(backends))[:len(backends)]
+	sc.names = names
 	for i, b := range backends {
 		u := b.URL
 		if b.Name == "" && (u == nil || u.Host == "") {
@@ -361,25 +378,33 @@ func checkBackends(backends []Backend) ([]Backend, error) {
 		if err := checkBaseURL(u); err != nil {
 			return nil, bad(i, b, ErrBadURL)
 		}
+		names[i] = b.Name
 		if b.Name == "" {
-			b.Name = u.Host
+			names[i] = u.Host
 		}
-		in[i] = b
 	}
-	// Sorted by name through an order of indexes: swapping 4-byte indexes
-	// instead of backends, which hold pointers, is several times faster at
-	// thousands of backends.
-	out := in
-	if !slices.IsSortedFunc(in, func(a, b Backend) int { return strings.Compare(a.Name, b.Name) }) {
-		order := make([]int32, len(in))
+	// Sorted by name through an order of indexes over the names: swapping
+	// 4-byte indexes instead of backends, which hold pointers, and reading
+	// the names from one dense slice, is several times faster at thousands
+	// of backends. Lists from a membership source often come sorted.
+	var order []int32
+	if !slices.IsSorted(names) {
+		order = slices.Grow(sc.order[:0], len(names))[:len(names)]
+		sc.order = order
 		for i := range order {
 			order[i] = int32(i)
 		}
-		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(in[a].Name, in[b].Name) })
-		out = make([]Backend, len(in))
-		for i, j := range order {
-			out[i] = in[j]
+		slices.SortFunc(order, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	}
+	out := slices.Grow(sc.out[:0], len(backends))[:len(backends)]
+	sc.out = out
+	for i := range out {
+		j := i
+		if order != nil {
+			j = int(order[i])
 		}
+		out[i] = backends[j]
+		out[i].Name = names[j]
 	}
 	for i := 1; i < len(out); i++ {
 		if out[i].Name == out[i-1].Name {

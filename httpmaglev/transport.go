@@ -43,9 +43,10 @@ type Transport struct {
 	noBackend atomic.Int64             // requests that found no healthy backend
 	rounds    atomic.Int64             // health rounds started (State.HealthRounds)
 
-	mu      sync.Mutex // serializes rebuilds; guards members and the members' active health
-	ejectMu sync.Mutex // makes passive ejection's count and flag one step; on the failure path only, never held with mu
-	members []*member  // every configured backend, sorted by name
+	mu      sync.Mutex     // serializes rebuilds; guards members and the members' active health
+	ejectMu sync.Mutex     // makes passive ejection's count and flag one step; on the failure path only, never held with mu
+	members []*member      // every configured backend, sorted by name
+	scratch backendScratch // SetBackends' memory for checking a list, guarded by mu
 
 	metrics *metrics // the instruments; see docs/metrics.md
 
@@ -159,12 +160,12 @@ func (t *Transport) newMember(b Backend) *member {
 // + M) to check, merge and compare; the tables a retry needs are built
 // later, when a retry first needs one (see RoundTrip).
 func (t *Transport) SetBackends(backends []Backend) error {
-	bs, err := checkBackends(backends)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	bs, err := checkBackendsInto(backends, &t.scratch)
 	if err != nil {
 		return err
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	// A backend that keeps its name, URL and weight keeps its member: one
 	// merge of two lists sorted by name.
 	members := make([]*member, len(bs))
