@@ -23,6 +23,7 @@
 //	lbproxy -etcd http://10.0.0.1:2379,http://10.0.0.2:2379 -etcd-prefix services/web
 //	lbproxy -dns web.default.svc.cluster.local:8080 [-dns-interval 5s]
 //	lbproxy -dns-srv _http._tcp.web.default.svc.cluster.local
+//	lbproxy -k8s-service default/web:http [-kubeconfig FILE]
 //
 // -etcd (comma-separated client URLs) with -etcd-prefix watches the
 // endpoints registered under the prefix in the format of etcd's gRPC
@@ -111,6 +112,8 @@ type options struct {
 	dns         string        // NAME:PORT whose A/AAAA records are the backends
 	dnsSRV      string        // name whose SRV records are the backends
 	dnsInterval time.Duration // time between DNS lookups
+	k8sService  string        // NAMESPACE/NAME:PORT whose ready endpoints are the backends
+	kubeconfig  string        // the kubeconfig for -k8s-service; "" as kubectl finds it
 }
 
 // errReported is the error parseFlags returns for flags that the flag
@@ -150,6 +153,8 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.dns, "dns", "", "backends are the A/AAAA records of `NAME:PORT`, looked up every -dns-interval")
 	fs.StringVar(&o.dnsSRV, "dns-srv", "", "backends are the lowest-priority SRV records of `NAME`, looked up every -dns-interval")
 	fs.DurationVar(&o.dnsInterval, "dns-interval", 5*time.Second, "time between DNS lookups of -dns or -dns-srv")
+	fs.StringVar(&o.k8sService, "k8s-service", "", "backends are the ready endpoints of `NAMESPACE/NAME:PORT` (a Kubernetes Service's port, by name or number), from its EndpointSlices")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig `file` for -k8s-service; empty: in a pod its service account, else $KUBECONFIG or ~/.kube/config")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -175,9 +180,9 @@ func parseFlags(args []string) (options, error) {
 	if err := o.checkSources(); err != nil {
 		return o, err
 	}
-	o.cfg.Dynamic = len(o.etcd) > 0 || o.dns != "" || o.dnsSRV != ""
+	o.cfg.Dynamic = len(o.etcd) > 0 || o.dns != "" || o.dnsSRV != "" || o.k8sService != ""
 	if len(o.cfg.Backends) == 0 && o.demo <= 0 && !o.cfg.Dynamic {
-		return o, errors.New("lbproxy: no backends: use -backend, -backends-file, -demo, -etcd, -dns or -dns-srv")
+		return o, errors.New("lbproxy: no backends: use -backend, -backends-file, -demo, -etcd, -dns, -dns-srv or -k8s-service")
 	}
 	return o, nil
 }

@@ -10,10 +10,12 @@ import (
 
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/k8smaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"k8s.io/client-go/kubernetes"
 )
 
 // startTimeout bounds the first read of the membership from etcd or DNS:
@@ -22,7 +24,8 @@ import (
 const startTimeout = 10 * time.Second
 
 // checkSources reports an error unless the flags name at most one source
-// of backends: -backend/-backends-file/-demo, -etcd, -dns or -dns-srv.
+// of backends: -backend/-backends-file/-demo, -etcd, -dns, -dns-srv or
+// -k8s-service.
 func (o *options) checkSources() error {
 	var dynamic []string
 	if len(o.etcd) > 0 {
@@ -34,6 +37,9 @@ func (o *options) checkSources() error {
 	if o.dnsSRV != "" {
 		dynamic = append(dynamic, "-dns-srv")
 	}
+	if o.k8sService != "" {
+		dynamic = append(dynamic, "-k8s-service")
+	}
 	switch {
 	case len(dynamic) > 1:
 		return fmt.Errorf("lbproxy: %s: use one source of backends", strings.Join(dynamic, " and "))
@@ -43,12 +49,19 @@ func (o *options) checkSources() error {
 		return errors.New("lbproxy: -etcd needs -etcd-prefix")
 	case len(o.etcd) == 0 && o.etcdPrefix != "":
 		return errors.New("lbproxy: -etcd-prefix needs -etcd")
+	case o.kubeconfig != "" && o.k8sService == "":
+		return errors.New("lbproxy: -kubeconfig needs -k8s-service")
 	case o.dnsInterval <= 0:
 		return errors.New("lbproxy: -dns-interval must be positive")
 	}
 	if o.dns != "" {
 		if host, port, err := net.SplitHostPort(o.dns); err != nil || host == "" || port == "" {
 			return fmt.Errorf("lbproxy: -dns %q: want NAME:PORT", o.dns)
+		}
+	}
+	if o.k8sService != "" {
+		if _, err := k8smaglev.ParseService(o.k8sService); err != nil {
+			return fmt.Errorf("lbproxy: -k8s-service: %w", err)
 		}
 	}
 	return nil
@@ -86,6 +99,21 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
 	case o.dns != "":
 		w, err := httpmaglev.WatchDNS(ctx, o.dns, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
+		if err != nil {
+			return nil, fmt.Errorf("lbproxy: %w", err)
+		}
+		return func() { _ = w.Close() }, nil
+	case o.k8sService != "":
+		svc, _ := k8smaglev.ParseService(o.k8sService) // checked by checkSources
+		cfg, err := k8smaglev.RESTConfig(o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("lbproxy: %w", err)
+		}
+		c, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("lbproxy: %w", err)
+		}
+		w, err := k8smaglev.Watch(ctx, c, svc, p.t.SetBackends, k8smaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

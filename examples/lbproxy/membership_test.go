@@ -20,6 +20,9 @@ func TestParseFlagsMembership(t *testing.T) {
 		{[]string{"-dns-srv", "_http._tcp.web.test", "-dns-interval", "250ms"}, func(o options) bool {
 			return o.dnsSRV == "_http._tcp.web.test" && o.dnsInterval == 250*time.Millisecond && o.cfg.Dynamic
 		}},
+		{[]string{"-k8s-service", "prod/web:http", "-kubeconfig", "kc"}, func(o options) bool {
+			return o.k8sService == "prod/web:http" && o.kubeconfig == "kc" && o.cfg.Dynamic
+		}},
 	}
 	for _, tt := range good {
 		o, err := parseFlags(tt.args)
@@ -43,6 +46,10 @@ func TestParseFlagsMembership(t *testing.T) {
 		{[]string{"-dns", "web.test"}, "want NAME:PORT"},
 		{[]string{"-dns", ":80"}, "want NAME:PORT"},
 		{[]string{"-dns", "web.test:80", "-dns-interval", "0s"}, "-dns-interval must be positive"},
+		{[]string{"-k8s-service", "prod/web:http", "-dns", "web.test:80"}, "use one source"},
+		{[]string{"-k8s-service", "prod/web:http", "-demo", "1"}, "cannot be used with -backend"},
+		{[]string{"-k8s-service", "web:http"}, "-k8s-service: k8smaglev: invalid config"},
+		{[]string{"-kubeconfig", "kc", "-demo", "1"}, "-kubeconfig needs -k8s-service"},
 	}
 	for _, tt := range bad {
 		_, err := parseFlags(tt.args)
