@@ -58,9 +58,9 @@ import (
 // The environment Main passes to the copy of the test binary it starts in
 // a network namespace.
 const (
-	envInNetns    = "K8STEST_IN_NETNS"       // "1" in the copy
-	envAPIServer  = "K8STEST_KUBE_APISERVER" // the built binary
-	envUnavailble = "K8STEST_UNAVAILABLE"    // why the cluster cannot run, if it cannot
+	envInNetns     = "K8STEST_IN_NETNS"       // "1" in the copy
+	envAPIServer   = "K8STEST_KUBE_APISERVER" // the built binary
+	envUnavailable = "K8STEST_UNAVAILABLE"    // why the cluster cannot run, if it cannot
 )
 
 // The addresses of the namespace: the API server's, and etcd's.
@@ -83,12 +83,12 @@ func Main(m *testing.M) int {
 		return m.Run()
 	}
 	if why := missing(); why != "" {
-		os.Setenv(envUnavailble, why)
+		os.Setenv(envUnavailable, why)
 		return m.Run()
 	}
 	bin, err := buildAPIServer()
 	if err != nil {
-		os.Setenv(envUnavailble, "!"+err.Error()) // "!": fails, even outside CI
+		os.Setenv(envUnavailable, "!"+err.Error()) // "!": fails, even outside CI
 		return m.Run()
 	}
 	// Pdeathsig is sent when the thread that started the child exits:
@@ -151,7 +151,7 @@ func need(t testing.TB) {
 	if testing.Short() {
 		t.Skip("-short: no Kubernetes API server")
 	}
-	why := os.Getenv(envUnavailble)
+	why := os.Getenv(envUnavailable)
 	if strings.HasPrefix(why, "!") {
 		t.Fatal(why[1:])
 	}
