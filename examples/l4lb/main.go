@@ -4,6 +4,7 @@
 //
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -backend 10.0.0.11 -backend 10.0.0.12=02:00:00:00:00:12
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -etcd http://10.0.0.1:2379 -etcd-prefix services/web -seed 7
+//	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
 //
 // Each backend must be on the interface's segment and hold the VIP on its
 // loopback device (see docs/xdp.md). A backend's MAC comes from the
@@ -14,6 +15,14 @@
 // as etcdmaglev.Register writes it; the port is not used), each with the
 // "weight" of its Metadata; the table is rebuilt and swapped atomically on
 // every change, and while etcd is unreachable the last set stays.
+//
+// With -k8s-service NAMESPACE/NAME:PORT, the backends are the IPs of the
+// Service's ready endpoints on that port, from its EndpointSlices (as
+// k8smaglev.WatchEndpoints reads them; the port, the Service's
+// targetPort, picks the endpoints and is not used otherwise); a
+// terminating but serving endpoint is drained as weight 0 in etcd is. The
+// client configuration is the pod's service account inside a pod, else
+// -kubeconfig, $KUBECONFIG or ~/.kube/config, as kubectl finds it.
 //
 // A backend is drained by weight 0 in its etcd Metadata, by -drain IP, or
 // by POST /drain?addr=IP on the admin address (POST /undrain takes it
@@ -47,6 +56,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/maglevlb/maglev/k8smaglev"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -69,9 +79,11 @@ type config struct {
 	backends []xdpmaglev.Backend
 	opts     xdpmaglev.Options
 	admin    string
-	etcd     []string     // etcd client URLs; none for static backends
-	prefix   string       // the etcd prefix the backends register under
-	drained  []netip.Addr // -drain
+	etcd     []string          // etcd client URLs; none for static backends
+	prefix   string            // the etcd prefix the backends register under
+	drained  []netip.Addr      // -drain
+	k8s      k8smaglev.Service // -k8s-service; Name "" for none
+	kubeconf string            // -kubeconfig; "" as kubectl finds it
 	timeout  time.Duration
 }
 
@@ -116,7 +128,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var c config
 	var bs backendFlags
 	var drained addrFlags
-	var etcd string
+	var etcd, k8s string
 	var vip, proto, mode string
 	var m int
 	var seed uint64
@@ -130,6 +142,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
 	fs.StringVar(&etcd, "etcd", "", "etcd client `URLs`, comma-separated: the backends are the endpoints registered under -etcd-prefix")
 	fs.StringVar(&c.prefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
+	fs.StringVar(&k8s, "k8s-service", "", "the backends are the IPs of the ready endpoints of `NAMESPACE/NAME:PORT`, a Kubernetes Service's port by name or number, from its EndpointSlices; PORT (the Service's targetPort) picks the endpoints, and packets keep the VIP's port, so the pods should serve on the VIP's port")
+	fs.StringVar(&c.kubeconf, "kubeconfig", "", "kubeconfig `file` for -k8s-service; empty: in a pod its service account, else $KUBECONFIG or ~/.kube/config")
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	if err := fs.Parse(args); err != nil {
@@ -147,6 +161,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case len(c.etcd) > 0 && len(bs) > 0:
 		return c, errors.New("-etcd cannot be used with -backend")
+	case k8s != "" && (len(c.etcd) > 0 || len(bs) > 0):
+		return c, errors.New("-k8s-service cannot be used with -backend or -etcd")
+	case c.kubeconf != "" && k8s == "":
+		return c, errors.New("-kubeconfig needs -k8s-service")
 	case len(c.etcd) > 0 && strings.Trim(c.prefix, "/") == "":
 		return c, errors.New("-etcd needs -etcd-prefix")
 	case len(c.etcd) == 0 && c.prefix != "":
@@ -156,6 +174,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	c.drained = drained
 	var err error
+	if k8s != "" {
+		if c.k8s, err = k8smaglev.ParseService(k8s); err != nil {
+			return c, fmt.Errorf("-k8s-service: %w", err)
+		}
+	}
 	if c.svc.VIP, err = netip.ParseAddrPort(vip); err != nil {
 		return c, fmt.Errorf("-vip: %v", err)
 	}
@@ -200,7 +223,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := &lockedWriter{w: stdout}
 	p := newPool(lb, c.svc, c.timeout, c.drained, out)
 	defer p.close()
-	if len(c.etcd) > 0 {
+	switch {
+	case c.k8s.Name != "":
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), backends from Kubernetes service %v\n", c.svc, c.iface, lb.Mode(), c.k8s)
+		logger := slog.New(slog.NewTextHandler(stderr, nil))
+		stop, err := watchK8s(ctx, c.k8s, c.kubeconf, c.svc.VIP.Addr(), p, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	case len(c.etcd) > 0:
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), backends from etcd %s\n", c.svc, c.iface, lb.Mode(), c.prefix)
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
 		stop, err := watchEtcd(ctx, c.etcd, c.prefix, p, logger)
@@ -208,7 +240,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer stop()
-	} else {
+	default:
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
 		m := make(map[netip.Addr]member, len(c.backends))
 		for _, b := range c.backends {

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// TestParseK8s: -k8s-service and -kubeconfig, alone and with the other
+// sources. Errors are unprefixed: main prints them after "l4lb: ".
+func TestParseK8s(t *testing.T) {
+	c, err := parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -k8s-service prod/web:http -kubeconfig /tmp/kc -drain-timeout 5s"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.k8s != (k8smaglev.Service{Namespace: "prod", Name: "web", Port: "http"}) || c.kubeconf != "/tmp/kc" ||
+		len(c.etcd) != 0 || len(c.backends) != 0 || c.timeout != 5*time.Second {
+		t.Errorf("parsed %+v", c)
+	}
+	c, err = parse(strings.Fields("-iface eth0 -vip [2001:db8::1]:80 -k8s-service prod/web:8080"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.k8s.Port != "8080" || c.kubeconf != "" {
+		t.Errorf("parsed %+v", c)
+	}
+	if c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3"), io.Discard); err != nil || c.k8s.Name != "" {
+		t.Errorf("-backend alone: %+v, %v", c, err)
+	}
+	for bad, want := range map[string]string{
+		"-k8s-service prod/web:http -backend 198.18.0.3":                          "-k8s-service cannot be used with -backend or -etcd",
+		"-k8s-service prod/web:http -etcd http://127.0.0.1:2379 -etcd-prefix svc": "-k8s-service cannot be used with -backend or -etcd",
+		"-k8s-service prod/web:http -etcd-prefix svc":                             "-etcd-prefix needs -etcd",
+		"-kubeconfig /tmp/kc":                           "-kubeconfig needs -k8s-service",
+		"-kubeconfig /tmp/kc -backend 198.18.0.3":       "-kubeconfig needs -k8s-service",
+		"-k8s-service web:http":                         "-k8s-service: k8smaglev: ",
+		"-k8s-service prod/web":                         "-k8s-service: k8smaglev: ",
+		"-k8s-service prod/web:0":                       "-k8s-service: k8smaglev: ",
+		"-k8s-service /web:http":                        "-k8s-service: k8smaglev: ",
+		"-k8s-service prod/Web:http":                    "-k8s-service: k8smaglev: ",
+		"-k8s-service prod/web:http -drain-timeout -1s": "-drain-timeout must not be negative",
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80"), strings.Fields(bad)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %v; want %q...", bad, err, want)
+		}
+	}
+}
+
+// TestK8sPlan: what the data plane holds as a Service's endpoints come,
+// turn terminating-but-serving (drained as weight 0 in etcd is), leave,
+// and come back.
+func TestK8sPlan(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p := newPool(nil, xdpmaglev.Service{}, 10*time.Second, nil, nil)
+	t0 := time.Unix(1000, 0)
+	step := func(now time.Time, eps []k8smaglev.Endpoint, want string, wantNext time.Time) {
+		t.Helper()
+		p.members = k8sMembers(eps, logger)
+		bs, next := p.plan(now)
+		got := ""
+		for _, b := range bs {
+			got += fmt.Sprintf("%v=%d ", b.Addr, b.Weight)
+		}
+		if got != want || !next.Equal(wantNext) {
+			t.Errorf("at +%v: %q, next drain end +%v; want %q, +%v", now.Sub(t0), got, next.Sub(t0), want, wantNext.Sub(t0))
+		}
+		p.applied = bs
+	}
+	ep := func(i int, draining bool) k8smaglev.Endpoint {
+		return k8smaglev.Endpoint{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), 8080).String(), Draining: draining}
+	}
+	step(t0, []k8smaglev.Endpoint{ep(1, false), ep(2, false), ep(3, false)},
+		"198.18.0.1=1 198.18.0.2=1 198.18.0.3=1 ", time.Time{})
+	// 198.18.0.2 terminates but serves: weight 0 until the drain timeout.
+	// 198.18.0.3 leaves the slices (deleted, or no longer ready): the same.
+	step(t0.Add(2*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true)},
+		"198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 ", t0.Add(12*time.Second))
+	// A new endpoint is live at once.
+	step(t0.Add(5*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
+		"198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 198.18.0.4=1 ", t0.Add(12*time.Second))
+	// The drains end: both leave the service.
+	step(t0.Add(12*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
+		"198.18.0.1=1 198.18.0.4=1 ", time.Time{})
+	// The terminating pod is gone; 198.18.0.3 is ready again (a new pod on
+	// its IP): live.
+	step(t0.Add(13*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(3, false), ep(4, false)},
+		"198.18.0.1=1 198.18.0.3=1 198.18.0.4=1 ", time.Time{})
+	if len(p.since) != 0 {
+		t.Errorf("drain start times kept: %v", p.since)
+	}
+	// Every endpoint terminating: all drain, none live.
+	step(t0.Add(20*time.Second), []k8smaglev.Endpoint{ep(1, true), ep(3, true), ep(4, true)},
+		"198.18.0.1=0 198.18.0.3=0 198.18.0.4=0 ", t0.Add(30*time.Second))
+}
+
+// TestK8sMembers: an endpoint's IP, IPv6 and IPv4-mapped ones included,
+// its port left out; one IP twice is ready if either is; a malformed
+// address is left out.
+func TestK8sMembers(t *testing.T) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := k8sMembers([]k8smaglev.Endpoint{
+		{Addr: "198.18.0.1:8080"},
+		{Addr: "198.18.0.2:8080", Draining: true},
+		{Addr: "[2001:db8::1]:8080"},
+		{Addr: "[::ffff:198.18.0.3]:8080"},
+		{Addr: "198.18.0.4:8080", Draining: true},
+		{Addr: "198.18.0.4:9090"},
+		{Addr: "198.18.0.5:8080"},
+		{Addr: "198.18.0.5:9090", Draining: true},
+		{Addr: "web-0:8080"},
+		{Addr: "198.18.0.6"},
+	}, logger)
+	want := map[string]uint32{"198.18.0.1": 1, "198.18.0.2": 0, "2001:db8::1": 1, "198.18.0.3": 1, "198.18.0.4": 1, "198.18.0.5": 1}
+	if len(m) != len(want) {
+		t.Errorf("%d members, want %d: %v", len(m), len(want), m)
+	}
+	for a, w := range want {
+		if got, ok := m[netip.MustParseAddr(a)]; !ok || got.weight != w || got.hw != nil {
+			t.Errorf("%s: %+v (%v), want weight %d", a, got, ok, w)
+		}
+	}
+}
