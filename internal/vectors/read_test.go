@@ -264,7 +264,8 @@ func TestParseRejects(t *testing.T) {
 		{name: "ring candidate order key", edit: func(f *File) { ringOf(f, "a-e/vnodes=3").CandidateOrders[0].Key = 4 }, want: []error{ErrMismatch}, field: ae3 + ".candidate_orders[0].key"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			name, data := "small.json", small
+			name := "small.json"
+			var data []byte
 			if c.raw != nil {
 				name, data = "xxh3-seed.json", c.raw(slices.Clone(full))
 			} else {

@@ -126,10 +126,7 @@ func missing() string {
 // buildAPIServer builds this module's tool kube-apiserver (the go command
 // caches the binary) and returns its path.
 func buildAPIServer() (string, error) {
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(gocmd); err != nil {
-		gocmd = "go"
-	}
+	gocmd := "go" // go test puts its own GOROOT/bin first in PATH
 	start := time.Now()
 	var stderr bytes.Buffer
 	cmd := exec.Command(gocmd, "tool", "-n", "kube-apiserver")

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +25,7 @@ import (
 func buildLBProxy(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lbproxy")
-	gocmd := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gocmd := "go" // go test puts its own GOROOT/bin first in PATH
 	if out, err := exec.Command(gocmd, "build", "-C", "../../examples/lbproxy", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build lbproxy: %v: %s", err, out)
 	}
