@@ -102,9 +102,9 @@ func (m *channelMetrics) pick(ok outcome, err error) {
 		return
 	}
 	o := ok
-	switch {
-	case err == nil:
-	case err == balancer.ErrNoSubConnAvailable:
+	switch err {
+	case nil:
+	case balancer.ErrNoSubConnAvailable:
 		o = outcomeQueued
 	default:
 		o = outcomeFailed

@@ -417,11 +417,11 @@ func blackHole(t *testing.T) (net.Listener, <-chan struct{}) {
 		}
 	}()
 	t.Cleanup(func() {
-		lis.Close()
+		_ = lis.Close()
 		mu.Lock()
 		defer mu.Unlock()
 		for _, c := range conns {
-			c.Close()
+			_ = c.Close()
 		}
 	})
 	return lis, accepted

@@ -139,7 +139,7 @@ func TestMalformedChunkedThroughProxy(t *testing.T) {
 		}
 		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 		// A first chunk, then a chunk size that is not hexadecimal.
-		fmt.Fprintf(conn, "POST /item HTTP/1.1\r\nHost: lb\r\n%s: k\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\nxyz\r\n0\r\n\r\n", keyHeader)
+		_, _ = fmt.Fprintf(conn, "POST /item HTTP/1.1\r\nHost: lb\r\n%s: k\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\nzz\r\nxyz\r\n0\r\n\r\n", keyHeader)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil {
 			t.Fatalf("POST %d: %v", i, err)

@@ -233,7 +233,7 @@ func (t *Transport) build(all []*member, old *snapshot) (*snapshot, error) {
 	healthy := make([]*member, 0, len(all))
 	backends := make([]maglev.Backend, 0, len(all))
 	for _, m := range all {
-		if m.healthy() && !(weighted && m.b.Weight == 0) {
+		if m.healthy() && (!weighted || m.b.Weight > 0) {
 			healthy = append(healthy, m)
 			backends = append(backends, maglev.Backend{Name: m.b.Name, Weight: max(m.b.Weight, 1)})
 		}

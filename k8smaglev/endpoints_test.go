@@ -152,7 +152,7 @@ func TestHTTPBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
+	defer func() { _ = tr.Close() }()
 	for i := range 200 {
 		if b, ok := tr.Lookup(fmt.Sprint(i)); !ok || b.Name == "198.18.0.2:80" {
 			t.Fatalf("key %d: %v %v, want a backend that is not drained", i, b.Name, ok)

@@ -365,7 +365,9 @@ func (f *fleet) startLB(i int) {
 func (f *fleet) stopLB(i int) {
 	if p := f.procs[i]; p != nil {
 		_ = p.cmd.Process.Kill() // SIGKILL: a load balancer lost
-		<-p.done
+		if err := <-p.done; err == nil {
+			f.t.Errorf("load balancer %d exited cleanly after SIGKILL", i)
+		}
 		f.procs[i] = nil
 	}
 }

@@ -128,7 +128,7 @@ func (b *builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 			wcancel()
 			if err == nil {
 				<-ctx.Done()
-				w.Close()
+				_ = w.Close()
 				return
 			}
 			if ctx.Err() != nil {

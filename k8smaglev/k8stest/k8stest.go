@@ -83,12 +83,12 @@ func Main(m *testing.M) int {
 		return m.Run()
 	}
 	if why := missing(); why != "" {
-		os.Setenv(envUnavailable, why)
+		_ = os.Setenv(envUnavailable, why)
 		return m.Run()
 	}
 	bin, err := buildAPIServer()
 	if err != nil {
-		os.Setenv(envUnavailable, "!"+err.Error()) // "!": fails, even outside CI
+		_ = os.Setenv(envUnavailable, "!"+err.Error()) // "!": fails, even outside CI
 		return m.Run()
 	}
 	// Pdeathsig is sent when the thread that started the child exits:
@@ -229,7 +229,7 @@ func stopShared() {
 	stop(shared.api)
 	stop(shared.etcd)
 	shared.mu.Unlock()
-	os.RemoveAll(shared.dir)
+	_ = os.RemoveAll(shared.dir)
 	shared = nil
 }
 
@@ -304,7 +304,7 @@ func (c *Cluster) startEtcd() error {
 	for time.Now().Before(deadline) {
 		resp, err := http.Get(etcdURL + "/health")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
@@ -324,7 +324,7 @@ func (c *Cluster) spawn(cmd *exec.Cmd, log string) (*proc, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
-	f.Close()
+	_ = f.Close()
 	if err != nil {
 		return nil, fmt.Errorf("k8stest: %s: %w", cmd.Path, err)
 	}
@@ -395,7 +395,7 @@ func (c *Cluster) StartAPIServer(t testing.TB) {
 		req, _ := http.NewRequest("GET", "https://"+APIServerIP+":"+apiPort+"/readyz", nil)
 		req.Header.Set("Authorization", "Bearer "+c.adminToken)
 		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				hc.CloseIdleConnections()
 				return

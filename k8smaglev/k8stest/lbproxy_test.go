@@ -55,7 +55,7 @@ func startLBProxy(t *testing.T, bin, addr, svc, kubeconfig string) {
 		if err != nil {
 			return false
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return true
 	})
 }
@@ -69,7 +69,7 @@ func viaProxy(c *http.Client, addr, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("status %d, %v: %s", resp.StatusCode, err, b)

@@ -69,7 +69,7 @@ func TestGRPCResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
+	defer func() { _ = cc.Close() }()
 	client := testgrpc.NewTestServiceClient(cc)
 	// A Transport fed by k8smaglev.Watch on the same port: its table
 	// names the same endpoints, so it must pick every key's server too.

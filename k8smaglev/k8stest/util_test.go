@@ -57,7 +57,7 @@ func startBackend(t *testing.T, ip string) *backend {
 		io.WriteString(w, b.addr) //nolint:errcheck // the client's fault
 	})}
 	go srv.Serve(lis) //nolint:errcheck // ends with Close
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { _ = srv.Close() })
 	return b
 }
 
@@ -162,14 +162,14 @@ func newProxy(t *testing.T, cs kubernetes.Interface, svc k8smaglev.Service) *pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tr.Close() })
+	t.Cleanup(func() { _ = tr.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	w, err := k8smaglev.Watch(ctx, cs, svc, tr.SetBackends, k8smaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { w.Close() })
+	t.Cleanup(func() { _ = w.Close() })
 	return &proxy{tr: tr, w: w}
 }
 
@@ -182,7 +182,7 @@ func (p *proxy) get(key, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return "", err
@@ -316,7 +316,7 @@ func startForwarder(t *testing.T, port int) *forwarder {
 			go f.relay(c)
 		}
 	}()
-	t.Cleanup(func() { f.lis.Close(); f.setCut(true) })
+	t.Cleanup(func() { _ = f.lis.Close(); f.setCut(true) })
 	return f
 }
 
@@ -324,14 +324,14 @@ func (f *forwarder) relay(c net.Conn) {
 	f.mu.Lock()
 	if f.cut {
 		f.mu.Unlock()
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	f.conns[c] = true
 	f.mu.Unlock()
 	up, err := net.Dial("tcp", net.JoinHostPort(k8stest.APIServerIP, "6443"))
 	if err != nil {
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	f.mu.Lock()
@@ -339,7 +339,7 @@ func (f *forwarder) relay(c net.Conn) {
 	f.mu.Unlock()
 	go func() { io.Copy(up, c); up.Close() }() //nolint:errcheck // ends when either side closes
 	io.Copy(c, up)                             //nolint:errcheck // ends when either side closes
-	c.Close()
+	_ = c.Close()
 }
 
 // setCut cuts every connection and refuses new ones (true), or relays
@@ -350,7 +350,7 @@ func (f *forwarder) setCut(cut bool) {
 	f.cut = cut
 	if cut {
 		for c := range f.conns {
-			c.Close()
+			_ = c.Close()
 		}
 		clear(f.conns)
 	}

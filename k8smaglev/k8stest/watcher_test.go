@@ -345,7 +345,7 @@ func TestWatchErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer func() { _ = w.Close() }()
 	putSlice(t, cs, ns, "web", "web-a", 0, readyEPs(bs...)...)
 	waitFor(t, 10*time.Second, "the list accepted after 3 failures", func() bool { return len(w.Endpoints()) == 2 })
 	mu.Lock()
