@@ -168,13 +168,15 @@ type Config struct {
 	// NewTable, if set, builds the table instead of maglev.NewWeighted
 	// (maglev.New for equal weights) with Hasher: a hook for a builder that
 	// follows other rules, such as an Envoy-compatible one in another
-	// module. It is given the healthy backends, sorted by name, with their
-	// weights (all 1 for equal weights), and TableSize; Hasher is not
-	// passed, since the table carries its own, and keys are hashed with
-	// the table's Hasher(). It must return a table over exactly those
-	// names, or an error. It runs off the request path, for every rebuild,
-	// once for the table and once per backend for the retry targets (see
-	// RoundTrip), and must be safe to call from several goroutines.
+	// module. It is given the healthy, undrained backends, sorted by name,
+	// with their weights (all 1 for an unweighted list), and TableSize;
+	// Hasher is not passed, since the table carries its own, and keys are
+	// hashed with the table's Hasher(). It must return a table over exactly
+	// those names, or an error. It runs once for every rebuild, off the
+	// request path, and once more for each backend a request is retried
+	// away from (the table without it, built by the first such retry in a
+	// snapshot; see RoundTrip), so it must be safe to call from several
+	// goroutines.
 	NewTable func(backends []maglev.Backend, size int) (*maglev.Table, error)
 
 	// BalanceFactor turns on bounded loads: 0 is off, otherwise it must be
