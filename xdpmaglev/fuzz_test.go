@@ -10,64 +10,127 @@ import (
 )
 
 // refParse is the data plane's parse (bpf/maglev.c) written plainly, for
-// FuzzProgram: the flow of a packet the program would look up, or the
-// counter of the reason it passes.
-func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, reason string) {
+// FuzzProgram: the flow of a packet the program would look up (for an ICMP
+// error about a flow from a VIP, that flow, and icmp set), or the counter
+// of the reason it passes.
+func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason string) {
 	if len(b) < 14 {
-		return src, dst, 0, "pass_truncated"
+		return src, dst, 0, false, "pass_truncated"
 	}
 	l3 := b[14:]
 	var l4 []byte
+	var ipLen int
 	switch binary.BigEndian.Uint16(b[12:]) {
 	case 0x0800:
 		if len(l3) < 20 {
-			return src, dst, 0, "pass_truncated"
+			return src, dst, 0, false, "pass_truncated"
 		}
 		if l3[0]>>4 != 4 || l3[0]&0xf < 5 {
-			return src, dst, 0, "pass_malformed"
+			return src, dst, 0, false, "pass_malformed"
 		}
 		proto = l3[9]
-		if proto != 6 && proto != 17 {
-			return src, dst, 0, "pass_not_tcp_udp"
+		if proto != 6 && proto != 17 && proto != 1 {
+			return src, dst, 0, false, "pass_not_tcp_udp"
 		}
 		if binary.BigEndian.Uint16(l3[6:])&0x3fff != 0 {
-			return src, dst, 0, "pass_fragment"
+			return src, dst, 0, false, "pass_fragment"
 		}
 		if l3[0]&0xf != 5 {
-			return src, dst, 0, "pass_ip_options"
+			return src, dst, 0, false, "pass_ip_options"
 		}
 		src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(l3[12:16])), 0)
 		dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(l3[16:20])), 0)
 		l4 = l3[20:]
+		ipLen = int(binary.BigEndian.Uint16(l3[2:]))
+		if proto == 1 {
+			if len(l4) < 8 {
+				return src, dst, 0, false, "pass_truncated"
+			}
+			if l4[0] != 3 {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			q := l4[8:]
+			if len(q) < 28 {
+				return src, dst, 0, false, "pass_truncated"
+			}
+			if q[0] != 0x45 {
+				return src, dst, 0, false, "pass_malformed"
+			}
+			if q[9] != 6 && q[9] != 17 {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			if !bytes.Equal(q[12:16], l3[16:20]) {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			src = netip.AddrPortFrom(netip.AddrFrom4([4]byte(q[16:20])), binary.BigEndian.Uint16(q[22:]))
+			dst = netip.AddrPortFrom(netip.AddrFrom4([4]byte(q[12:16])), binary.BigEndian.Uint16(q[20:]))
+			proto, icmp = q[9], true
+		}
 	case 0x86dd:
 		if len(l3) < 40 {
-			return src, dst, 0, "pass_truncated"
+			return src, dst, 0, false, "pass_truncated"
 		}
 		if l3[0]>>4 != 6 {
-			return src, dst, 0, "pass_malformed"
+			return src, dst, 0, false, "pass_malformed"
 		}
 		proto = l3[6]
-		switch {
-		case proto == 6 || proto == 17:
-		case proto == 44:
-			return src, dst, 0, "pass_fragment"
-		case slices.Contains([]uint8{0, 43, 51, 60, 135, 139, 140, 253, 254}, proto):
-			return src, dst, 0, "pass_ipv6_ext"
-		default:
-			return src, dst, 0, "pass_not_tcp_udp"
-		}
 		src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[8:24])), 0)
 		dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[24:40])), 0)
 		l4 = l3[40:]
+		ipLen = 40 + int(binary.BigEndian.Uint16(l3[4:]))
+		switch {
+		case proto == 6 || proto == 17:
+		case proto == 58:
+			if len(l4) < 8 {
+				return src, dst, 0, false, "pass_truncated"
+			}
+			if l4[0] != 1 && l4[0] != 2 {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			q := l4[8:]
+			if len(q) < 48 {
+				return src, dst, 0, false, "pass_truncated"
+			}
+			if q[0]>>4 != 6 {
+				return src, dst, 0, false, "pass_malformed"
+			}
+			if q[6] != 6 && q[6] != 17 {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			if !bytes.Equal(q[8:24], l3[24:40]) {
+				return src, dst, 0, false, "pass_not_tcp_udp"
+			}
+			src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(q[24:40])), binary.BigEndian.Uint16(q[42:]))
+			dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(q[8:24])), binary.BigEndian.Uint16(q[40:]))
+			proto, icmp = q[6], true
+		case proto == 44:
+			return src, dst, 0, false, "pass_fragment"
+		case slices.Contains([]uint8{0, 43, 51, 60, 135, 139, 140, 253, 254}, proto):
+			return src, dst, 0, false, "pass_ipv6_ext"
+		default:
+			return src, dst, 0, false, "pass_not_tcp_udp"
+		}
 	default:
-		return src, dst, 0, "pass_not_ip"
+		return src, dst, 0, false, "pass_not_ip"
 	}
-	if (proto == 6 && len(l4) < 20) || (proto == 17 && len(l4) < 8) {
-		return src, dst, 0, "pass_truncated"
+	if !icmp {
+		if (proto == 6 && len(l4) < 20) || (proto == 17 && len(l4) < 8) {
+			return src, dst, 0, false, "pass_truncated"
+		}
+		if proto == 6 && l4[12]>>4 < 5 {
+			return src, dst, 0, false, "pass_malformed"
+		}
+		src = netip.AddrPortFrom(src.Addr(), binary.BigEndian.Uint16(l4[0:]))
+		dst = netip.AddrPortFrom(dst.Addr(), binary.BigEndian.Uint16(l4[2:]))
 	}
-	src = netip.AddrPortFrom(src.Addr(), binary.BigEndian.Uint16(l4[0:]))
-	dst = netip.AddrPortFrom(dst.Addr(), binary.BigEndian.Uint16(l4[2:]))
-	return src, dst, proto, ""
+	hdr := 20
+	if binary.BigEndian.Uint16(b[12:]) == 0x86dd {
+		hdr = 40
+	}
+	if ipLen > len(l3) || ipLen < hdr+8 {
+		return src, dst, 0, false, "pass_malformed"
+	}
+	return src, dst, proto, icmp, ""
 }
 
 // FuzzProgram sends random frames through the program: it never fails
@@ -99,8 +162,14 @@ func FuzzProgram(f *testing.F) {
 	}
 	f.Add(packet(client(false, 1), netip.MustParseAddrPort("198.19.255.2:80"), 6, nil)) // no service
 	f.Add(packet(client(false, 1), vip(false, 80), 1, nil))                             // ICMP
-	f.Add(packet(client(true, 1), vip(true, 80), 44, make([]byte, 16)))                 // IPv6 fragment
-	f.Add(packet(client(true, 1), vip(true, 80), 0, make([]byte, 16)))                  // hop-by-hop
+	f.Add(icmpAbout(Service{VIP: vip(false, 80), Proto: TCP}, client(false, 7), false)) // ICMP errors about a flow
+	f.Add(icmpAbout(Service{VIP: vip(true, 80), Proto: UDP}, client(true, 7), true))
+	doff := packet(client(false, 9), vip(false, 80), 6, nil)
+	doff[14+20+12] = 4 << 4
+	f.Add(doff)                                                                  // a TCP data offset below 5
+	f.Add(packet(client(false, 9), vip(false, 80), 17, []byte("cut"))[:14+20+8]) // IP length beyond the frame
+	f.Add(packet(client(true, 1), vip(true, 80), 44, make([]byte, 16)))          // IPv6 fragment
+	f.Add(packet(client(true, 1), vip(true, 80), 0, make([]byte, 16)))           // hop-by-hop
 	opts := packet(client(false, 9), vip(false, 80), 6, nil)
 	opts[14] = 0x46
 	f.Add(slices.Insert(opts, 34, 1, 1, 1, 0)) // IPv4 options
@@ -123,11 +192,14 @@ func FuzzProgram(f *testing.F) {
 			t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
 		}
 		d := delta(before, counters(t, lb))
-		src, dst, proto, reason := refParse(in)
+		src, dst, proto, icmp, reason := refParse(in)
 		svc := Service{VIP: dst, Proto: Proto(proto)}
 		bs, ok := svcs[svc]
 		if reason == "" && !ok {
 			reason = "pass_no_service"
+			if icmp {
+				reason = "pass_not_tcp_udp"
+			}
 		}
 		if reason != "" {
 			if v != xdpPass || !bytes.Equal(in, out) {
@@ -144,7 +216,7 @@ func FuzzProgram(f *testing.F) {
 			!bytes.Equal(out[:6], want) || !bytes.Equal(out[6:12], lbMAC) {
 			t.Fatalf("%x: verdict %d, out %x; want XDP_TX to %v", in, v, out, net.HardwareAddr(want))
 		}
-		if d["tx"] != 1 || d["conntrack_hit"]+d["conntrack_miss"] != 1 {
+		if d["tx"] != 1 || d["conntrack_hit"]+d["conntrack_miss"] != 1 || (d["icmp_forwarded"] == 1) != icmp {
 			t.Fatalf("%x: counters moved %v, want tx and a conntrack hit or miss", in, d)
 		}
 	})

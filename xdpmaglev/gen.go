@@ -1,7 +1,10 @@
 package xdpmaglev
 
-// The data plane, bpf/maglev.c, compiled for little- and big-endian BPF.
-// The generated files are committed, so building this package needs no
-// clang; CI regenerates them with Debian's clang and fails on a
-// difference.
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -type slot -type backend -type flow -type flow4 -type svc_key -type svc_key4 -type service -type ct_entry -type stats maglev bpf/maglev.c -- -Wall -Werror
+// The data plane, bpf/maglev.c, and the backends' decapsulator,
+// bpf/decap.c, compiled for little- and big-endian BPF. The generated
+// files are committed, so building this package needs no clang; CI
+// regenerates them with Debian's clang and fails on a difference. The
+// types and enums both sides use are generated (-type), never mirrored by
+// hand.
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -type slot -type backend -type flow -type flow4 -type svc_key -type svc_key4 -type service -type ct_entry -type stats -type flood -type forward -type counter -type consts maglev bpf/maglev.c -- -Wall -Werror
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -type addr -type decap_counter decap bpf/decap.c -- -Wall -Werror

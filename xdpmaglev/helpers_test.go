@@ -165,6 +165,9 @@ func counters(t testing.TB, lb *LB) map[string]uint64 {
 		"conntrack_miss":   st.Conntrack.Misses,
 		"conntrack_stale":  st.Conntrack.Stale,
 		"conntrack_insert": st.Conntrack.Inserts,
+		"conntrack_flood":  st.Conntrack.Flood,
+		"icmp_forwarded":   st.ICMP.Forwarded,
+		"icmp_too_big":     st.ICMP.TooBig,
 	}
 	for k, v := range st.Passed {
 		m["pass_"+k] = v

@@ -67,6 +67,14 @@ type Options struct {
 	// SourceMAC is the source address of forwarded frames: the
 	// interface's address if nil.
 	SourceMAC net.HardwareAddr
+	// FloodRate is the rate of new flows a second, per CPU, above which
+	// connection tracking stops taking new entries: new flows are then
+	// routed by the table alone (which sends them where an entry would
+	// have while the backends stay the same), and a flood of spoofed
+	// tuples cannot evict the entries of established flows. 125,000 if 0
+	// (Katran's figure); -1 turns the guard off. docs/xdp.md has the
+	// trade-off.
+	FloodRate int
 	// MeterProvider receives the data plane's counters as observable
 	// counters, summed over CPUs when a reader collects them
 	// (docs/metrics.md lists them): otel.GetMeterProvider() if nil, which
@@ -79,7 +87,8 @@ const (
 	defaultMaxServices = 64
 	defaultMaxBackends = 4096
 	maxEntries         = 1 << 24
-	noBackend          = 0xffffffff
+	defaultFloodRate   = 125000
+	noBackend          = uint32(maglevConstsNO_BACKEND)
 )
 
 // An LB is the XDP load balancer loaded into the kernel, and possibly
@@ -134,7 +143,11 @@ func Load(iface string, opts Options) (*LB, error) {
 	}
 	var mac [6]byte
 	copy(mac[:], opts.SourceMAC)
-	for name, v := range map[string]any{"hash_seed": opts.Seed, "table_size": uint32(opts.M), "lb_mac": mac} {
+	flood := uint32(0)
+	if opts.FloodRate > 0 {
+		flood = uint32(opts.FloodRate)
+	}
+	for name, v := range map[string]any{"hash_seed": opts.Seed, "table_size": uint32(opts.M), "lb_mac": mac, "flood_rate": flood} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
@@ -208,6 +221,12 @@ func normalize(o *Options) error {
 		if *f.v < 1 || *f.v > maxEntries {
 			return fmt.Errorf("%w: %s %d not in [1, %d]", ErrOptions, f.name, *f.v, maxEntries)
 		}
+	}
+	switch {
+	case o.FloodRate == 0:
+		o.FloodRate = defaultFloodRate
+	case o.FloodRate < -1 || o.FloodRate > 1<<31:
+		return fmt.Errorf("%w: FloodRate %d not -1 (off) or in [1, 2^31]", ErrOptions, o.FloodRate)
 	}
 	if o.Mode < AttachAuto || o.Mode > AttachGeneric {
 		return fmt.Errorf("%w: Mode %v", ErrOptions, o.Mode)

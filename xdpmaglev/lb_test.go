@@ -157,8 +157,9 @@ func TestPassUnchanged(t *testing.T) {
 }
 
 // TestCutAtEveryOffset cuts a service's packet at every byte offset: a
-// cut header passes, counted as truncated; from the whole L4 header on, the
-// packet is forwarded. The kernel refuses to run an XDP program on fewer
+// cut header passes, counted as truncated; from the whole L4 header on, a
+// packet shorter than its IP header says passes, counted as malformed; the
+// whole packet is forwarded. The kernel refuses to run an XDP program on fewer
 // than 14 bytes (an Ethernet header).
 func TestCutAtEveryOffset(t *testing.T) {
 	lb := newLB(t, Options{})
@@ -194,6 +195,17 @@ func TestCutAtEveryOffset(t *testing.T) {
 					}
 					if d := delta(before, counters(t, lb)); d["pass_truncated"] != 1 || len(d) != 1 {
 						t.Errorf("%v cut at %d: counters moved %v, want pass_truncated by 1", svc, n, d)
+					}
+					continue
+				}
+				if n < len(full) {
+					// The IP header's length is beyond the frame.
+					v, out := run(t, lb, in)
+					if v != xdpPass || !bytes.Equal(out, in) {
+						t.Errorf("%v cut at %d: verdict %d, want XDP_PASS unchanged", svc, n, v)
+					}
+					if d := delta(before, counters(t, lb)); d["pass_malformed"] != 1 || len(d) != 1 {
+						t.Errorf("%v cut at %d: counters moved %v, want pass_malformed by 1", svc, n, d)
 					}
 					continue
 				}

@@ -16,14 +16,61 @@ import (
 type maglevBackend struct {
 	_      structs.HostLayout
 	Mac    [6]uint8
-	Pad    uint16
+	Mode   uint8
+	Family uint8
 	Cookie uint32
+	Addr   [4]uint32
+	Src    [4]uint32
+	Port   uint16
+	Pad2   uint16
 }
+
+type maglevConsts uint32
+
+const (
+	maglevConstsNO_BACKEND maglevConsts = 4294967295
+)
+
+type maglevCounter uint32
+
+const (
+	maglevCounterC_TX                  maglevCounter = 0
+	maglevCounterC_CT_HIT              maglevCounter = 1
+	maglevCounterC_CT_MISS             maglevCounter = 2
+	maglevCounterC_CT_STALE            maglevCounter = 3
+	maglevCounterC_CT_INSERT           maglevCounter = 4
+	maglevCounterC_CT_FLOOD            maglevCounter = 5
+	maglevCounterC_ICMP_FORWARDED      maglevCounter = 6
+	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 7
+	maglevCounterC_PASS_NOT_IP         maglevCounter = 8
+	maglevCounterC_PASS_TRUNCATED      maglevCounter = 9
+	maglevCounterC_PASS_MALFORMED      maglevCounter = 10
+	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 11
+	maglevCounterC_PASS_FRAGMENT       maglevCounter = 12
+	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 13
+	maglevCounterC_PASS_IPV6EXT        maglevCounter = 14
+	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 15
+	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 16
+	maglevCounterC_DROP_TOO_BIG        maglevCounter = 17
+	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 18
+	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 19
+	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 20
+	maglevCounterC_DROP_NO_ROOM        maglevCounter = 21
+	maglevCounterC_MAX                 maglevCounter = 22
+)
 
 type maglevCtEntry struct {
 	_       structs.HostLayout
 	Backend maglevSlot
 	Svc     uint32
+}
+
+type maglevFlood struct {
+	_     structs.HostLayout
+	Start uint64
+	Count uint64
+	Ns    uint64
+	On    uint64
 }
 
 type maglevFlow struct {
@@ -46,6 +93,14 @@ type maglevFlow4 struct {
 	Proto uint8
 	Pad   [3]uint8
 }
+
+type maglevForward uint32
+
+const (
+	maglevForwardFWD_L2   maglevForward = 0
+	maglevForwardFWD_IPIP maglevForward = 1
+	maglevForwardFWD_GUE  maglevForward = 2
+)
 
 type maglevService struct {
 	_  structs.HostLayout
@@ -84,21 +139,26 @@ type maglevSvcKey4 struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	maglevMapBackendStats = "backend_stats"
-	maglevMapBackends     = "backends"
-	maglevMapConntrack4   = "conntrack4"
-	maglevMapConntrack6   = "conntrack6"
-	maglevMapCounters     = "counters"
-	maglevMapServiceStats = "service_stats"
-	maglevMapServices4    = "services4"
-	maglevMapServices6    = "services6"
-	maglevMapTables       = "tables"
-	maglevProgXdpFlowHash = "xdp_flow_hash"
-	maglevProgXdpMaglev   = "xdp_maglev"
-	maglevProgXdpPass     = "xdp_pass"
-	maglevVarHashSeed     = "hash_seed"
-	maglevVarLbMac        = "lb_mac"
-	maglevVarTableSize    = "table_size"
+	maglevMapBackendStats  = "backend_stats"
+	maglevMapBackends      = "backends"
+	maglevMapConntrack4    = "conntrack4"
+	maglevMapConntrack6    = "conntrack6"
+	maglevMapCounters      = "counters"
+	maglevMapFloodState    = "flood_state"
+	maglevMapServiceStats  = "service_stats"
+	maglevMapServices4     = "services4"
+	maglevMapServices6     = "services6"
+	maglevMapTables        = "tables"
+	maglevProgXdpFlowHash  = "xdp_flow_hash"
+	maglevProgXdpMaglev    = "xdp_maglev"
+	maglevProgXdpPass      = "xdp_pass"
+	maglevVarFloodRate     = "flood_rate"
+	maglevVarHashSeed      = "hash_seed"
+	maglevVarLbMac         = "lb_mac"
+	maglevVarTableSize     = "table_size"
+	maglevVarUnusedConsts  = "unused_consts"
+	maglevVarUnusedCounter = "unused_counter"
+	maglevVarUnusedForward = "unused_forward"
 )
 
 // loadMaglev returns the embedded CollectionSpec for maglev.
@@ -157,6 +217,7 @@ type maglevMapSpecs struct {
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -167,9 +228,13 @@ type maglevMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type maglevVariableSpecs struct {
-	HashSeed  *ebpf.VariableSpec `ebpf:"hash_seed"`
-	LbMac     *ebpf.VariableSpec `ebpf:"lb_mac"`
-	TableSize *ebpf.VariableSpec `ebpf:"table_size"`
+	FloodRate     *ebpf.VariableSpec `ebpf:"flood_rate"`
+	HashSeed      *ebpf.VariableSpec `ebpf:"hash_seed"`
+	LbMac         *ebpf.VariableSpec `ebpf:"lb_mac"`
+	TableSize     *ebpf.VariableSpec `ebpf:"table_size"`
+	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
+	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedForward *ebpf.VariableSpec `ebpf:"unused_forward"`
 }
 
 // maglevObjects contains all objects after they have been loaded into the kernel.
@@ -197,6 +262,7 @@ type maglevMaps struct {
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	FloodState   *ebpf.Map `ebpf:"flood_state"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -210,6 +276,7 @@ func (m *maglevMaps) Close() error {
 		m.Conntrack4,
 		m.Conntrack6,
 		m.Counters,
+		m.FloodState,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,
@@ -221,9 +288,13 @@ func (m *maglevMaps) Close() error {
 //
 // It can be passed to loadMaglevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type maglevVariables struct {
-	HashSeed  *ebpf.Variable `ebpf:"hash_seed"`
-	LbMac     *ebpf.Variable `ebpf:"lb_mac"`
-	TableSize *ebpf.Variable `ebpf:"table_size"`
+	FloodRate     *ebpf.Variable `ebpf:"flood_rate"`
+	HashSeed      *ebpf.Variable `ebpf:"hash_seed"`
+	LbMac         *ebpf.Variable `ebpf:"lb_mac"`
+	TableSize     *ebpf.Variable `ebpf:"table_size"`
+	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`
+	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedForward *ebpf.Variable `ebpf:"unused_forward"`
 }
 
 // maglevPrograms contains all programs after they have been loaded into the kernel.

@@ -151,7 +151,12 @@ func TestMetrics(t *testing.T) {
 	}
 	passed["maglev.reason=no_service"], passed["maglev.reason=not_ip"] = 3, 2
 	check("maglev.xdp.passed", "{packet}", passed)
-	check("maglev.xdp.dropped", "{packet}", map[string]int64{"maglev.reason=no_backend": 4})
+	dropped := map[string]int64{}
+	for _, r := range []string{"no_backend", "too_big", "no_route", "no_neighbor", "forwarding_off", "no_room"} {
+		dropped["maglev.reason="+r] = 0
+	}
+	dropped["maglev.reason=no_backend"] = 4
+	check("maglev.xdp.dropped", "{packet}", dropped)
 	if len(got) != 9 {
 		t.Errorf("%d metrics, want 9: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}

@@ -77,3 +77,31 @@ func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// prime asks the kernel to resolve the next hop toward addr (the gateway
+// of its route, or addr on a connected route) without waiting, so that the
+// program's bpf_fib_lookup finds a neighbour entry for the first packet.
+// It is best effort: a failure is the program's no_route or no_neighbor
+// count.
+func (n *neighbours) prime(addr netip.Addr) {
+	routes, err := n.h.RouteGet(net.IP(addr.AsSlice()))
+	if err != nil || len(routes) == 0 {
+		return
+	}
+	r := routes[0]
+	hop := net.IP(addr.AsSlice())
+	if r.Gw != nil {
+		hop = r.Gw
+	}
+	family := netlink.FAMILY_V4
+	if hop.To4() == nil {
+		family = netlink.FAMILY_V6
+	}
+	_ = n.h.NeighSet(&netlink.Neigh{ // best effort, see above
+		LinkIndex: r.LinkIndex,
+		Family:    family,
+		IP:        hop,
+		State:     netlink.NUD_INCOMPLETE,
+		Flags:     netlink.NTF_USE,
+	})
+}

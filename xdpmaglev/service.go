@@ -43,8 +43,90 @@ type Service struct {
 // String returns "tcp/203.0.113.1:80" or "udp/[2001:db8::1]:53".
 func (s Service) String() string { return s.Proto.String() + "/" + s.VIP.String() }
 
-// A Backend is a server of a service, on the load balancer's layer-2
-// segment.
+// Forward is how a service's packets reach its backends.
+type Forward uint8
+
+// The forwarding modes. docs/xdp.md draws each, with its backend setup,
+// overhead and MTU rule.
+const (
+	// ForwardL2 rewrites the frame's MACs and sends it back out of the
+	// interface (direct server return at layer 2): every backend is on
+	// the load balancer's segment. No overhead. The zero value.
+	ForwardL2 = Forward(maglevForwardFWD_L2)
+	// ForwardIPIP puts the packet inside a new outer IP header (IPv4 in
+	// IPv4, protocol 4; IPv6 in IPv6, protocol 41) from the service's
+	// Source to the backend's address, to its next hop by the kernel's
+	// routing and neighbour tables: a backend may be anywhere the load
+	// balancer has a route to. 20 bytes (IPv4) or 40 (IPv6) a packet.
+	ForwardIPIP = Forward(maglevForwardFWD_IPIP)
+	// ForwardGUE is ForwardIPIP with a UDP header after the outer IP
+	// header (GUE variant 1, the same bytes as the kernel's FOU: the
+	// UDP payload is the inner IP packet), its source port from the flow
+	// hash so that routers' ECMP and NICs' RSS spread flows. 28 bytes
+	// (IPv4) or 48 (IPv6) a packet.
+	ForwardGUE = Forward(maglevForwardFWD_GUE)
+)
+
+// DefaultGUEPort is the UDP destination port of ForwardGUE packets and of
+// the decapsulator when none is given.
+const DefaultGUEPort = 6080
+
+// String returns "l2", "ipip" or "gue".
+func (f Forward) String() string {
+	switch f {
+	case ForwardL2:
+		return "l2"
+	case ForwardIPIP:
+		return "ipip"
+	case ForwardGUE:
+		return "gue"
+	}
+	return fmt.Sprintf("Forward(%d)", uint8(f))
+}
+
+// ParseForward returns the mode named "l2", "ipip" or "gue".
+func ParseForward(s string) (Forward, error) {
+	for _, f := range []Forward{ForwardL2, ForwardIPIP, ForwardGUE} {
+		if s == f.String() {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: forwarding mode %q is not l2, ipip or gue", ErrService, s)
+}
+
+// Overhead returns the bytes f adds to a packet of the given IP family
+// (4 or 6).
+func (f Forward) Overhead(family int) int {
+	ip := 20
+	if family == 6 {
+		ip = 40
+	}
+	switch f {
+	case ForwardIPIP:
+		return ip
+	case ForwardGUE:
+		return ip + 8
+	}
+	return 0
+}
+
+// ServiceOptions say how a service's packets reach its backends. The zero
+// value is ForwardL2.
+type ServiceOptions struct {
+	// Forward is the mode.
+	Forward Forward
+	// Source is the outer source address of the encapsulating modes, of
+	// the VIP's family: if invalid, the interface's first global unicast
+	// address of that family.
+	Source netip.Addr
+	// GUEPort is ForwardGUE's outer UDP destination port: DefaultGUEPort
+	// if 0.
+	GUEPort uint16
+}
+
+// A Backend is a server of a service: on the load balancer's layer-2
+// segment for ForwardL2, anywhere the load balancer has a route to for
+// the encapsulating modes.
 type Backend struct {
 	// Addr is the backend's own address: its name in the Maglev table
 	// (Addr.String(), after Unmap), and the address whose hardware
@@ -54,8 +136,9 @@ type Backend struct {
 	// drained: the backend gets no new flows, but the flows conntrack
 	// holds for it keep going to it.
 	Weight uint32
-	// HW is the backend's Ethernet address; if empty, SetService reads it
-	// from the interface's neighbour table, resolving it if needed.
+	// HW is the backend's Ethernet address for ForwardL2; if empty,
+	// SetService reads it from the interface's neighbour table, resolving
+	// it if needed. The encapsulating modes ignore it.
 	HW net.HardwareAddr
 }
 
@@ -63,6 +146,7 @@ type Backend struct {
 type service struct {
 	id       uint32
 	table    *maglev.Table
+	opts     ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
 	backends map[netip.Addr]*backend
 }
 
@@ -72,6 +156,7 @@ type service struct {
 type backend struct {
 	id, cookie uint32
 	hw         net.HardwareAddr
+	entry      maglevBackend // as written to the backends map
 }
 
 func (s Service) check() error {
@@ -102,8 +187,14 @@ func (lb *LB) key(s Service) (*ebpf.Map, any) {
 
 func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
 
-// SetService makes the load balancer send svc's packets to backends, by
-// the Maglev table maglev.NewWeighted builds with the backends' addresses
+// SetService is SetServiceOptions with the zero ServiceOptions: svc's
+// packets reach backends on the segment, by ForwardL2.
+func (lb *LB) SetService(svc Service, backends []Backend) error {
+	return lb.SetServiceOptions(svc, backends, ServiceOptions{})
+}
+
+// SetServiceOptions makes the load balancer send svc's packets to backends
+// in the way opts says, by the Maglev table maglev.NewWeighted builds with the backends' addresses
 // as names, M slots and the default hasher: the table Table returns.
 //
 // The update is atomic for the service: the new table is written to a new
@@ -113,16 +204,30 @@ func nativeWord(b []byte) uint32 { return binary.NativeEndian.Uint32(b) }
 // that backend stays in the service (with any weight, 0 included); a
 // removed backend's flows are hashed again by the new table.
 //
+// Neighbours are resolved before the LB's lock is taken, so a slow ARP
+// never stalls Stats, metrics or other services. The encapsulating modes
+// resolve no backend: the program asks the kernel's routing and neighbour
+// tables for each packet's next hop, and a backend with no route, or a
+// next hop that does not answer, has its packets dropped and counted
+// (Stats.Dropped no_route, no_neighbor) while the others serve.
+// SetServiceOptions asks the kernel to resolve each backend's next hop,
+// without waiting. A backend of the encapsulating modes must be of the
+// VIP's address family.
+//
 // Bad input returns an error wrapping ErrService, ErrBackend,
 // ErrNoNeighbor, ErrFull or the maglev package's error, and changes
 // nothing. An empty backends list (or all weights 0) is valid: the
 // service's packets are then dropped, and counted. SetService costs one
 // table build (about a millisecond for 1,000 backends at M = 65,537) and a
 // write of 8·M bytes to the kernel.
-func (lb *LB) SetService(svc Service, backends []Backend) error {
+func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOptions) error {
 	if err := svc.check(); err != nil {
 		return err
 	}
+	if err := lb.serviceOptions(svc, &opts); err != nil {
+		return err
+	}
+	encap := opts.Forward != ForwardL2
 	bs := make([]Backend, len(backends))
 	seen := make(map[netip.Addr]bool, len(backends))
 	for i, b := range backends {
@@ -137,6 +242,12 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 		if len(b.HW) != 0 && len(b.HW) != 6 {
 			return fmt.Errorf("%w %v: hardware address %v is not 6 bytes", ErrBackend, b.Addr, b.HW)
 		}
+		if encap && b.Addr.Is4() != svc.VIP.Addr().Unmap().Is4() {
+			return fmt.Errorf("%w %v: %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", ErrBackend, b.Addr, opts.Forward, svc.VIP.Addr())
+		}
+		if encap {
+			b.HW = nil
+		}
 		bs[i] = b
 	}
 	names := make([]maglev.Backend, len(bs))
@@ -148,15 +259,16 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 		return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 	}
 
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	if lb.closed {
-		return ErrClosed
-	}
-	for i := range bs {
-		if len(bs[i].HW) == 0 {
-			if old := lb.services[svc]; old != nil && old.backends[bs[i].Addr] != nil {
-				bs[i].HW = old.backends[bs[i].Addr].hw
+	// Hardware addresses: the ones the service has, else resolved here,
+	// outside the lock.
+	if !encap {
+		known := lb.knownMACs(svc)
+		for i := range bs {
+			if len(bs[i].HW) != 0 {
+				continue
+			}
+			if hw := known[bs[i].Addr]; hw != nil {
+				bs[i].HW = hw
 				continue
 			}
 			if lb.neigh == nil {
@@ -166,18 +278,120 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 				return err
 			}
 		}
+	} else if lb.neigh != nil {
+		for _, b := range bs {
+			lb.neigh.prime(b.Addr)
+		}
 	}
-	return lb.set(svc, table, bs)
+
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return ErrClosed
+	}
+	return lb.set(svc, table, bs, opts)
+}
+
+// knownMACs returns the hardware addresses of svc's backends, by address.
+func (lb *LB) knownMACs(svc Service) map[netip.Addr]net.HardwareAddr {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	out := map[netip.Addr]net.HardwareAddr{}
+	if s := lb.services[svc]; s != nil {
+		for a, b := range s.backends {
+			if b.hw != nil {
+				out[a] = b.hw
+			}
+		}
+	}
+	return out
+}
+
+// serviceOptions checks opts and fills in its defaults for svc.
+func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
+	switch opts.Forward {
+	case ForwardL2:
+		*opts = ServiceOptions{}
+		return nil
+	case ForwardIPIP, ForwardGUE:
+	default:
+		return fmt.Errorf("%w %v: forwarding mode %v", ErrService, svc, opts.Forward)
+	}
+	if opts.Forward == ForwardGUE && opts.GUEPort == 0 {
+		opts.GUEPort = DefaultGUEPort
+	}
+	if opts.Forward == ForwardIPIP {
+		opts.GUEPort = 0
+	}
+	v4 := svc.VIP.Addr().Unmap().Is4()
+	if !opts.Source.IsValid() {
+		if lb.ifindex == 0 {
+			return fmt.Errorf("%w %v: %v needs a Source address: the LB has no interface to take one from", ErrService, svc, opts.Forward)
+		}
+		src, err := interfaceAddr(lb.ifindex, v4)
+		if err != nil {
+			return fmt.Errorf("%w %v: %v", ErrService, svc, err)
+		}
+		opts.Source = src
+	}
+	opts.Source = opts.Source.Unmap()
+	if opts.Source.Is4() != v4 || opts.Source.Zone() != "" {
+		return fmt.Errorf("%w %v: Source %v is not an address of the VIP's family", ErrService, svc, opts.Source)
+	}
+	return nil
+}
+
+// interfaceAddr returns the first global unicast address of the interface
+// of the given family.
+func interfaceAddr(ifindex int, v4 bool) (netip.Addr, error) {
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, a := range addrs {
+		n, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(n.IP)
+		if ip = ip.Unmap(); ok && ip.Is4() == v4 && ip.IsGlobalUnicast() {
+			return ip, nil
+		}
+	}
+	family := "IPv6"
+	if v4 {
+		family = "IPv4"
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no global %s address to encapsulate from: give ServiceOptions.Source", ifc.Name, family)
+}
+
+// entry returns b's entry in the backends map, for a service of opts.
+func entry(b Backend, cookie uint32, opts ServiceOptions) maglevBackend {
+	v := maglevBackend{Cookie: cookie, Mode: uint8(opts.Forward), Family: 4}
+	copy(v.Mac[:], b.HW)
+	if opts.Forward != ForwardL2 {
+		if !b.Addr.Is4() {
+			v.Family = 6
+		}
+		v.Addr = addrWords(b.Addr)
+		v.Src = addrWords(opts.Source)
+		v.Port = netOrder16(opts.GUEPort)
+	}
+	return v
 }
 
 // set installs table for svc, with bs resolved. lb.mu is held.
-func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
+func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOptions) error {
 	old := lb.services[svc]
 	isNew := old == nil
 	if isNew {
 		old = &service{backends: map[netip.Addr]*backend{}}
 	}
-	next := &service{id: old.id, table: table, backends: make(map[netip.Addr]*backend, len(bs))}
+	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs))}
 	var added []uint32 // ids taken here, given back on failure
 	var addedSvc bool
 	fail := func(err error) error {
@@ -223,16 +437,15 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend) error {
 			if err := zeroStats(lb.objs.BackendStats, id); err != nil {
 				return fail(err)
 			}
-		} else if slices.Equal(cur.hw, b.HW) {
+		} else if cur.entry == entry(b, cur.cookie, opts) {
 			next.backends[b.Addr] = cur
 			continue
 		} else {
 			cur = &backend{id: cur.id, cookie: cur.cookie}
 		}
 		cur.hw = slices.Clone(b.HW)
-		v := maglevBackend{Cookie: cur.cookie}
-		copy(v.Mac[:], cur.hw)
-		if err := lb.objs.Backends.Put(cur.id, v); err != nil {
+		cur.entry = entry(b, cur.cookie, opts)
+		if err := lb.objs.Backends.Put(cur.id, cur.entry); err != nil {
 			return fail(fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err))
 		}
 		next.backends[b.Addr] = cur

@@ -7,23 +7,40 @@ import (
 	"strings"
 )
 
-// Counter names, in the order of the data plane's counters (bpf/maglev.c).
+// Counter names, indexed by the data plane's counter enum (bpf/maglev.c,
+// generated into maglev_bpfel.go), so a name cannot sit at another
+// counter's index; the constant below fails to compile when the C enum
+// gains or loses a counter.
 var counterNames = [...]string{
-	"tx",
-	"conntrack_hit",
-	"conntrack_miss",
-	"conntrack_stale",
-	"conntrack_insert",
-	"pass_not_ip",
-	"pass_truncated",
-	"pass_malformed",
-	"pass_not_tcp_udp",
-	"pass_fragment",
-	"pass_ip_options",
-	"pass_ipv6_ext",
-	"pass_no_service",
-	"drop_no_backend",
+	maglevCounterC_TX:                  "tx",
+	maglevCounterC_CT_HIT:              "conntrack_hit",
+	maglevCounterC_CT_MISS:             "conntrack_miss",
+	maglevCounterC_CT_STALE:            "conntrack_stale",
+	maglevCounterC_CT_INSERT:           "conntrack_insert",
+	maglevCounterC_CT_FLOOD:            "conntrack_flood",
+	maglevCounterC_ICMP_FORWARDED:      "icmp_forwarded",
+	maglevCounterC_ICMP_TOO_BIG:        "icmp_too_big",
+	maglevCounterC_PASS_NOT_IP:         "pass_not_ip",
+	maglevCounterC_PASS_TRUNCATED:      "pass_truncated",
+	maglevCounterC_PASS_MALFORMED:      "pass_malformed",
+	maglevCounterC_PASS_NOT_TCP_UDP:    "pass_not_tcp_udp",
+	maglevCounterC_PASS_FRAGMENT:       "pass_fragment",
+	maglevCounterC_PASS_IP_OPTIONS:     "pass_ip_options",
+	maglevCounterC_PASS_IPV6EXT:        "pass_ipv6_ext",
+	maglevCounterC_PASS_NO_SERVICE:     "pass_no_service",
+	maglevCounterC_DROP_NO_BACKEND:     "drop_no_backend",
+	maglevCounterC_DROP_TOO_BIG:        "drop_too_big",
+	maglevCounterC_DROP_NO_ROUTE:       "drop_no_route",
+	maglevCounterC_DROP_NO_NEIGHBOR:    "drop_no_neighbor",
+	maglevCounterC_DROP_FORWARDING_OFF: "drop_forwarding_off",
+	maglevCounterC_DROP_NO_ROOM:        "drop_no_room",
 }
+
+// Both are 0 only when counterNames has one name per counter.
+const (
+	_ = uint(len(counterNames) - int(maglevCounterC_MAX))
+	_ = uint(int(maglevCounterC_MAX) - len(counterNames))
+)
 
 // Stats are the data plane's counters, summed over CPUs, since Load.
 type Stats struct {
@@ -38,13 +55,27 @@ type Stats struct {
 		Misses  uint64 `json:"misses"`
 		Stale   uint64 `json:"stale"`
 		Inserts uint64 `json:"inserts"`
+		// Flood counts the misses routed by the table without an
+		// entry, because their CPU was over Options.FloodRate.
+		Flood uint64 `json:"flood"`
 	} `json:"conntrack"`
+	// FloodSeconds is the time the CPUs spent over Options.FloodRate,
+	// summed over CPUs, counted when each 125 ms window ends.
+	FloodSeconds float64 `json:"flood_seconds"`
+	// ICMP counts the ICMP errors about a flow sent to the flow's
+	// backend (Forwarded), and the "too big" errors sent to clients whose
+	// packets would not fit the route's MTU once encapsulated (TooBig).
+	ICMP struct {
+		Forwarded uint64 `json:"forwarded"`
+		TooBig    uint64 `json:"too_big"`
+	} `json:"icmp"`
 	// Passed counts the packets passed to the kernel (XDP_PASS), by
 	// reason: not_ip, truncated, malformed, not_tcp_udp, fragment,
 	// ip_options, ipv6_ext, no_service (docs/xdp.md defines each).
 	Passed map[string]uint64 `json:"passed"`
 	// Dropped counts the packets dropped (XDP_DROP), by reason:
-	// no_backend, a packet to a service whose table is empty.
+	// no_backend (a packet to a service whose table is empty), too_big,
+	// no_route, no_neighbor, forwarding_off, no_room (docs/xdp.md).
 	Dropped map[string]uint64 `json:"dropped"`
 	// Services has one entry per service set, by VIP then protocol.
 	Services []ServiceStats `json:"services"`
@@ -100,11 +131,24 @@ func (lb *LB) Stats() (Stats, error) {
 			st.Conntrack.Stale = n
 		case name == "conntrack_insert":
 			st.Conntrack.Inserts = n
+		case name == "conntrack_flood":
+			st.Conntrack.Flood = n
+		case name == "icmp_forwarded":
+			st.ICMP.Forwarded = n
+		case name == "icmp_too_big":
+			st.ICMP.TooBig = n
 		case strings.HasPrefix(name, "pass_"):
 			st.Passed[strings.TrimPrefix(name, "pass_")] = n
 		case strings.HasPrefix(name, "drop_"):
 			st.Dropped[strings.TrimPrefix(name, "drop_")] = n
 		}
+	}
+	var flood []maglevFlood
+	if err := lb.objs.FloodState.Lookup(uint32(0), &flood); err != nil {
+		return Stats{}, fmt.Errorf("xdpmaglev: reading the flood guard: %w", err)
+	}
+	for _, f := range flood {
+		st.FloodSeconds += float64(f.Ns) / 1e9
 	}
 	for svc, s := range lb.services {
 		ss := ServiceStats{Service: svc, Name: svc.String()}

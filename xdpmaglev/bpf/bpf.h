@@ -47,14 +47,47 @@ struct xdp_md {
 // Helpers, by their stable numbers.
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;
+static long (*bpf_xdp_adjust_head)(struct xdp_md *ctx, int delta) = (void *)44;
+static long (*bpf_xdp_adjust_tail)(struct xdp_md *ctx, int delta) = (void *)65;
+static long (*bpf_fib_lookup)(void *ctx, void *params, int plen, __u32 flags) = (void *)69;
+
+// bpf_fib_lookup's parameters and results (include/uapi/linux/bpf.h).
+#define AF_INET 2
+#define AF_INET6 10
+#define BPF_FIB_LKUP_RET_SUCCESS 0
+#define BPF_FIB_LKUP_RET_FWD_DISABLED 5
+#define BPF_FIB_LKUP_RET_NO_NEIGH 7
+#define BPF_FIB_LKUP_RET_FRAG_NEEDED 8
+
+struct bpf_fib_lookup {
+	__u8 family;
+	__u8 l4_protocol;
+	__u16 sport;
+	__u16 dport;
+	__u16 tot_len; // in: the L3 length to check against the MTU; out: mtu_result
+	__u32 ifindex;
+	__u32 flowinfo;
+	__u32 src[4]; // ipv4_src in the first word
+	__u32 dst[4]; // ipv4_dst in the first word; out: the gateway
+	__u16 h_vlan_proto;
+	__u16 h_vlan_TCI;
+	__u8 smac[6];
+	__u8 dmac[6];
+};
 
 // Byte order: packet fields are big-endian.
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define bpf_ntohs(x) __builtin_bswap16(x)
 #define bpf_ntohl(x) __builtin_bswap32(x)
 #define bpf_htonll(x) __builtin_bswap64(x)
+#define bpf_htons(x) __builtin_bswap16(x)
+#define bpf_htonl(x) __builtin_bswap32(x)
 #else
 #define bpf_ntohs(x) (x)
 #define bpf_ntohl(x) (x)
 #define bpf_htonll(x) (x)
+#define bpf_htons(x) (x)
+#define bpf_htonl(x) (x)
 #endif

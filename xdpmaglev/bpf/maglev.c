@@ -2,9 +2,12 @@
 
 // The xdpmaglev data plane: an XDP program that sends each TCP or UDP
 // packet addressed to a service (VIP, port, protocol) to a backend chosen
-// by the service's Maglev table, by direct server return at layer 2, and
-// passes everything else to the kernel. docs/xdp.md describes it; the Go
-// control plane in this package fills its maps.
+// by the service's Maglev table, by the service's forwarding mode (a MAC
+// rewrite on the segment, or IPIP or GUE encapsulation to a backend
+// anywhere the kernel has a route to), sends an ICMP error about a flow to
+// that flow's backend, and passes everything else to the kernel.
+// docs/xdp.md describes it; the Go control plane in this package fills
+// its maps. The decapsulator the backends run is bpf/decap.c.
 
 #include "bpf.h"
 
@@ -13,8 +16,20 @@
 volatile const __u64 hash_seed = 0;    // Options.Seed
 volatile const __u32 table_size = 65537; // Options.M, every table's slots
 volatile const __u8 lb_mac[6] = {};     // the attached interface's address
+volatile const __u32 flood_rate = 125000; // Options.FloodRate: new flows a second, per CPU; 0: no guard
 
-#define NO_BACKEND 0xffffffffu
+// Constants the Go side shares, generated into maglev_bpfel.go by bpf2go
+// (-type consts, -type forward).
+enum consts {
+	NO_BACKEND = 0xffffffffu, // a table slot with no backend
+};
+
+// How a service's packets reach its backends (ServiceOptions.Forward).
+enum forward {
+	FWD_L2 = 0,   // the frame's MACs rewritten, sent back out (XDP_TX)
+	FWD_IPIP = 1, // inside an outer IP header: IPv4 in IPv4 (protocol 4), IPv6 in IPv6 (41)
+	FWD_GUE = 2,  // inside outer IP and UDP headers: GUE variant 1, the inner IP packet as UDP payload
+};
 
 // A flow's 5-tuple, as the packet carries it (addresses and ports in
 // network byte order; an IPv4 address fills the first word). It is the
@@ -82,10 +97,28 @@ struct ct_entry {
 	__u32 svc;
 };
 
+// A backend of one service, and how that service reaches it: by its MAC
+// (FWD_L2), or by its address from the load balancer's (the encapsulating
+// modes, whose next hop bpf_fib_lookup finds).
 struct backend {
 	__u8 mac[6];
-	__u16 pad;
+	__u8 mode;   // enum forward
+	__u8 family; // of addr and src: 4 or 6
 	__u32 cookie; // 0: free
+	__u32 addr[4]; // the backend's address, in network order (IPv4: the first word)
+	__u32 src[4];  // the outer source address
+	__u16 port;    // FWD_GUE: the outer UDP destination port, network order
+	__u16 pad2;
+};
+
+// A CPU's flood guard: new flows counted in windows of 1/FLOOD_WINDOWS s.
+// While a window has seen more than flood_rate/FLOOD_WINDOWS, new flows are
+// routed by the table without a conntrack entry.
+struct flood {
+	__u64 start; // the window's start, bpf_ktime_get_ns
+	__u64 count; // new flows in the window
+	__u64 ns;    // time spent in windows over the rate, summed at each window's end
+	__u64 on;    // 1 while this window is over the rate
 };
 
 struct stats {
@@ -93,22 +126,31 @@ struct stats {
 	__u64 bytes; // frame bytes, Ethernet header included
 };
 
-// Counter indexes: the Go side's counter names, in this order.
-enum {
-	C_TX,            // forwarded to a backend (XDP_TX)
+// Counter indexes: the Go side's counter names (counterNames, stats.go),
+// in this order; TestCounterNames checks that the two agree.
+enum counter {
+	C_TX,            // forwarded to a backend (XDP_TX or XDP_REDIRECT)
 	C_CT_HIT,        // conntrack named a backend still in the service
 	C_CT_MISS,       // no usable conntrack entry: the table chose
 	C_CT_STALE,      // of the misses, an entry whose backend left
 	C_CT_INSERT,     // conntrack entries written
+	C_CT_FLOOD,      // of the misses, routed without an entry: the flood guard was on
+	C_ICMP_FORWARDED, // an ICMP error about a flow, sent to the flow's backend
+	C_ICMP_TOO_BIG,  // ICMP "too big" sent to a client: its packet did not fit once encapsulated
 	C_PASS_NOT_IP,   // not IPv4 or IPv6 (ARP, VLAN-tagged, ...)
 	C_PASS_TRUNCATED, // a header cut short
-	C_PASS_MALFORMED, // IPv4 version or header length impossible
+	C_PASS_MALFORMED, // an impossible version, header or total length, or TCP data offset
 	C_PASS_NOT_TCP_UDP, // ICMP and other protocols
 	C_PASS_FRAGMENT, // an IPv4 fragment or an IPv6 fragment header
 	C_PASS_IP_OPTIONS, // IPv4 with options
 	C_PASS_IPV6_EXT, // an IPv6 extension header other than a fragment's
 	C_PASS_NO_SERVICE, // TCP or UDP, but to no service
 	C_DROP_NO_BACKEND, // to a service whose table has no backend
+	C_DROP_TOO_BIG,  // too big once encapsulated, and no ICMP allowed (IPv4 without DF, or an ICMP error)
+	C_DROP_NO_ROUTE, // bpf_fib_lookup found no route to the backend
+	C_DROP_NO_NEIGHBOR, // bpf_fib_lookup found the route, but no neighbour entry for its next hop
+	C_DROP_FORWARDING_OFF, // bpf_fib_lookup: forwarding is off on the interface (sysctl net.ipv4.conf.DEV.forwarding, net.ipv6.conf.all.forwarding)
+	C_DROP_NO_ROOM,  // the driver had no headroom for the outer header
 	C_MAX,
 };
 
@@ -188,6 +230,13 @@ struct {
 	__uint(max_entries, C_MAX);
 } counters SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flood);
+	__uint(max_entries, 1);
+} flood_state SEC(".maps");
+
 // Packet headers, declared here rather than taken from the kernel's.
 struct ethhdr {
 	__u8 dest[6];
@@ -217,14 +266,39 @@ struct ipv6hdr {
 	__u32 daddr[4];
 };
 
+struct udphdr {
+	__u16 source;
+	__u16 dest;
+	__u16 len;
+	__u16 check;
+};
+
+#define ETH_HLEN 14
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
+#define IPPROTO_IPIP 4
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
+#define IPPROTO_IPV6 41
+#define IPPROTO_ICMP 1
+#define IPPROTO_ICMPV6 58
+#define IP_DF 0x4000
 #define IP_MF_OFFSET 0x3fff
 #define TCP_HLEN 20
 #define UDP_HLEN 8
+#define ICMP_HLEN 8
 #define PARSED (-1)
+#define FLOOD_WINDOWS 8 // windows a second
+
+// A parsed packet: its flow (for an ICMP error, the flow the error is
+// about, as that flow's own packets carry it), the length of its IP packet
+// (the IP header's, which a frame's padding may exceed), and what kind.
+struct pkt {
+	struct flow f;
+	__u32 l3_len;
+	__u8 icmp; // an ICMP error about flow f
+	__u8 df;   // IPv4 with DF set, or IPv6: never fragmented on the way
+};
 
 static __always_inline void count(__u32 i)
 {
@@ -242,29 +316,119 @@ static __always_inline void add_stats(void *map, __u32 i, __u64 bytes)
 	}
 }
 
-// parse_l4 reads the ports of a TCP or UDP header at l4, whole or not at all.
+// parse_l4 reads the ports of a TCP or UDP header at l4, whole or not at
+// all, and checks a TCP header's data offset.
 static __always_inline int parse_l4(void *l4, void *end, struct flow *f)
 {
 	__u16 *ports = l4;
-	if (l4 + (f->proto == IPPROTO_TCP ? TCP_HLEN : UDP_HLEN) > end)
+	if (f->proto == IPPROTO_TCP) {
+		if (l4 + TCP_HLEN > end)
+			return C_PASS_TRUNCATED;
+		if ((((__u8 *)l4)[12] >> 4) < 5)
+			return C_PASS_MALFORMED;
+	} else if (l4 + UDP_HLEN > end) {
 		return C_PASS_TRUNCATED;
+	}
 	f->sport = ports[0];
 	f->dport = ports[1];
 	return PARSED;
 }
 
-// parse fills f from the packet, or returns the counter of the reason it
+// ipv6_next classifies an IPv6 next-header value: 0 for TCP and UDP, else
+// the counter of the reason the packet passes.
+static __always_inline int ipv6_next(__u8 next)
+{
+	switch (next) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		return 0;
+	case 44: // fragment
+		return C_PASS_FRAGMENT;
+	case 0:   // hop-by-hop options
+	case 43:  // routing
+	case 51:  // authentication
+	case 60:  // destination options
+	case 135: // mobility
+	case 139: // host identity protocol
+	case 140: // shim6
+	case 253: // experimental
+	case 254: // experimental
+		return C_PASS_IPV6_EXT;
+	}
+	return C_PASS_NOT_TCP_UDP;
+}
+
+// parse_icmp4 reads an ICMPv4 destination unreachable at l4 whose quoted
+// packet is a TCP or UDP packet from a VIP (a backend's reply), and fills
+// f with the flow it is about: the quoted packet's 5-tuple reversed.
+// Other ICMP returns C_PASS_NOT_TCP_UDP.
+static __always_inline int parse_icmp4(void *l4, void *end, struct flow *f)
+{
+	__u8 *icmp = l4;
+	if (l4 + ICMP_HLEN > end)
+		return C_PASS_TRUNCATED;
+	if (icmp[0] != 3) // destination unreachable, fragmentation needed among them
+		return C_PASS_NOT_TCP_UDP;
+	struct iphdr *in = l4 + ICMP_HLEN;
+	if ((void *)(in + 1) + 8 > end)
+		return C_PASS_TRUNCATED;
+	if (in->version_ihl != 0x45)
+		return C_PASS_MALFORMED;
+	if (in->protocol != IPPROTO_TCP && in->protocol != IPPROTO_UDP)
+		return C_PASS_NOT_TCP_UDP;
+	__u16 *ports = (void *)(in + 1);
+	f->src[0] = in->daddr;
+	f->dst[0] = in->saddr;
+	f->sport = ports[1];
+	f->dport = ports[0];
+	f->proto = in->protocol;
+	return PARSED;
+}
+
+// parse_icmp6 is parse_icmp4 for ICMPv6 destination unreachable (1) and
+// packet too big (2).
+static __always_inline int parse_icmp6(void *l4, void *end, struct flow *f)
+{
+	__u8 *icmp = l4;
+	if (l4 + ICMP_HLEN > end)
+		return C_PASS_TRUNCATED;
+	if (icmp[0] != 1 && icmp[0] != 2)
+		return C_PASS_NOT_TCP_UDP;
+	struct ipv6hdr *in = l4 + ICMP_HLEN;
+	if ((void *)(in + 1) + 8 > end)
+		return C_PASS_TRUNCATED;
+	if ((*(__u8 *)in >> 4) != 6)
+		return C_PASS_MALFORMED;
+	if (in->nexthdr != IPPROTO_TCP && in->nexthdr != IPPROTO_UDP)
+		return C_PASS_NOT_TCP_UDP;
+	__u16 *ports = (void *)(in + 1);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		f->src[i] = in->daddr[i];
+		f->dst[i] = in->saddr[i];
+	}
+	f->sport = ports[1];
+	f->dport = ports[0];
+	f->proto = in->nexthdr;
+	return PARSED;
+}
+
+// parse fills p from the packet, or returns the counter of the reason it
 // passes. It reads nothing beyond end: each header is checked whole before
 // any of its fields is read. The checks, in order: Ethernet header,
 // EtherType, IP header, IPv4 version and header length, protocol
 // (IPv6: extension headers first), fragments, IPv4 options, then the TCP
-// (20 bytes) or UDP (8 bytes) header.
-static __always_inline int parse(void *data, void *end, struct flow *f)
+// (20 bytes, data offset 5 or more) or UDP (8 bytes) header, or the ICMP
+// error and the packet it quotes; last, an IP length beyond the frame or
+// too short for the headers is malformed.
+static __always_inline int parse(void *data, void *end, struct pkt *p)
 {
+	struct flow *f = &p->f;
 	struct ethhdr *eth = data;
 	if (data + sizeof(*eth) > end)
 		return C_PASS_TRUNCATED;
 	void *l3 = data + sizeof(*eth);
+	int r;
 
 	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
 		struct iphdr *ip = l3;
@@ -272,17 +436,33 @@ static __always_inline int parse(void *data, void *end, struct flow *f)
 			return C_PASS_TRUNCATED;
 		if ((ip->version_ihl >> 4) != 4 || (ip->version_ihl & 0xf) < 5)
 			return C_PASS_MALFORMED;
-		if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP)
+		if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP && ip->protocol != IPPROTO_ICMP)
 			return C_PASS_NOT_TCP_UDP;
 		if (ip->frag_off & bpf_ntohs(IP_MF_OFFSET))
 			return C_PASS_FRAGMENT;
 		if ((ip->version_ihl & 0xf) != 5)
 			return C_PASS_IP_OPTIONS;
-		f->src[0] = ip->saddr;
-		f->dst[0] = ip->daddr;
-		f->proto = ip->protocol;
 		f->family = 4;
-		return parse_l4(l3 + sizeof(*ip), end, f);
+		if (ip->protocol == IPPROTO_ICMP) {
+			r = parse_icmp4(l3 + sizeof(*ip), end, f);
+			if (r != PARSED)
+				return r;
+			if (f->dst[0] != ip->daddr) // about a packet from elsewhere than the VIP
+				return C_PASS_NOT_TCP_UDP;
+			p->icmp = 1;
+		} else {
+			f->src[0] = ip->saddr;
+			f->dst[0] = ip->daddr;
+			f->proto = ip->protocol;
+			r = parse_l4(l3 + sizeof(*ip), end, f);
+			if (r != PARSED)
+				return r;
+		}
+		p->l3_len = bpf_ntohs(ip->tot_len);
+		p->df = (ip->frag_off & bpf_ntohs(IP_DF)) != 0;
+		if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip) + UDP_HLEN)
+			return C_PASS_MALFORMED;
+		return PARSED;
 	}
 	if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = l3;
@@ -290,33 +470,34 @@ static __always_inline int parse(void *data, void *end, struct flow *f)
 			return C_PASS_TRUNCATED;
 		if ((*(__u8 *)ip6 >> 4) != 6)
 			return C_PASS_MALFORMED;
-		switch (ip6->nexthdr) {
-		case IPPROTO_TCP:
-		case IPPROTO_UDP:
-			break;
-		case 44: // fragment
-			return C_PASS_FRAGMENT;
-		case 0:   // hop-by-hop options
-		case 43:  // routing
-		case 51:  // authentication
-		case 60:  // destination options
-		case 135: // mobility
-		case 139: // host identity protocol
-		case 140: // shim6
-		case 253: // experimental
-		case 254: // experimental
-			return C_PASS_IPV6_EXT;
-		default:
-			return C_PASS_NOT_TCP_UDP;
-		}
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			f->src[i] = ip6->saddr[i];
-			f->dst[i] = ip6->daddr[i];
-		}
-		f->proto = ip6->nexthdr;
 		f->family = 6;
-		return parse_l4(l3 + sizeof(*ip6), end, f);
+		if (ip6->nexthdr == IPPROTO_ICMPV6) {
+			r = parse_icmp6(l3 + sizeof(*ip6), end, f);
+			if (r != PARSED)
+				return r;
+			if (f->dst[0] != ip6->daddr[0] || f->dst[1] != ip6->daddr[1] ||
+			    f->dst[2] != ip6->daddr[2] || f->dst[3] != ip6->daddr[3])
+				return C_PASS_NOT_TCP_UDP;
+			p->icmp = 1;
+		} else {
+			r = ipv6_next(ip6->nexthdr);
+			if (r)
+				return r;
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				f->src[i] = ip6->saddr[i];
+				f->dst[i] = ip6->daddr[i];
+			}
+			f->proto = ip6->nexthdr;
+			r = parse_l4(l3 + sizeof(*ip6), end, f);
+			if (r != PARSED)
+				return r;
+		}
+		p->l3_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+		p->df = 1;
+		if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip6) + UDP_HLEN)
+			return C_PASS_MALFORMED;
+		return PARSED;
 	}
 	return C_PASS_NOT_IP;
 }
@@ -411,33 +592,329 @@ static __attribute__((noinline)) struct ct_entry *lookup_ct6(struct flow *f)
 	return bpf_map_lookup_elem(&conntrack6, f);
 }
 
+// csum_fold folds a sum of 16-bit words into an Internet checksum.
+static __always_inline __u16 csum_fold(__u64 sum)
+{
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum;
+}
+
+// ip4_csum returns the checksum of a 20-byte IPv4 header whose check
+// field is 0.
+static __always_inline __u16 ip4_csum(struct iphdr *ip)
+{
+	__u16 *w = (__u16 *)ip;
+	__u64 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	return csum_fold(sum);
+}
+
+// flood_guard counts a new flow on this CPU and says whether the CPU is
+// over flood_rate: then the flow is routed without a conntrack entry, so
+// a flood of new tuples cannot evict the entries of established flows.
+static __always_inline int flood_guard(void)
+{
+	if (flood_rate == 0)
+		return 0;
+	__u32 k = 0;
+	struct flood *s = bpf_map_lookup_elem(&flood_state, &k);
+	if (!s)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - s->start >= 1000000000ULL / FLOOD_WINDOWS) {
+		if (s->on)
+			s->ns += now - s->start;
+		s->start = now;
+		s->count = 0;
+		s->on = 0;
+	}
+	s->count++;
+	if (s->count > flood_rate / FLOOD_WINDOWS) {
+		s->on = 1;
+		return 1;
+	}
+	return 0;
+}
+
+// forward_l2 rewrites the frame's MACs to the backend's and the load
+// balancer's, and sends it back out of the interface it came in on.
+static __always_inline int forward_l2(struct xdp_md *ctx, struct backend *b)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if (data + sizeof(*eth) > end)
+		return XDP_DROP;
+	__builtin_memcpy(eth->dest, b->mac, 6);
+#pragma unroll
+	for (int i = 0; i < 6; i++)
+		eth->source[i] = lb_mac[i];
+	count(C_TX);
+	return XDP_TX;
+}
+
+// too_big answers the client's packet with ICMP fragmentation needed
+// (IPv4) or packet too big (IPv6) naming mtu, from the VIP, quoting the
+// packet's IP header and first 8 bytes after it, and sends it back where
+// the packet came from. The packet, which parse checked, becomes the
+// answer.
+static __always_inline int too_big(struct xdp_md *ctx, __u8 family, __u32 mtu)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	int ip_len = family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	int quote = ip_len + 8;
+	// Cut the packet after the quote, then make room for the new IP and
+	// ICMP headers in front.
+	if (bpf_xdp_adjust_tail(ctx, (int)(ETH_HLEN + quote) - (int)(end - data)))
+		return XDP_DROP;
+	if (bpf_xdp_adjust_head(ctx, -(ip_len + ICMP_HLEN))) {
+		count(C_DROP_NO_ROOM);
+		return XDP_DROP;
+	}
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	__u8 mac[12];
+	__u64 sum = 0;
+	if (family == 4) {
+		if (data + ETH_HLEN + 20 + ICMP_HLEN + 28 > end)
+			return XDP_DROP;
+		struct ethhdr *old = data + 28;
+		__builtin_memcpy(mac, old, 12);
+		struct iphdr *q = data + ETH_HLEN + 28; // the quoted header
+		struct ethhdr *eth = data;
+		__builtin_memcpy(eth->dest, mac + 6, 6);
+		__builtin_memcpy(eth->source, mac, 6);
+		eth->proto = bpf_htons(ETH_P_IP);
+		struct iphdr *ip = data + ETH_HLEN;
+		ip->version_ihl = 0x45;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(20 + ICMP_HLEN + 28);
+		ip->id = 0;
+		ip->frag_off = 0;
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_ICMP;
+		ip->check = 0;
+		ip->saddr = q->daddr;
+		ip->daddr = q->saddr;
+		ip->check = ip4_csum(ip);
+		__u8 *icmp = (void *)(ip + 1);
+		icmp[0] = 3; // destination unreachable
+		icmp[1] = 4; // fragmentation needed and DF set
+		*(__u16 *)(icmp + 2) = 0;
+		*(__u16 *)(icmp + 4) = 0;
+		*(__u16 *)(icmp + 6) = bpf_htons(mtu);
+		__u16 *w = (__u16 *)icmp;
+#pragma unroll
+		for (int i = 0; i < (ICMP_HLEN + 28) / 2; i++)
+			sum += w[i];
+		*(__u16 *)(icmp + 2) = csum_fold(sum);
+	} else {
+		if (data + ETH_HLEN + 40 + ICMP_HLEN + 48 > end)
+			return XDP_DROP;
+		struct ethhdr *old = data + 48;
+		__builtin_memcpy(mac, old, 12);
+		struct ipv6hdr *q = data + ETH_HLEN + 48;
+		struct ethhdr *eth = data;
+		__builtin_memcpy(eth->dest, mac + 6, 6);
+		__builtin_memcpy(eth->source, mac, 6);
+		eth->proto = bpf_htons(ETH_P_IPV6);
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		ip6->vtc_flow = bpf_htonl(0x60000000);
+		ip6->payload_len = bpf_htons(ICMP_HLEN + 48);
+		ip6->nexthdr = IPPROTO_ICMPV6;
+		ip6->hop_limit = 64;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			ip6->saddr[i] = q->daddr[i];
+			ip6->daddr[i] = q->saddr[i];
+		}
+		__u8 *icmp = (void *)(ip6 + 1);
+		icmp[0] = 2; // packet too big
+		icmp[1] = 0;
+		*(__u16 *)(icmp + 2) = 0;
+		*(__u32 *)(icmp + 4) = bpf_htonl(mtu);
+		// The pseudo-header: addresses, upper-layer length, next header.
+		__u16 *w = (__u16 *)ip6->saddr;
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			sum += w[i];
+		sum += bpf_htons(ICMP_HLEN + 48);
+		sum += bpf_htons(IPPROTO_ICMPV6);
+		w = (__u16 *)icmp;
+#pragma unroll
+		for (int i = 0; i < (ICMP_HLEN + 48) / 2; i++)
+			sum += w[i];
+		*(__u16 *)(icmp + 2) = csum_fold(sum);
+	}
+	count(C_ICMP_TOO_BIG);
+	return XDP_TX;
+}
+
+// forward_encap sends the packet (its IP packet of l3_len bytes) to the
+// backend inside an outer IP header from b->src to b->addr (FWD_IPIP), or
+// outer IP and UDP headers (FWD_GUE: source port from the flow hash h, so
+// routers' ECMP and NICs' RSS see the flow's entropy; UDP checksum 0). The
+// next hop's MAC and the interface come from the kernel's routing and
+// neighbour tables. A packet that would not fit the route's MTU once
+// encapsulated is answered with ICMP too big when icmp_ok (a client's
+// packet with DF), dropped otherwise.
+static __always_inline int forward_encap(struct xdp_md *ctx, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok)
+{
+	int v4 = b->family == 4;
+	int gue = b->mode == FWD_GUE;
+	int over = (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + (gue ? UDP_HLEN : 0);
+
+	struct bpf_fib_lookup fib = {};
+	fib.family = v4 ? AF_INET : AF_INET6;
+	fib.ifindex = ctx->ingress_ifindex;
+	fib.tot_len = l3_len + over;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		fib.src[i] = b->src[i];
+		fib.dst[i] = b->addr[i];
+	}
+	long rc = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_SUCCESS:
+		break;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		if (!icmp_ok) {
+			count(C_DROP_TOO_BIG);
+			return XDP_DROP;
+		}
+		return too_big(ctx, b->family, (__u32)fib.tot_len - over);
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		count(C_DROP_NO_NEIGHBOR);
+		return XDP_DROP;
+	case BPF_FIB_LKUP_RET_FWD_DISABLED:
+		count(C_DROP_FORWARDING_OFF);
+		return XDP_DROP;
+	default:
+		count(C_DROP_NO_ROUTE);
+		return XDP_DROP;
+	}
+
+	if (bpf_xdp_adjust_head(ctx, -over)) {
+		count(C_DROP_NO_ROOM);
+		return XDP_DROP;
+	}
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if (data + ETH_HLEN + over > end)
+		return XDP_DROP;
+	__builtin_memcpy(eth->dest, fib.dmac, 6);
+	__builtin_memcpy(eth->source, fib.smac, 6);
+	void *l4;
+	if (v4) {
+		struct iphdr *ip = data + ETH_HLEN;
+		if ((void *)(ip + 1) > end)
+			return XDP_DROP;
+		eth->proto = bpf_htons(ETH_P_IP);
+		ip->version_ihl = 0x45;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(l3_len + over);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(IP_DF);
+		ip->ttl = 64;
+		ip->protocol = gue ? IPPROTO_UDP : IPPROTO_IPIP;
+		ip->check = 0;
+		ip->saddr = b->src[0];
+		ip->daddr = b->addr[0];
+		ip->check = ip4_csum(ip);
+		l4 = ip + 1;
+	} else {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		if ((void *)(ip6 + 1) > end)
+			return XDP_DROP;
+		eth->proto = bpf_htons(ETH_P_IPV6);
+		// The flow label from the flow hash: ECMP over IPv6 hashes it.
+		ip6->vtc_flow = bpf_htonl(0x60000000 | ((__u32)h & 0xfffff));
+		ip6->payload_len = bpf_htons(l3_len + over - sizeof(struct ipv6hdr));
+		ip6->nexthdr = gue ? IPPROTO_UDP : IPPROTO_IPV6;
+		ip6->hop_limit = 64;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			ip6->saddr[i] = b->src[i];
+			ip6->daddr[i] = b->addr[i];
+		}
+		l4 = ip6 + 1;
+	}
+	if (gue) {
+		struct udphdr *udp = l4;
+		if ((void *)(udp + 1) > end)
+			return XDP_DROP;
+		// 49152-65535, the dynamic ports, from the hash's top 14 bits.
+		udp->source = bpf_htons((__u16)(0xc000 | (h >> 50)));
+		udp->dest = b->port;
+		udp->len = bpf_htons(l3_len + UDP_HLEN);
+		udp->check = 0;
+	}
+	count(C_TX);
+	if (fib.ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+// forward sends the packet to backend b by its service's mode.
+static __always_inline int forward(struct xdp_md *ctx, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok)
+{
+	if (b->mode == FWD_L2)
+		return forward_l2(ctx, b);
+	return forward_encap(ctx, b, h, l3_len, icmp_ok);
+}
+
+// lookup_service finds the service of flow f, or returns 0.
+static __always_inline struct service *lookup_service(struct flow *f)
+{
+	if (f->family == 4) {
+		struct svc_key4 k = {.addr = f->dst[0], .port = f->dport, .proto = f->proto};
+		return bpf_map_lookup_elem(&services4, &k);
+	}
+	struct svc_key k = {};
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		k.addr[i] = f->dst[i];
+	k.port = f->dport;
+	k.proto = f->proto;
+	k.family = f->family;
+	return bpf_map_lookup_elem(&services6, &k);
+}
+
 SEC("xdp")
 int xdp_maglev(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct flow f = {};
-	int r = parse(data, end, &f);
+	struct pkt p = {};
+	int r = parse(data, end, &p);
 	if (r != PARSED) {
 		count(r);
 		return XDP_PASS;
 	}
+	struct flow *f = &p.f;
 
 	// Connection tracking first: an entry whose backend is still in the
 	// service names the service, so an established flow costs one hash
 	// lookup. Each family's lookups are separate calls, so that the
-	// verifier knows each call's map and inlines the lookup.
+	// verifier knows each call's map and inlines the lookup. An ICMP
+	// error looks up the flow it is about, the same way.
 	struct flow4 f4 = {};
 	struct ct_entry *ct;
-	if (f.family == 4) {
-		f4.src = f.src[0];
-		f4.dst = f.dst[0];
-		f4.sport = f.sport;
-		f4.dport = f.dport;
-		f4.proto = f.proto;
+	if (f->family == 4) {
+		f4.src = f->src[0];
+		f4.dst = f->dst[0];
+		f4.sport = f->sport;
+		f4.dport = f->dport;
+		f4.proto = f->proto;
 		ct = lookup_ct4(&f4);
 	} else {
-		ct = lookup_ct6(&f);
+		ct = lookup_ct6(f);
 	}
 	struct backend *b = 0;
 	struct ct_entry e = {};
@@ -446,27 +923,15 @@ int xdp_maglev(struct xdp_md *ctx)
 		b = backend(e.backend.id, e.backend.cookie);
 	}
 	if (!b) {
-		struct service *svc;
-		if (f.family == 4) {
-			struct svc_key4 k = {.addr = f.dst[0], .port = f.dport, .proto = f.proto};
-			svc = bpf_map_lookup_elem(&services4, &k);
-		} else {
-			struct svc_key k = {};
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				k.addr[i] = f.dst[i];
-			k.port = f.dport;
-			k.proto = f.proto;
-			k.family = f.family;
-			svc = bpf_map_lookup_elem(&services6, &k);
-		}
+		struct service *svc = lookup_service(f);
 		if (!svc) {
-			count(C_PASS_NO_SERVICE);
+			count(p.icmp ? C_PASS_NOT_TCP_UDP : C_PASS_NO_SERVICE);
 			return XDP_PASS;
 		}
 		e.svc = svc->id;
 	}
 	__u32 svc_id = e.svc;
+	__u64 h = flow_hash(f);
 
 	if (b) {
 		count(C_CT_HIT);
@@ -474,31 +939,33 @@ int xdp_maglev(struct xdp_md *ctx)
 		count(C_CT_MISS);
 		if (ct)
 			count(C_CT_STALE);
-		b = choose(svc_id, flow_hash(&f), &e.backend);
+		b = choose(svc_id, h, &e.backend);
 		if (!b) {
 			count(C_DROP_NO_BACKEND);
 			return XDP_DROP;
 		}
-		long err;
-		if (f.family == 4)
-			err = bpf_map_update_elem(&conntrack4, &f4, &e, BPF_ANY);
-		else
-			err = bpf_map_update_elem(&conntrack6, &f, &e, BPF_ANY);
-		if (err == 0)
-			count(C_CT_INSERT);
+		// An ICMP error writes no entry: it is not the flow's packet.
+		if (!p.icmp) {
+			if (flood_guard()) {
+				count(C_CT_FLOOD);
+			} else {
+				long err;
+				if (f->family == 4)
+					err = bpf_map_update_elem(&conntrack4, &f4, &e, BPF_ANY);
+				else
+					err = bpf_map_update_elem(&conntrack6, f, &e, BPF_ANY);
+				if (err == 0)
+					count(C_CT_INSERT);
+			}
+		}
 	}
 
 	__u64 bytes = end - data;
 	add_stats(&service_stats, svc_id, bytes);
 	add_stats(&backend_stats, e.backend.id, bytes);
-
-	struct ethhdr *eth = data; // parse checked it is whole
-	__builtin_memcpy(eth->dest, b->mac, 6);
-#pragma unroll
-	for (int i = 0; i < 6; i++)
-		eth->source[i] = lb_mac[i];
-	count(C_TX);
-	return XDP_TX;
+	if (p.icmp)
+		count(C_ICMP_FORWARDED);
+	return forward(ctx, b, h, p.l3_len, !p.icmp && p.df);
 }
 
 // xdp_pass passes every packet: the floor the benchmarks measure the
@@ -517,12 +984,19 @@ int xdp_flow_hash(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct flow f = {};
-	if (parse(data, end, &f) != PARSED)
+	struct pkt p = {};
+	if (parse(data, end, &p) != PARSED || p.icmp)
 		return XDP_PASS;
-	__u64 h = bpf_htonll(flow_hash(&f));
+	__u64 h = bpf_htonll(flow_hash(&p.f));
 	__builtin_memcpy(data, &h, 8); // parse checked 14 bytes or more
 	return XDP_TX;
 }
 
-char __license[] SEC("license") = "MIT";
+// Referenced so that the enums reach the BTF bpf2go generates Go from.
+const enum consts *unused_consts __attribute__((unused));
+const enum forward *unused_forward __attribute__((unused));
+const enum counter *unused_counter __attribute__((unused));
+
+// MIT, as the rest of the module, or GPL-2.0 at the user's choice: the
+// kernel lets only GPL-compatible programs call bpf_fib_lookup.
+char __license[] SEC("license") = "Dual MIT/GPL";

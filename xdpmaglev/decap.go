@@ -1,0 +1,190 @@
+package xdpmaglev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+// DecapOptions configure AttachDecap.
+type DecapOptions struct {
+	// VIPs are the addresses whose packets are decapsulated: the VIPs of
+	// the services this host is a backend of, held on its lo. Required.
+	VIPs []netip.Addr
+	// Hosts are the outer destinations accepted: the interface's
+	// addresses if empty.
+	Hosts []netip.Addr
+	// GUEPort is the UDP port of GUE packets: DefaultGUEPort if 0.
+	GUEPort uint16
+	// Mode is the attach mode; AttachAuto if zero.
+	Mode AttachMode
+}
+
+// A Decap is the decapsulator attached to a backend's interface: an XDP
+// program that strips the outer header of IPIP and GUE packets addressed
+// to one of the host's addresses that carry a packet to one of the VIPs,
+// and passes the inner packet to the kernel, which delivers it to the VIP
+// on lo; the backend answers the client directly. Other packets pass
+// unchanged. It needs no kernel module. Its methods are safe for
+// concurrent use by multiple goroutines.
+type Decap struct {
+	objs decapObjects
+	link link.Link
+	mode AttachMode
+}
+
+// DecapStats are the decapsulator's counters, summed over CPUs.
+type DecapStats struct {
+	// Decapsulated counts the packets whose outer header was stripped.
+	Decapsulated uint64 `json:"decapsulated"`
+	// Passed counts the packets passed unchanged: not IPIP or GUE, or not
+	// to one of the hosts and a VIP.
+	Passed uint64 `json:"passed"`
+	// Malformed counts the encapsulated packets to a host whose inner
+	// header was cut short or impossible, passed unchanged.
+	Malformed uint64 `json:"malformed"`
+}
+
+// AttachDecap loads the decapsulator and attaches it to the interface
+// named iface. It needs CAP_BPF and CAP_NET_ADMIN, and works in the network
+// namespace of the calling thread. Bad options return an error wrapping
+// ErrOptions or ErrInterface; Close detaches it.
+func AttachDecap(iface string, opts DecapOptions) (*Decap, error) {
+	if opts.Mode < AttachAuto || opts.Mode > AttachGeneric {
+		return nil, fmt.Errorf("%w: Mode %v", ErrOptions, opts.Mode)
+	}
+	ifc, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("%w %q: %v", ErrInterface, iface, err)
+	}
+	if len(opts.Hosts) == 0 {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %v", ErrInterface, iface, err)
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok {
+					opts.Hosts = append(opts.Hosts, ip.Unmap())
+				}
+			}
+		}
+		if len(opts.Hosts) == 0 {
+			return nil, fmt.Errorf("%w %q: no address to decapsulate packets to: give DecapOptions.Hosts", ErrInterface, iface)
+		}
+	}
+	d, err := newDecap(opts)
+	if err != nil {
+		return nil, err
+	}
+	try := func(flags link.XDPAttachFlags) (link.Link, error) {
+		return link.AttachXDP(link.XDPOptions{Program: d.objs.XdpDecap, Interface: ifc.Index, Flags: flags})
+	}
+	if opts.Mode == AttachAuto || opts.Mode == AttachNative {
+		if d.link, err = try(link.XDPDriverMode); err == nil {
+			d.mode = AttachNative
+			return d, nil
+		}
+		if opts.Mode == AttachNative {
+			_ = d.objs.Close()
+			return nil, fmt.Errorf("%w: natively to %s: %w", ErrAttach, iface, err)
+		}
+	}
+	if d.link, err = try(link.XDPGenericMode); err != nil {
+		_ = d.objs.Close()
+		return nil, fmt.Errorf("%w: generically to %s: %w", ErrAttach, iface, err)
+	}
+	d.mode = AttachGeneric
+	return d, nil
+}
+
+// newDecap loads the decapsulator, not attached, for opts with Hosts.
+func newDecap(opts DecapOptions) (*Decap, error) {
+	if len(opts.VIPs) == 0 {
+		return nil, fmt.Errorf("%w: DecapOptions.VIPs is empty", ErrOptions)
+	}
+	if len(opts.Hosts) == 0 {
+		return nil, fmt.Errorf("%w: DecapOptions.Hosts is empty", ErrOptions)
+	}
+	if opts.GUEPort == 0 {
+		opts.GUEPort = DefaultGUEPort
+	}
+	spec, err := loadDecap()
+	if err != nil {
+		return nil, fmt.Errorf("xdpmaglev: reading the decapsulator: %w", err)
+	}
+	if err := spec.Variables["gue_port"].Set(netOrder16(opts.GUEPort)); err != nil {
+		return nil, fmt.Errorf("xdpmaglev: setting gue_port: %w", err)
+	}
+	d := &Decap{mode: AttachNone}
+	if err := spec.LoadAndAssign(&d.objs, nil); err != nil {
+		return nil, fmt.Errorf("xdpmaglev: loading the decapsulator: %w", err)
+	}
+	put := func(m *ebpf.Map, what string, as []netip.Addr) error {
+		for _, a := range as {
+			a = a.Unmap()
+			if !a.IsValid() {
+				return fmt.Errorf("%w: %s: invalid address", ErrOptions, what)
+			}
+			k := decapAddr{A: addrWords(a), Family: 4}
+			if a.Is6() {
+				k.Family = 6
+			}
+			if err := m.Put(k, uint8(1)); err != nil {
+				return fmt.Errorf("xdpmaglev: decapsulator %s %v: %w", what, a, err)
+			}
+		}
+		return nil
+	}
+	if err := errors.Join(put(d.objs.Hosts, "host", opts.Hosts), put(d.objs.Vips, "VIP", opts.VIPs)); err != nil {
+		_ = d.objs.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// netOrder16 returns the uint16 whose bytes in memory are v in network
+// order, as the program compares a packet's port.
+func netOrder16(v uint16) uint16 {
+	var p [2]byte
+	binary.BigEndian.PutUint16(p[:], v)
+	return binary.NativeEndian.Uint16(p[:])
+}
+
+// Mode returns how the decapsulator is attached.
+func (d *Decap) Mode() AttachMode { return d.mode }
+
+// Stats reads the counters: one system call per counter.
+func (d *Decap) Stats() (DecapStats, error) {
+	var st DecapStats
+	for i, p := range []*uint64{&st.Decapsulated, &st.Passed, &st.Malformed} {
+		var per []uint64
+		if err := d.objs.DecapCounters.Lookup(uint32(i), &per); err != nil {
+			return DecapStats{}, fmt.Errorf("xdpmaglev: reading the decapsulator's counters: %w", err)
+		}
+		for _, v := range per {
+			*p += v
+		}
+	}
+	return st, nil
+}
+
+// Close detaches the decapsulator and frees its maps. Close is idempotent.
+func (d *Decap) Close() error {
+	var errs []error
+	if d.link != nil {
+		if err := d.link.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("xdpmaglev: detaching the decapsulator: %w", err))
+		}
+		d.link = nil
+	}
+	if err := d.objs.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("xdpmaglev: closing the decapsulator: %w", err))
+	}
+	return errors.Join(errs...)
+}
