@@ -92,7 +92,19 @@ func newE2E(t *testing.T, nBackends int) *e2e {
 // serve starts the backend's server in namespace ns, stopped at the end
 // of the test.
 func (e *e2e) serve(t *testing.T, ns, name string) {
-	ln, err := in(ns, func() (net.Listener, error) { return net.Listen("tcp4", ":80") })
+	serveTCP(t, ns, "tcp4", ":80", func(c net.Conn) {
+		if _, err := io.WriteString(c, name+"\n"); err != nil {
+			return
+		}
+		_, _ = io.Copy(c, c) // echo until the client closes
+	})
+}
+
+// serveTCP runs handle for each connection to a listener on network and
+// addr in namespace ns, each connection bounded to 30 s; all stopped at
+// the end of the test.
+func serveTCP(t *testing.T, ns, network, addr string, handle func(net.Conn)) {
+	ln, err := in(ns, func() (net.Listener, error) { return net.Listen(network, addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,10 +137,7 @@ func (e *e2e) serve(t *testing.T, ns, name string) {
 				}()
 				defer func() { _ = c.Close() }()
 				_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a bound, not a check
-				if _, err := io.WriteString(c, name+"\n"); err != nil {
-					return
-				}
-				_, _ = io.Copy(c, c) // echo until the client closes
+				handle(c)
 			})
 		}
 	})

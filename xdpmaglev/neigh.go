@@ -105,3 +105,26 @@ func (n *neighbours) prime(addr netip.Addr) {
 		Flags:     netlink.NTF_USE,
 	})
 }
+
+// addr returns the interface's first global unicast address of the
+// family, read in the namespace Load ran in.
+func (n *neighbours) addr(v4 bool) (netip.Addr, error) {
+	family, name := netlink.FAMILY_V6, "IPv6"
+	if v4 {
+		family, name = netlink.FAMILY_V4, "IPv4"
+	}
+	l, err := n.h.LinkByIndex(n.ifindex)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("reading the interface: %w", err)
+	}
+	list, err := n.h.AddrList(l, family)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("reading the addresses of %s: %w", l.Attrs().Name, err)
+	}
+	for _, a := range list {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && ip.Unmap().IsGlobalUnicast() {
+			return ip.Unmap(), nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("interface %s has no global %s address to encapsulate from: give ServiceOptions.Source", l.Attrs().Name, name)
+}

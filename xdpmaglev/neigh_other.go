@@ -16,3 +16,5 @@ func (*neighbours) close() {}
 func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return nil, ErrNoNeighbor }
 
 func (*neighbours) prime(netip.Addr) {}
+
+func (*neighbours) addr(bool) (netip.Addr, error) { return netip.Addr{}, ErrInterface }

@@ -325,10 +325,10 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	}
 	v4 := svc.VIP.Addr().Unmap().Is4()
 	if !opts.Source.IsValid() {
-		if lb.ifindex == 0 {
+		if lb.neigh == nil {
 			return fmt.Errorf("%w %v: %v needs a Source address: the LB has no interface to take one from", ErrService, svc, opts.Forward)
 		}
-		src, err := interfaceAddr(lb.ifindex, v4)
+		src, err := lb.neigh.addr(v4)
 		if err != nil {
 			return fmt.Errorf("%w %v: %v", ErrService, svc, err)
 		}
@@ -339,34 +339,6 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 		return fmt.Errorf("%w %v: Source %v is not an address of the VIP's family", ErrService, svc, opts.Source)
 	}
 	return nil
-}
-
-// interfaceAddr returns the first global unicast address of the interface
-// of the given family.
-func interfaceAddr(ifindex int, v4 bool) (netip.Addr, error) {
-	ifc, err := net.InterfaceByIndex(ifindex)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	addrs, err := ifc.Addrs()
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	for _, a := range addrs {
-		n, ok := a.(*net.IPNet)
-		if !ok {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(n.IP)
-		if ip = ip.Unmap(); ok && ip.Is4() == v4 && ip.IsGlobalUnicast() {
-			return ip, nil
-		}
-	}
-	family := "IPv6"
-	if v4 {
-		family = "IPv4"
-	}
-	return netip.Addr{}, fmt.Errorf("interface %s has no global %s address to encapsulate from: give ServiceOptions.Source", ifc.Name, family)
 }
 
 // entry returns b's entry in the backends map, for a service of opts.
