@@ -63,7 +63,11 @@ func (r *routed) link(ns, dev, br string, addrs, raddrs []string) {
 
 func addrs(a ...string) []string { return a }
 
-func newRouted(t *testing.T) *routed {
+func newRouted(t *testing.T) *routed { return newRoutedOpts(t, Options{ConntrackSize: 1 << 14}) }
+
+// newRoutedOpts builds the topology with the load balancer loaded with
+// opts (Seed and Mode set here).
+func newRoutedOpts(t *testing.T, opts Options) *routed {
 	n := newTestNet(t, "xr")
 	r := &routed{testNet: n, vip4: netip.MustParseAddr("198.19.0.1"), vip6: netip.MustParseAddr("2001:db8:ffff::1")}
 	r.router = n.addNS("rt")
@@ -130,7 +134,8 @@ func newRouted(t *testing.T) *routed {
 	}
 
 	lb, err := in(r.lbNS, func() (*LB, error) {
-		return Load("eth0", Options{Seed: e2eSeed, ConntrackSize: 1 << 14, Mode: AttachNative})
+		opts.Seed, opts.Mode = e2eSeed, AttachNative
+		return Load("eth0", opts)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -112,13 +112,14 @@ struct backend {
 };
 
 // A CPU's flood guard: new flows counted in windows of 1/FLOOD_WINDOWS s.
-// While a window has seen more than flood_rate/FLOOD_WINDOWS, new flows are
-// routed by the table without a conntrack entry.
+// Once a window has seen more than flood_rate/FLOOD_WINDOWS, and through
+// the window after it, new flows are routed by the table without a
+// conntrack entry.
 struct flood {
 	__u64 start; // the window's start, bpf_ktime_get_ns
 	__u64 count; // new flows in the window
 	__u64 ns;    // time spent in windows over the rate, summed at each window's end
-	__u64 on;    // 1 while this window is over the rate
+	__u64 on;    // 1 while the guard is on
 };
 
 struct stats {
@@ -615,7 +616,10 @@ static __always_inline __u16 ip4_csum(struct iphdr *ip)
 
 // flood_guard counts a new flow on this CPU and says whether the CPU is
 // over flood_rate: then the flow is routed without a conntrack entry, so
-// a flood of new tuples cannot evict the entries of established flows.
+// a flood of new tuples cannot evict the entries of established flows. A
+// window over the rate keeps the guard on through the next window too, so
+// a flood that lasts inserts at most one window's share of entries per
+// CPU, once, however long it lasts.
 static __always_inline int flood_guard(void)
 {
 	if (flood_rate == 0)
@@ -624,20 +628,19 @@ static __always_inline int flood_guard(void)
 	struct flood *s = bpf_map_lookup_elem(&flood_state, &k);
 	if (!s)
 		return 0;
+	__u64 limit = flood_rate / FLOOD_WINDOWS;
 	__u64 now = bpf_ktime_get_ns();
 	if (now - s->start >= 1000000000ULL / FLOOD_WINDOWS) {
 		if (s->on)
 			s->ns += now - s->start;
+		s->on = s->count > limit;
 		s->start = now;
 		s->count = 0;
-		s->on = 0;
 	}
 	s->count++;
-	if (s->count > flood_rate / FLOOD_WINDOWS) {
+	if (s->count > limit)
 		s->on = 1;
-		return 1;
-	}
-	return 0;
+	return s->on;
 }
 
 // forward_l2 rewrites the frame's MACs to the backend's and the load
