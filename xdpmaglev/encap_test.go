@@ -33,7 +33,7 @@ var (
 
 const fixtureMTU = 1400
 
-func newFixtureNet(t *testing.T) *fixtureNet {
+func newFixtureNet(t testing.TB) *fixtureNet {
 	n := newTestNet(t, "fx")
 	ns := n.addNS("fx")
 	n.ip(ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
@@ -178,7 +178,7 @@ func encapBackends(n int, v6 bool) []Backend {
 	return bs
 }
 
-func fixtureLB(t *testing.T, f *fixtureNet, opts Options) *LB {
+func fixtureLB(t testing.TB, f *fixtureNet, opts Options) *LB {
 	t.Helper()
 	needBPF(t)
 	if opts.ConntrackSize == 0 {

@@ -157,6 +157,7 @@ func Load(iface string, opts Options) (*LB, error) {
 	spec.Maps["tables"].MaxEntries = uint32(opts.MaxServices)
 	spec.Maps["service_stats"].MaxEntries = uint32(opts.MaxServices)
 	spec.Maps["backends"].MaxEntries = uint32(opts.MaxBackends)
+	spec.Maps["nexthops"].MaxEntries = uint32(opts.MaxBackends)
 	spec.Maps["backend_stats"].MaxEntries = uint32(opts.MaxBackends)
 	spec.Maps["conntrack4"].MaxEntries = uint32(opts.ConntrackSize)
 	spec.Maps["conntrack6"].MaxEntries = uint32(opts.ConntrackSize)

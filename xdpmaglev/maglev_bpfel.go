@@ -102,6 +102,16 @@ const (
 	maglevForwardFWD_GUE  maglevForward = 2
 )
 
+type maglevNexthop struct {
+	_       structs.HostLayout
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Ifindex uint32
+	Mtu     uint32
+	Cookie  uint32
+	Expires uint64
+}
+
 type maglevService struct {
 	_  structs.HostLayout
 	Id uint32
@@ -141,14 +151,18 @@ type maglevSvcKey4 struct {
 const (
 	maglevMapBackendStats  = "backend_stats"
 	maglevMapBackends      = "backends"
+	maglevMapBenchSeq      = "bench_seq"
 	maglevMapConntrack4    = "conntrack4"
 	maglevMapConntrack6    = "conntrack6"
 	maglevMapCounters      = "counters"
 	maglevMapFloodState    = "flood_state"
+	maglevMapNexthops      = "nexthops"
 	maglevMapServiceStats  = "service_stats"
 	maglevMapServices4     = "services4"
 	maglevMapServices6     = "services6"
 	maglevMapTables        = "tables"
+	maglevProgXdpBench     = "xdp_bench"
+	maglevProgXdpBenchNew  = "xdp_bench_new"
 	maglevProgXdpFlowHash  = "xdp_flow_hash"
 	maglevProgXdpMaglev    = "xdp_maglev"
 	maglevProgXdpPass      = "xdp_pass"
@@ -203,6 +217,8 @@ type maglevSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type maglevProgramSpecs struct {
+	XdpBench    *ebpf.ProgramSpec `ebpf:"xdp_bench"`
+	XdpBenchNew *ebpf.ProgramSpec `ebpf:"xdp_bench_new"`
 	XdpFlowHash *ebpf.ProgramSpec `ebpf:"xdp_flow_hash"`
 	XdpMaglev   *ebpf.ProgramSpec `ebpf:"xdp_maglev"`
 	XdpPass     *ebpf.ProgramSpec `ebpf:"xdp_pass"`
@@ -214,10 +230,12 @@ type maglevProgramSpecs struct {
 type maglevMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
+	BenchSeq     *ebpf.MapSpec `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
+	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -259,10 +277,12 @@ func (o *maglevObjects) Close() error {
 type maglevMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
+	BenchSeq     *ebpf.Map `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
+	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -273,10 +293,12 @@ func (m *maglevMaps) Close() error {
 	return _MaglevClose(
 		m.BackendStats,
 		m.Backends,
+		m.BenchSeq,
 		m.Conntrack4,
 		m.Conntrack6,
 		m.Counters,
 		m.FloodState,
+		m.Nexthops,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,
@@ -301,6 +323,8 @@ type maglevVariables struct {
 //
 // It can be passed to loadMaglevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type maglevPrograms struct {
+	XdpBench    *ebpf.Program `ebpf:"xdp_bench"`
+	XdpBenchNew *ebpf.Program `ebpf:"xdp_bench_new"`
 	XdpFlowHash *ebpf.Program `ebpf:"xdp_flow_hash"`
 	XdpMaglev   *ebpf.Program `ebpf:"xdp_maglev"`
 	XdpPass     *ebpf.Program `ebpf:"xdp_pass"`
@@ -308,6 +332,8 @@ type maglevPrograms struct {
 
 func (p *maglevPrograms) Close() error {
 	return _MaglevClose(
+		p.XdpBench,
+		p.XdpBenchNew,
 		p.XdpFlowHash,
 		p.XdpMaglev,
 		p.XdpPass,
