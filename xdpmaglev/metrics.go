@@ -43,11 +43,17 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 	inserts := counter("maglev.xdp.conntrack.inserts", "{entry}", "Connection tracking entries written.")
 	passed := counter("maglev.xdp.passed", "{packet}", "Packets passed to the kernel (XDP_PASS), by reason.")
 	dropped := counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason.")
+	flood := counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry: their CPU was over the flood guard's rate.")
+	icmp := counter("maglev.xdp.icmp", "{packet}", "ICMP errors: forwarded (about a flow, sent to its backend) and too_big (sent to a client whose packet would not fit once encapsulated).")
+	floodTime, err := meter.Float64ObservableCounter("maglev.xdp.flood.time", metric.WithUnit("s"), metric.WithDescription("Time the CPUs spent over the flood guard's rate, summed over CPUs."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
 	}
 	hit := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "hit")))
 	miss := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "miss")))
+	icmpForwarded := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.kind", "forwarded")))
+	icmpTooBig := metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.kind", "too_big")))
 	reasons := map[string]metric.ObserveOption{}
 	for _, name := range counterNames {
 		if _, r, ok := strings.Cut(name, "_"); ok && (strings.HasPrefix(name, "pass_") || strings.HasPrefix(name, "drop_")) {
@@ -66,6 +72,10 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 		o.ObserveInt64(lookups, int64(st.Conntrack.Misses), miss)
 		o.ObserveInt64(stale, int64(st.Conntrack.Stale))
 		o.ObserveInt64(inserts, int64(st.Conntrack.Inserts))
+		o.ObserveInt64(flood, int64(st.Conntrack.Flood))
+		o.ObserveFloat64(floodTime, st.FloodSeconds)
+		o.ObserveInt64(icmp, int64(st.ICMP.Forwarded), icmpForwarded)
+		o.ObserveInt64(icmp, int64(st.ICMP.TooBig), icmpTooBig)
 		for r, n := range st.Passed {
 			o.ObserveInt64(passed, int64(n), reasons[r])
 		}
@@ -83,7 +93,7 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 			}
 		}
 		return nil
-	}, packets, bytes, svcPackets, svcBytes, lookups, stale, inserts, passed, dropped)
+	}, packets, bytes, svcPackets, svcBytes, lookups, stale, inserts, passed, dropped, flood, icmp, floodTime)
 	if err != nil {
 		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
 	}

@@ -157,8 +157,13 @@ func TestMetrics(t *testing.T) {
 	}
 	dropped["maglev.reason=no_backend"] = 4
 	check("maglev.xdp.dropped", "{packet}", dropped)
-	if len(got) != 9 {
-		t.Errorf("%d metrics, want 9: %v", len(got), slices.Sorted(maps.Keys(got)))
+	check("maglev.xdp.conntrack.flood", "{lookup}", map[string]int64{"": 0})
+	check("maglev.xdp.icmp", "{packet}", map[string]int64{"maglev.kind=forwarded": 0, "maglev.kind=too_big": 0})
+	if m, ok := got["maglev.xdp.flood.time"].Data.(metricdata.Sum[float64]); !ok || len(m.DataPoints) != 1 || m.DataPoints[0].Value != 0 || got["maglev.xdp.flood.time"].Unit != "s" {
+		t.Errorf("maglev.xdp.flood.time = %+v, want one point of 0 s", got["maglev.xdp.flood.time"])
+	}
+	if len(got) != 12 {
+		t.Errorf("%d metrics, want 12: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}
 
 	// After Close, the callback observes nothing, and is unregistered.
