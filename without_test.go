@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -456,4 +457,43 @@ func FuzzWithout(f *testing.F) {
 			t.Fatalf("M=%d %q weights %v without %q: differs from the plain rule", m, bs, base.Weights(), removed)
 		}
 	})
+}
+
+// TestWithoutWideSlots checks Without on a table with 4-byte slots (more
+// than 65,535 backends: 65,536 at M = 65537, one slot each but one), where
+// slowWithout's walks would take too long: each freed slot's owner is
+// checked against positions computed with math/big, and the removed
+// backends' slots go elsewhere while every other slot stays.
+func TestWithoutWideSlots(t *testing.T) {
+	bs := names("n", 1<<16)
+	base := mustNew(t, bs, DefaultSize, nil)
+	if base.slots32 == nil {
+		t.Fatal("expected 4-byte slots")
+	}
+	removed := []string{"n7", "n4242", "n65535"}
+	got := mustWithout(t, base, removed...)
+	checkKept(t, base, got, removed)
+	m := big.NewInt(DefaultSize)
+	g, _ := NewGenerator(DefaultSize, nil)
+	for s := range DefaultSize {
+		if !slices.Contains(removed, base.Owner(s)) {
+			continue
+		}
+		best, bestJ := -1, int64(0)
+		for i, name := range got.Backends() {
+			if slices.Contains(removed, name) {
+				continue
+			}
+			p := g.Permutation(name)
+			inv := new(big.Int).ModInverse(big.NewInt(int64(p.Skip)), m)
+			j := new(big.Int).Mul(big.NewInt(int64(s)-int64(p.Offset)), inv)
+			j.Mod(j, m)
+			if best < 0 || j.Int64() < bestJ {
+				best, bestJ = i, j.Int64()
+			}
+		}
+		if got.OwnerIndex(s) != best {
+			t.Errorf("slot %d: owner %d, want %d", s, got.OwnerIndex(s), best)
+		}
+	}
 }
