@@ -60,7 +60,8 @@ func (t *Table) Backends() []string { return slices.Clone(t.backends) }
 func (t *Table) Backend(i int) string { return t.backends[i] }
 
 // Weights returns the backends' weights in table order: those given to
-// NewWeighted, or all 1 for a table built by New.
+// NewWeighted, or all 1 for a table built by New; for a table from
+// Without, the base's with 0 for the backends out of service.
 func (t *Table) Weights() []uint32 {
 	if t.weights != nil {
 		return slices.Clone(t.weights)

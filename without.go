@@ -40,7 +40,8 @@ import (
 // service (Weights, Counts); Lookup, Candidates and Bounded never pick
 // them. If every backend is out of service or drained, the result is an
 // empty table, as from NewWeighted with every weight 0: Lookup returns "".
-// The result keeps a reference to the base.
+// The result keeps a reference to the base. For a table from NewFromSlots,
+// the permutations are those New gives its names with its hasher.
 //
 // Without with no names returns t. A name that is not a backend of t is an
 // error wrapping ErrUnknownBackend; a name given twice, or one already out

@@ -107,6 +107,19 @@ func TestWithoutReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for iter := range 1000 {
 		base := randomTable(t, r)
+		if iter%4 == 0 {
+			// The same table through NewFromSlots: Without must not depend
+			// on how the base was made.
+			ws := base.Weights()
+			bs := make([]Backend, base.Len())
+			for i, n := range base.Backends() {
+				bs[i] = Backend{n, ws[i]}
+			}
+			var err error
+			if base, err = NewFromSlots(bs, base.AppendSlots(nil), base.Hasher()); err != nil {
+				t.Fatal(err)
+			}
+		}
 		removed := randomSubset(r, base.Backends())
 		got := mustWithout(t, base, removed...)
 		want := slowWithout(base, removed)
