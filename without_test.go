@@ -510,3 +510,36 @@ func TestWithoutWideSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutCandidates checks that a table from Without never offers a
+// backend out of service: not as a key's first candidate, which is
+// Lookup's, nor later, nor through Bounded; every backend in service comes
+// out once.
+func TestWithoutCandidates(t *testing.T) {
+	bs := names("c", 40)
+	base := mustNew(t, bs, 1009, nil)
+	down := mustWithout(t, base, "c3", "c17", "c31")
+	bounded, err := NewBounded(down, 1.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 1000 {
+		key := fmt.Sprintf("key-%d", k)
+		var got []string
+		for i := range down.Candidates(key) {
+			got = append(got, down.Backend(i))
+		}
+		if len(got) != 37 || got[0] != down.Lookup(key) {
+			t.Fatalf("%s: %d candidates, first %q, Lookup %q", key, len(got), got[0], down.Lookup(key))
+		}
+		for _, c := range []string{"c3", "c17", "c31"} {
+			if slices.Contains(got, c) {
+				t.Fatalf("%s: candidates include %s, which is out of service", key, c)
+			}
+		}
+		lease := bounded.Acquire(key)
+		if b := lease.Backend(); b == "c3" || b == "c17" || b == "c31" {
+			t.Fatalf("%s: Bounded picked %s, which is out of service", key, b)
+		}
+	}
+}
