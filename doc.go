@@ -32,6 +32,13 @@
 // the turn rule Envoy uses; weight 0 drains a backend without forgetting
 // it, and equal weights give exactly New's table.
 //
+// # Failures
+//
+// [Table.Without] takes failed backends out of service without a rebuild:
+// every other slot keeps its owner, and each freed slot goes to the
+// backend whose sequence reaches it first, so only the failed backends'
+// keys move. The result depends only on the table and the set removed.
+//
 // # Hot keys
 //
 // [Table.Candidates] lists a key's backends in preference order: its

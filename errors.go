@@ -20,8 +20,8 @@ const (
 	maxSmall = 1<<16 - 1
 )
 
-// The errors New, NewWeighted, NewFromSlots, NewGenerator, Fill, NewBounded
-// and CheckSize return wrap one of these, so that
+// The errors New, NewWeighted, NewFromSlots, NewGenerator, Fill, NewBounded,
+// CheckSize and Table.Without return wrap one of these, so that
 // callers can match them with errors.Is.
 var (
 	// ErrNotPrime means the table size is not a prime (sizes below 2
@@ -38,8 +38,13 @@ var (
 	// ErrEmptyName means a backend's name is the empty string.
 	ErrEmptyName = errors.New("maglev: empty backend name")
 
-	// ErrDuplicateName means two backends have the same name.
+	// ErrDuplicateName means two backends have the same name, or that
+	// Table.Without was given a name twice or one already out of service.
 	ErrDuplicateName = errors.New("maglev: duplicate backend name")
+
+	// ErrUnknownBackend means a name passed to Table.Without is not one of
+	// the table's backends.
+	ErrUnknownBackend = errors.New("maglev: unknown backend")
 
 	// ErrPermutation means a Permutation passed to Fill is out of range for
 	// the table: an Offset not below M or a Skip outside 1..M-1.

@@ -180,3 +180,37 @@ func Example_atomicSwap() {
 	// moved 25.0% of slots
 	// routes somewhere: true
 }
+
+// A backend fails: Without routes around it, moving only its own slots,
+// where a rebuild for the others moves more. Restoring it is Without on
+// the full table with fewer names: here none, which is the table itself.
+func ExampleTable_Without() {
+	backends := make([]string, 100)
+	for i := range backends {
+		backends[i] = fmt.Sprintf("10.0.0.%d:80", i+1)
+	}
+	full, _ := maglev.New(backends, maglev.DefaultSize, nil)
+	down, err := full.Without("10.0.0.7:80")
+	if err != nil {
+		panic(err)
+	}
+	rebuilt, _ := maglev.New(slices.Delete(slices.Clone(backends), 6, 7), maglev.DefaultSize, nil)
+	fmt.Println("failed backend's slots:", full.Counts()[full.Index("10.0.0.7:80")])
+	fmt.Println("slots moved by Without:", full.Diff(down))
+	fmt.Println("slots moved by a rebuild:", full.Diff(rebuilt))
+	fmt.Println("backends, still:", down.Len(), "owning slots:", down.Counts()[down.Index("10.0.0.7:80")])
+	up, _ := full.Without()
+	fmt.Println("restored:", up.Diff(full) == 0)
+	_, err = down.Without("10.0.0.7:80")
+	fmt.Println("removing it again:", errors.Is(err, maglev.ErrDuplicateName))
+	_, err = full.Without("10.9.9.9:80")
+	fmt.Println("an unknown name:", errors.Is(err, maglev.ErrUnknownBackend))
+	// Output:
+	// failed backend's slots: 655
+	// slots moved by Without: 655
+	// slots moved by a rebuild: 1035
+	// backends, still: 100 owning slots: 0
+	// restored: true
+	// removing it again: true
+	// an unknown name: true
+}

@@ -201,3 +201,59 @@ func TestInlining(t *testing.T) {
 		}
 	}
 }
+
+// goldenWithoutRemoved is the removed set of goldenWithout's tables.
+var goldenWithoutRemoved = []string{"10.0.0.7:80", "10.0.0.42:80", "10.0.0.99:80"}
+
+// goldenWithout pins Without per built-in hasher: the M = 13 table of a..e
+// without c, as owner names, and the SHA-256 of the slot array (see
+// slotsSHA256) of the 100 largeBackends at M = 65537, unweighted (New) and
+// weighted (NewWeighted with goldenWeights, whose drained backends stay
+// out), without goldenWithoutRemoved. The values were computed by
+// slowWithout, the plain rule in without_test.go that walks each
+// permutation with Permutation.At, and agree with Without (both are
+// checked by TestGoldenWithout). A change to any of them moves keys of
+// fleets routing around a failure: a breaking change.
+var goldenWithout = map[string]string{
+	"xxh3/a-e/M=13":                            "e a e b a b d d e b a b d",
+	"xxh3/hosts-100/M=65537":                   "ed1812bbbd1b5aa677b2a63ead3f6527743c9ce8881053580f1306d512dfc44d",
+	"xxh3/hosts-100/M=65537/weights=mod5":      "a1f77d7950a76fc56dd27150fd9edd4fa2598a7a50209c20e063d88842a2c943",
+	"xxh3-seed/a-e/M=13":                       "a d d e b b e e a a e b b",
+	"xxh3-seed/hosts-100/M=65537":              "9d0e232bde5d043077c452c6556044f25dc5cf3963edda5859844eb0f28602e3",
+	"xxh3-seed/hosts-100/M=65537/weights=mod5": "262b3be2756a9f552a9b8e3927dea7824447f272ba2d973c7c977cbbb452be04",
+	"farm/a-e/M=13":                            "a d a d a b e a a e b a b",
+	"farm/hosts-100/M=65537":                   "6902e51bcdb705eaa1b0fb9045b3e2a8e1fd113cfe740d185841aaeedea9c676",
+	"farm/hosts-100/M=65537/weights=mod5":      "bd2e3637e76e97760faa755a38968df9ae7d9a80eb27c69117cfca2ea8f79123",
+	"fnv1a/a-e/M=13":                           "a e b b a b e a b d e d a",
+	"fnv1a/hosts-100/M=65537":                  "532d595d4cc5a02ec9440232d68348ed190f62e8f48cd8ce9a5995e89d1c245b",
+	"fnv1a/hosts-100/M=65537/weights=mod5":     "d6ef17eb904165130c9fe3834dfd8bca7593897e05a2fd53dc585865890e5d28",
+}
+
+// TestGoldenWithout checks goldenWithout against Without and slowWithout.
+func TestGoldenWithout(t *testing.T) {
+	for _, b := range builtins {
+		small := mustNew(t, []string{"e", "c", "a", "d", "b"}, 13, b.h)
+		smallBases := map[string]*Table{b.name + "/a-e/M=13": small}
+		bases := map[string]*Table{
+			b.name + "/hosts-100/M=65537":              mustNew(t, largeBackends(), DefaultSize, b.h),
+			b.name + "/hosts-100/M=65537/weights=mod5": mustWeighted(t, goldenWeights(100), DefaultSize, b.h),
+		}
+		for key, base := range smallBases {
+			got := strings.Join(owners(mustWithout(t, base, "c")), " ")
+			var slow []string
+			for _, o := range slowWithout(base, []string{"c"}) {
+				slow = append(slow, base.Backend(int(o)))
+			}
+			if got != goldenWithout[key] || strings.Join(slow, " ") != got {
+				t.Errorf("%s without c = %q, plain rule %q, golden %q", key, got, slow, goldenWithout[key])
+			}
+		}
+		for key, base := range bases {
+			got := slotsSHA256(mustWithout(t, base, goldenWithoutRemoved...).AppendSlots(nil))
+			slow := slotsSHA256(slowWithout(base, goldenWithoutRemoved))
+			if got != goldenWithout[key] || slow != got {
+				t.Errorf("%s without %q: SHA-256 %s, plain rule %s, golden %s", key, goldenWithoutRemoved, got, slow, goldenWithout[key])
+			}
+		}
+	}
+}

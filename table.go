@@ -13,6 +13,10 @@ import (
 // backend. Build one with New. A Table is safe for concurrent use by
 // multiple goroutines; to change membership, build a new Table and publish
 // it, for example with atomic.Pointer.
+//
+// A Table from Without has its base's backends, in the same order, with
+// those out of service at weight 0: they own no slot, and their indexes
+// stay those of the base.
 type Table struct {
 	backends []string // sorted, distinct
 	slots16  []uint16 // backend index per slot, when len(backends) ≤ maxSmall
@@ -22,6 +26,8 @@ type Table struct {
 	kind     hasherKind // which built-in hasher h is, for direct calls
 	seed     uint64     // h's seed, when kind is kindXXH3Seed
 	h        Hasher
+	base     *Table  // for a table from Without: the table it was computed from; else nil
+	out      []uint8 // for a table from Without: per backend of base, 1 if out of service
 }
 
 // newTable returns a table of m slots, with none filled, over sorted
@@ -54,7 +60,8 @@ func (t *Table) Backends() []string { return slices.Clone(t.backends) }
 func (t *Table) Backend(i int) string { return t.backends[i] }
 
 // Weights returns the backends' weights in table order: those given to
-// NewWeighted, or all 1 for a table built by New.
+// NewWeighted, or all 1 for a table built by New; for a table from
+// Without, the base's with 0 for the backends out of service.
 func (t *Table) Weights() []uint32 {
 	if t.weights != nil {
 		return slices.Clone(t.weights)
