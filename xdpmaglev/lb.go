@@ -104,9 +104,12 @@ type LB struct {
 	neigh    *neighbours // resolves backends' addresses; nil without an interface
 	opts     Options
 	services map[Service]*service
-	svcFree  []uint32 // free service ids, oldest first
-	beFree   []uint32 // free backend ids, oldest first
-	cookie   uint32   // the last backend cookie handed out
+	svcFree  []uint32      // free service ids, oldest first
+	beFree   []uint32      // free backend ids, oldest first
+	cookie   uint32        // the last backend cookie handed out
+	gen      uint64        // the last service install
+	stop     chan struct{} // closed by Close: ends refresh
+	done     chan struct{} // closed when refresh has ended
 	metrics  *metrics
 	closed   bool
 }
@@ -197,6 +200,8 @@ func Load(iface string, opts Options) (*LB, error) {
 		_ = lb.objs.Close()
 		return nil, err
 	}
+	lb.stop, lb.done = make(chan struct{}), make(chan struct{})
+	go lb.refresh(refreshEvery)
 	return lb, nil
 }
 
@@ -270,11 +275,18 @@ func (lb *LB) Program() *ebpf.Program { return lb.objs.XdpMaglev }
 // every map, which the kernel then frees. Close is idempotent.
 func (lb *LB) Close() error {
 	lb.mu.Lock()
-	defer lb.mu.Unlock()
 	if lb.closed {
+		lb.mu.Unlock()
 		return nil
 	}
 	lb.closed = true
+	lb.mu.Unlock()
+	if lb.stop != nil {
+		close(lb.stop)
+		<-lb.done // refresh takes the lock: wait for it unlocked
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
 	var errs []error
 	if lb.link != nil {
 		if err := lb.link.Close(); err != nil {

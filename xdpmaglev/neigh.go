@@ -128,3 +128,21 @@ func (n *neighbours) addr(v4 bool) (netip.Addr, error) {
 	}
 	return netip.Addr{}, fmt.Errorf("interface %s has no global %s address to encapsulate from: give ServiceOptions.Source", l.Attrs().Name, name)
 }
+
+// all returns the usable hardware addresses of the interface's neighbour
+// table, IPv4 and IPv6, by address.
+func (n *neighbours) all() (map[netip.Addr]net.HardwareAddr, error) {
+	list, err := n.h.NeighList(n.ifindex, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.Addr]net.HardwareAddr, len(list))
+	for _, e := range list {
+		ip, ok := netip.AddrFromSlice(e.IP)
+		if !ok || len(e.HardwareAddr) != 6 || e.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) != 0 {
+			continue
+		}
+		out[ip.Unmap()] = e.HardwareAddr
+	}
+	return out, nil
+}

@@ -18,3 +18,5 @@ func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return n
 func (*neighbours) prime(netip.Addr) {}
 
 func (*neighbours) addr(bool) (netip.Addr, error) { return netip.Addr{}, ErrInterface }
+
+func (*neighbours) all() (map[netip.Addr]net.HardwareAddr, error) { return nil, ErrNoNeighbor }

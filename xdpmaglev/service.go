@@ -144,10 +144,14 @@ type Backend struct {
 
 // service is the state of one service.
 type service struct {
-	id       uint32
-	table    *maglev.Table
-	opts     ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
-	backends map[netip.Addr]*backend
+	id         uint32
+	table      *maglev.Table  // the table in use: full, less the unresolved backends
+	full       *maglev.Table  // the table of every backend of the request
+	request    []Backend      // the caller's backends, as given
+	unresolved []string       // L2 backends whose MAC is not known, out of service
+	gen        uint64         // the install that made this state
+	opts       ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
+	backends   map[netip.Addr]*backend
 }
 
 // backend is the state of one backend of a service: its id, the index of
@@ -260,7 +264,10 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	}
 
 	// Hardware addresses: the ones the service has, else resolved here,
-	// outside the lock.
+	// outside the lock. A backend that does not resolve is out of service
+	// (maglev.Table.Without: only its slots move, as on every load
+	// balancer that sees the same failure) until the refresh resolves it.
+	var unresolved []string
 	if !encap {
 		known := lb.knownMACs(svc)
 		for i := range bs {
@@ -275,7 +282,7 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 				return fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
 			}
 			if bs[i].HW, err = lb.neigh.resolve(bs[i].Addr); err != nil {
-				return err
+				unresolved = append(unresolved, bs[i].Addr.String())
 			}
 		}
 	} else if lb.neigh != nil {
@@ -283,13 +290,35 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 			lb.neigh.prime(b.Addr)
 		}
 	}
+	return lb.install(svc, backends, bs, table, opts, unresolved, nil)
+}
 
+// install sets svc to the table full less the unresolved backends, with
+// bs resolved; request is the caller's list, kept for the refresh. With
+// gen, it does nothing unless the service is still at that generation.
+func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, opts ServiceOptions, unresolved []string, gen *uint64) error {
+	table := full
+	if len(unresolved) > 0 {
+		var err error
+		if table, err = full.Without(unresolved...); err != nil {
+			return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
+		}
+	}
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if lb.closed {
 		return ErrClosed
 	}
-	return lb.set(svc, table, bs, opts)
+	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
+		return nil // changed since: the next refresh looks again
+	}
+	if err := lb.set(svc, table, bs, opts); err != nil {
+		return err
+	}
+	s := lb.services[svc]
+	lb.gen++
+	s.gen, s.request, s.full, s.unresolved = lb.gen, request, full, unresolved
+	return nil
 }
 
 // knownMACs returns the hardware addresses of svc's backends, by address.

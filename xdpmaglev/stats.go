@@ -94,10 +94,15 @@ type ServiceStats struct {
 
 // BackendStats count the packets forwarded to one backend of a service.
 type BackendStats struct {
-	Addr    netip.Addr `json:"addr"`
-	Weight  uint32     `json:"weight"`
-	Packets uint64     `json:"packets"`
-	Bytes   uint64     `json:"bytes"`
+	Addr   netip.Addr `json:"addr"`
+	Weight uint32     `json:"weight"` // 0 while Unresolved
+	// Unresolved: an L2 backend whose MAC the neighbour table does not
+	// have, out of service (its slots given to the others, as
+	// maglev.Table.Without does) until the kernel resolves it; the LB asks
+	// again every second.
+	Unresolved bool   `json:"unresolved,omitempty"`
+	Packets    uint64 `json:"packets"`
+	Bytes      uint64 `json:"bytes"`
 }
 
 // Stats reads the counters. It costs one system call per service and
@@ -158,7 +163,7 @@ func (lb *LB) Stats() (Stats, error) {
 		}
 		weights := s.table.Weights()
 		for addr, b := range s.backends {
-			bs := BackendStats{Addr: addr, Weight: weights[s.table.Index(addr.String())]}
+			bs := BackendStats{Addr: addr, Weight: weights[s.table.Index(addr.String())], Unresolved: slices.Contains(s.unresolved, addr.String())}
 			if bs.Packets, bs.Bytes, err = sumStats(lb, false, b.id); err != nil {
 				return Stats{}, err
 			}

@@ -1,0 +1,88 @@
+package xdpmaglev
+
+import (
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/maglevlb/maglev"
+)
+
+// refreshEvery is how often refresh reads the neighbour table.
+const refreshEvery = time.Second
+
+// refresh keeps the L2 services' backends in step with the kernel's
+// neighbour table, every interval until Close: a backend that did not
+// resolve comes back into service once its MAC is known (the kernel is
+// asked again each round), and a backend whose MAC changed gets frames
+// at the new one. A backend given with Backend.HW keeps it. The
+// neighbour table is read with no lock held; a service changed by
+// SetService meanwhile is left to the next round.
+func (lb *LB) refresh(interval time.Duration) {
+	defer close(lb.done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-lb.stop:
+			return
+		case <-t.C:
+		}
+		type snap struct {
+			svc     Service
+			gen     uint64
+			request []Backend
+			full    *maglev.Table
+			opts    ServiceOptions
+			macs    map[netip.Addr]net.HardwareAddr // in use
+		}
+		var work []snap
+		lb.mu.Lock()
+		for svc, s := range lb.services {
+			if s.opts.Forward != ForwardL2 || s.request == nil {
+				continue
+			}
+			macs := map[netip.Addr]net.HardwareAddr{}
+			for a, b := range s.backends {
+				macs[a] = b.hw
+			}
+			work = append(work, snap{svc, s.gen, s.request, s.full, s.opts, macs})
+		}
+		lb.mu.Unlock()
+		if len(work) == 0 {
+			continue
+		}
+		now, err := lb.neigh.all()
+		if err != nil {
+			continue // the next round tries again
+		}
+		for _, w := range work {
+			bs := make([]Backend, len(w.request))
+			var unresolved []string
+			changed := false
+			for i, b := range w.request {
+				b.Addr = b.Addr.Unmap()
+				if len(b.HW) == 0 {
+					// The kernel's entry, else the MAC in use (an entry
+					// the kernel forgot is no reason to take a backend out).
+					if b.HW = now[b.Addr]; b.HW == nil {
+						b.HW = w.macs[b.Addr]
+					}
+					if b.HW == nil {
+						unresolved = append(unresolved, b.Addr.String())
+						lb.neigh.prime(b.Addr)
+					}
+				}
+				if b.HW != nil && !slices.Equal(b.HW, w.macs[b.Addr]) {
+					changed = true
+				}
+				bs[i] = b
+			}
+			if changed {
+				gen := w.gen
+				_ = lb.install(w.svc, w.request, bs, w.full, w.opts, unresolved, &gen) // best effort: the next round tries again
+			}
+		}
+	}
+}
