@@ -17,6 +17,7 @@ import (
 type status struct {
 	Service string          `json:"service"`
 	Attach  string          `json:"attach"`
+	Forward string          `json:"forward"` // -forward: l2, ipip or gue
 	Table   tableSummary    `json:"table"`
 	Stats   xdpmaglev.Stats `json:"stats"`
 }
@@ -40,7 +41,7 @@ func handler(lb *xdpmaglev.LB, c config) http.Handler {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		s := status{Service: c.svc.String(), Attach: lb.Mode().String(), Stats: st}
+		s := status{Service: c.svc.String(), Attach: lb.Mode().String(), Forward: c.fwd.Forward.String(), Stats: st}
 		if t := lb.Table(c.svc); t != nil {
 			s.Table.Size = t.Size()
 			counts, weights := t.Counts(), t.Weights()
@@ -52,6 +53,31 @@ func handler(lb *xdpmaglev.LB, c config) http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s) // an error is the client gone
+	})
+}
+
+// decapStatus is /debug/maglev's JSON with -decap.
+type decapStatus struct {
+	Decap   string               `json:"decap"` // the interface
+	Attach  string               `json:"attach"`
+	VIPs    []string             `json:"vips"`
+	GUEPort uint16               `json:"gue_port"`
+	Stats   xdpmaglev.DecapStats `json:"stats"`
+}
+
+// decapHandler serves the decapsulator's counters as JSON.
+func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st, err := d.Stats()
+		if err != nil {
+			http.Error(w, "l4lb: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		s := decapStatus{Decap: c.iface, Attach: d.Mode().String(), GUEPort: c.dopts.GUEPort, Stats: st}
+		for _, a := range c.dopts.VIPs {
+			s.VIPs = append(s.VIPs, a.String())
+		}
+		writeJSON(w, s)
 	})
 }
 

@@ -59,7 +59,7 @@ func TestParseK8s(t *testing.T) {
 // and come back.
 func TestK8sPlan(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	p := newPool(nil, xdpmaglev.Service{}, 10*time.Second, nil, nil)
+	p := newPool(nil, xdpmaglev.Service{}, xdpmaglev.ServiceOptions{}, 10*time.Second, nil, nil)
 	t0 := time.Unix(1000, 0)
 	step := func(now time.Time, eps []k8smaglev.Endpoint, want string, wantNext time.Time) {
 		t.Helper()

@@ -266,8 +266,13 @@ func inNS[T any](ns string, fn func() (T, error)) (T, error) {
 // request sends an admin request to l4lb in namespace ns and returns the
 // body of a 200 response.
 func request(ns, method, path string) ([]byte, error) {
+	return requestAt(ns, "127.0.0.1:9180", method, path)
+}
+
+// requestAt is request to the admin address addr.
+func requestAt(ns, addr, method, path string) ([]byte, error) {
 	return inNS(ns, func() ([]byte, error) {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:9180", 5*time.Second)
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			return nil, err
 		}

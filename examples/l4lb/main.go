@@ -1,14 +1,23 @@
 // Command l4lb is a layer-4 load balancer: xdpmaglev's XDP program
 // attached to one interface, sending one service's packets to its
-// backends by layer-2 direct server return.
+// backends by layer-2 direct server return, or encapsulated in IPIP or GUE.
 //
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -backend 10.0.0.11 -backend 10.0.0.12=02:00:00:00:00:12
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -etcd http://10.0.0.1:2379 -etcd-prefix services/web -seed 7
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
+//	l4lb -iface eth0 -vip 203.0.113.1:80 -forward ipip [-encap-src 10.0.1.5] -backend 10.0.2.11
+//	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
 //
-// Each backend must be on the interface's segment and hold the VIP on its
-// loopback device (see docs/xdp.md). A backend's MAC comes from the
-// neighbour table when not given.
+// Each backend holds the VIP on its loopback device (see docs/xdp.md).
+// With -forward l2 (the default) it must be on the interface's segment,
+// and its MAC comes from the neighbour table when not given. With
+// -forward ipip or gue (-gue-port, 6080 by default) it may be anywhere the
+// kernel routes to, the outer source being -encap-src or the interface's
+// address of the VIP's family; the kernel must forward on the interface
+// (sysctl net.ipv4.conf.all.forwarding=1), and l4lb warns at start if it
+// does not. l4lb -decap is the backends' side: the decapsulator on
+// -iface for the -vip addresses, until SIGINT or SIGTERM. -flood-rate sets
+// the connection tracking's flood guard (xdpmaglev.Options.FloodRate).
 //
 // With -etcd and -etcd-prefix, the backends are the endpoints registered
 // under the prefix in the format of etcd's gRPC naming ({"Addr":"IP:PORT"},
@@ -85,6 +94,10 @@ type config struct {
 	k8s      k8smaglev.Service // -k8s-service; Name "" for none
 	kubeconf string            // -kubeconfig; "" as kubectl finds it
 	timeout  time.Duration
+	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port
+	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
+	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
+	warnings []string                 // printed at start: legal, but likely not what the operator meant
 }
 
 // addrFlags collects -drain IP flags.
@@ -129,11 +142,11 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var bs backendFlags
 	var drained addrFlags
 	var etcd, k8s string
-	var vip, proto, mode string
-	var m int
+	var vip, proto, mode, forward, encapSrc string
+	var m, guePort int
 	var seed uint64
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
-	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required)")
+	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
 	fs.StringVar(&proto, "proto", "tcp", "the service's protocol: tcp or udp")
 	fs.Var(&bs, "backend", "a backend, IP or IP=MAC (repeat the flag for each)")
 	fs.IntVar(&m, "m", 0, "the table size, a prime (default 65537)")
@@ -146,15 +159,39 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.kubeconf, "kubeconfig", "", "kubeconfig `file` for -k8s-service; empty: in a pod its service account, else $KUBECONFIG or ~/.kube/config")
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
+	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
+	fs.StringVar(&encapSrc, "encap-src", "", "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family)")
+	fs.IntVar(&guePort, "gue-port", xdpmaglev.DefaultGUEPort, "the outer UDP destination `port` of -forward gue, and the one -decap accepts")
+	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "new flows a second per CPU above which connection tracking stops taking entries (0: the library's default, 125000; -1: off)")
+	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if c.iface == "" || vip == "" {
 		return c, errors.New("-iface and -vip are required")
 	}
+	switch mode {
+	case "auto":
+		c.opts.Mode = xdpmaglev.AttachAuto
+	case "native":
+		c.opts.Mode = xdpmaglev.AttachNative
+	case "generic":
+		c.opts.Mode = xdpmaglev.AttachGeneric
+	default:
+		return c, fmt.Errorf("-mode %q: auto, native or generic", mode)
+	}
+	if guePort < 1 || guePort > 65535 {
+		return c, fmt.Errorf("-gue-port %d: not a port in [1, 65535]", guePort)
+	}
+	if c.decap {
+		return parseDecap(c, vip, uint16(guePort), set)
+	}
+
 	if etcd != "" {
 		c.etcd = strings.Split(etcd, ",")
 	}
@@ -171,6 +208,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-etcd-prefix needs -etcd")
 	case c.timeout < 0:
 		return c, errors.New("-drain-timeout must not be negative")
+	case c.opts.FloodRate < -1 || c.opts.FloodRate > 1<<31:
+		return c, fmt.Errorf("-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", c.opts.FloodRate)
 	}
 	c.drained = drained
 	var err error
@@ -187,20 +226,108 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		c.svc.Proto = xdpmaglev.TCP
 	case "udp":
 		c.svc.Proto = xdpmaglev.UDP
+		c.warnings = append(c.warnings, fmt.Sprintf("-proto udp: TCP packets to %v pass to the kernel", c.svc.VIP))
 	default:
 		return c, fmt.Errorf("-proto %q: tcp or udp", proto)
 	}
-	switch mode {
-	case "auto":
-		c.opts.Mode = xdpmaglev.AttachAuto
-	case "native":
-		c.opts.Mode = xdpmaglev.AttachNative
-	case "generic":
-		c.opts.Mode = xdpmaglev.AttachGeneric
-	default:
-		return c, fmt.Errorf("-mode %q: auto, native or generic", mode)
+	if err := parseForward(&c, forward, encapSrc, uint16(guePort), set); err != nil {
+		return c, err
+	}
+	seen := make(map[netip.Addr]bool, len(bs))
+	for _, b := range bs {
+		a := b.Addr.Unmap()
+		if seen[a] {
+			return c, fmt.Errorf("-backend %v: given twice", a)
+		}
+		seen[a] = true
+		if c.fwd.Forward == xdpmaglev.ForwardL2 {
+			continue
+		}
+		if b.HW != nil {
+			return c, fmt.Errorf("-backend %v=%v: a MAC is for -forward l2; -forward %v sends to the backend's next hop by the routing table", a, b.HW, c.fwd.Forward)
+		}
+		if a.Is4() != c.svc.VIP.Addr().Unmap().Is4() {
+			return c, fmt.Errorf("-backend %v: -forward %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", a, c.fwd.Forward, c.svc.VIP.Addr())
+		}
 	}
 	c.opts.M, c.opts.Seed, c.backends = m, seed, bs
+	return c, nil
+}
+
+// parseForward sets c.fwd from -forward, -encap-src and -gue-port, for
+// c.svc.
+func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[string]bool) error {
+	f, err := xdpmaglev.ParseForward(forward)
+	if err != nil {
+		return fmt.Errorf("-forward %q: l2, ipip or gue", forward)
+	}
+	c.fwd.Forward = f
+	if set["gue-port"] && f != xdpmaglev.ForwardGUE {
+		return fmt.Errorf("-gue-port needs -forward gue (or -decap), not -forward %v", f)
+	}
+	if f == xdpmaglev.ForwardGUE {
+		c.fwd.GUEPort = guePort
+	}
+	if encapSrc == "" {
+		return nil
+	}
+	if f == xdpmaglev.ForwardL2 {
+		return errors.New("-encap-src needs -forward ipip or gue")
+	}
+	src, err := netip.ParseAddr(encapSrc)
+	if err != nil {
+		return fmt.Errorf("-encap-src: %v", err)
+	}
+	src = src.Unmap()
+	vip := c.svc.VIP.Addr().Unmap()
+	switch {
+	case src.Zone() != "":
+		return fmt.Errorf("-encap-src %v: an address without a zone", src)
+	case !src.IsGlobalUnicast():
+		return fmt.Errorf("-encap-src %v: not a unicast address", src)
+	case src.Is4() != vip.Is4():
+		return fmt.Errorf("-encap-src %v: not of the VIP's family (%v): IPv4 is encapsulated in IPv4, IPv6 in IPv6", src, vip)
+	}
+	c.fwd.Source = src
+	return nil
+}
+
+// lbOnly are the flags of the load balancer that -decap refuses.
+var lbOnly = []string{"backend", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+	"flood-rate", "forward", "k8s-service", "kubeconfig", "m", "proto", "seed"}
+
+// parseDecap fills in c for -decap from -vip, the addresses, and
+// -gue-port.
+func parseDecap(c config, vip string, guePort uint16, set map[string]bool) (config, error) {
+	var bad []string
+	for _, name := range lbOnly {
+		if set[name] {
+			bad = append(bad, "-"+name)
+		}
+	}
+	if len(bad) > 0 {
+		return c, fmt.Errorf("-decap cannot be used with %s: a backend's decapsulator does not load-balance", strings.Join(bad, ", "))
+	}
+	seen := map[netip.Addr]bool{}
+	for _, s := range strings.Split(vip, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			if _, perr := netip.ParseAddrPort(s); perr == nil {
+				return c, fmt.Errorf("-vip %q: -decap takes addresses, without a port", s)
+			}
+			return c, fmt.Errorf("-vip %q: %v", s, err)
+		}
+		a = a.Unmap()
+		if a.Zone() != "" {
+			return c, fmt.Errorf("-vip %v: an address without a zone", a)
+		}
+		if seen[a] {
+			return c, fmt.Errorf("-vip %v: given twice", a)
+		}
+		seen[a] = true
+		c.dopts.VIPs = append(c.dopts.VIPs, a)
+	}
+	c.dopts.GUEPort, c.dopts.Mode = guePort, c.opts.Mode
 	return c, nil
 }
 
@@ -208,6 +335,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
 		return err
+	}
+	for _, w := range c.warnings {
+		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+	}
+	if c.decap {
+		return runDecap(ctx, c, stdout, stderr)
+	}
+	if w := forwardingOff(c.iface, c.svc, c.fwd.Forward); w != "" {
+		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 	}
 	pm, err := newPromMetrics()
 	if err != nil {
@@ -221,11 +357,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
 	out := &lockedWriter{w: stdout}
-	p := newPool(lb, c.svc, c.timeout, c.drained, out)
+	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
 	defer p.close()
 	switch {
 	case c.k8s.Name != "":
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), backends from Kubernetes service %v\n", c.svc, c.iface, lb.Mode(), c.k8s)
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from Kubernetes service %v\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.k8s)
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
 		stop, err := watchK8s(ctx, c.k8s, c.kubeconf, c.svc.VIP.Addr(), p, logger)
 		if err != nil {
@@ -233,7 +369,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 	case len(c.etcd) > 0:
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), backends from etcd %s\n", c.svc, c.iface, lb.Mode(), c.prefix)
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from etcd %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.prefix)
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
 		stop, err := watchEtcd(ctx, c.etcd, c.prefix, p, logger)
 		if err != nil {
@@ -241,7 +377,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer stop()
 	default:
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v), %d backends\n", c.svc, c.iface, lb.Mode(), len(c.backends))
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, %d backends\n", c.svc, c.iface, lb.Mode(), by(c.fwd), len(c.backends))
 		m := make(map[netip.Addr]member, len(c.backends))
 		for _, b := range c.backends {
 			m[b.Addr.Unmap()] = member{weight: b.Weight, hw: b.HW}
@@ -272,6 +408,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
 	return nil
+}
+
+// by returns how packets reach the backends, for the first status line:
+// "" for -forward l2, " by ipip" or " by gue".
+func by(f xdpmaglev.ServiceOptions) string {
+	if f.Forward == xdpmaglev.ForwardL2 {
+		return ""
+	}
+	return " by " + f.Forward.String()
+}
+
+// forwardingOff returns a warning if the encapsulating mode f cannot route
+// svc's packets out of iface because the kernel does not forward there
+// (bpf_fib_lookup then refuses, and the packets are dropped as
+// forwarding_off), or "".
+func forwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) string {
+	if f == xdpmaglev.ForwardL2 {
+		return ""
+	}
+	// IPv4 asks the receiving interface's setting, IPv6 the global one.
+	key := "net/ipv4/conf/" + iface + "/forwarding"
+	all := "net.ipv4.conf.all.forwarding"
+	if !svc.VIP.Addr().Unmap().Is4() {
+		key, all = "net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding"
+	}
+	b, err := os.ReadFile("/proc/sys/" + key)
+	if err != nil || strings.TrimSpace(string(b)) != "0" {
+		return "" // unknown, or on
+	}
+	return fmt.Sprintf("-forward %v: %s is 0: the kernel's route lookup refuses, and %v's packets are dropped (forwarding_off); sysctl -w %s=1",
+		f, strings.ReplaceAll(key, "/", "."), svc, all)
 }
 
 // lockedWriter serializes the status lines of the pool's goroutines and

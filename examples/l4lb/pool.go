@@ -31,8 +31,9 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	timeout time.Duration // the drain timeout
-	out     io.Writer     // status lines
+	fwd     xdpmaglev.ServiceOptions // how packets reach the backends
+	timeout time.Duration            // the drain timeout
+	out     io.Writer                // status lines
 
 	mu      sync.Mutex // guards the fields below, and lb's service
 	members map[netip.Addr]member
@@ -51,8 +52,8 @@ type member struct {
 	hw     net.HardwareAddr // nil: from the neighbour table
 }
 
-func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, timeout time.Duration, drained []netip.Addr, out io.Writer) *pool {
-	p := &pool{lb: lb, svc: svc, timeout: timeout, out: out,
+func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptions, timeout time.Duration, drained []netip.Addr, out io.Writer) *pool {
+	p := &pool{lb: lb, svc: svc, fwd: fwd, timeout: timeout, out: out,
 		members: map[netip.Addr]member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{}}
 	for _, a := range drained {
 		p.drained[a.Unmap()] = true
@@ -160,7 +161,7 @@ func (p *pool) apply(now time.Time) error {
 	}) && p.ready {
 		return nil
 	}
-	if err := p.lb.SetService(p.svc, bs); err != nil {
+	if err := p.lb.SetServiceOptions(p.svc, bs, p.fwd); err != nil {
 		p.err = err
 		if p.timer == nil {
 			p.timer = time.AfterFunc(time.Second, p.tick) // try again

@@ -13,7 +13,7 @@ import (
 // deregistered and drained by weight, and when each drain ends.
 func TestPlan(t *testing.T) {
 	a := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}) }
-	p := newPool(nil, xdpmaglev.Service{}, 10*time.Second, []netip.Addr{a(4)}, nil)
+	p := newPool(nil, xdpmaglev.Service{}, xdpmaglev.ServiceOptions{}, 10*time.Second, []netip.Addr{a(4)}, nil)
 	t0 := time.Unix(1000, 0)
 	show := func(bs []xdpmaglev.Backend) string {
 		s := ""
@@ -50,7 +50,7 @@ func TestPlan(t *testing.T) {
 	step(t0.Add(15*time.Second), "198.18.0.1=1 198.18.0.3=1 198.18.0.4=1 ", time.Time{})
 
 	// A drain timeout of 0 takes a drained backend out at once.
-	p = newPool(nil, xdpmaglev.Service{}, 0, nil, nil)
+	p = newPool(nil, xdpmaglev.Service{}, xdpmaglev.ServiceOptions{}, 0, nil, nil)
 	p.members = map[netip.Addr]member{a(1): {weight: 1}, a(2): {weight: 1}}
 	step(t0, "198.18.0.1=1 198.18.0.2=1 ", time.Time{})
 	p.drained[a(2)] = true

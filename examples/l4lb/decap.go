@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// runDecap is l4lb -decap: the decapsulator of -forward ipip and gue
+// attached to c.iface for the VIPs, until ctx ends; then it prints the
+// counters and detaches.
+func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
+	for _, w := range decapWarnings(c) {
+		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+	}
+	d, err := xdpmaglev.AttachDecap(c.iface, c.dopts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = d.Close() }() // on an error; the normal path closes it below
+	vips := make([]string, len(c.dopts.VIPs))
+	for i, a := range c.dopts.VIPs {
+		vips[i] = a.String()
+	}
+	_, _ = fmt.Fprintf(stdout, "l4lb: decapsulating IPIP and GUE (port %d) to %s on %s (%v)\n",
+		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode())
+	if c.admin != "" {
+		ln, err := net.Listen("tcp", c.admin)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/debug/maglev", decapHandler(d, c))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
+		defer func() { _ = srv.Shutdown(context.Background()) }()
+		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
+	}
+	<-ctx.Done()
+	st, serr := d.Stats()
+	if serr == nil {
+		_, _ = fmt.Fprintf(stdout, "l4lb: %d packets decapsulated, %d passed, %d malformed\n", st.Decapsulated, st.Passed, st.Malformed)
+	}
+	if err := d.Close(); err != nil {
+		return errors.Join(serr, err)
+	}
+	_, _ = fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
+	return serr
+}
+
+// decapWarnings returns what is likely wrong with this host as a backend
+// of the encapsulating modes: a VIP on no interface (the kernel drops the
+// decapsulated packets), and strict reverse path filtering on the
+// interface (it may drop them: their source is the client, not the load
+// balancer). A check that cannot be made is skipped.
+func decapWarnings(c config) []string {
+	var out []string
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		held := map[netip.Addr]bool{}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok {
+					held[ip.Unmap()] = true
+				}
+			}
+		}
+		for _, v := range c.dopts.VIPs {
+			if !held[v] {
+				out = append(out, fmt.Sprintf("-decap: VIP %v is on no interface: the kernel drops the decapsulated packets (ip addr add %v/%d dev lo)", v, v, v.BitLen()))
+			}
+		}
+	}
+	// The kernel filters with the higher of all's and the interface's
+	// settings: 1 is strict.
+	rp := 0
+	for _, dev := range []string{"all", c.iface} {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
+		if err != nil {
+			continue
+		}
+		if v := strings.TrimSpace(string(b)); v == "1" || v == "2" {
+			rp = max(rp, int(v[0]-'0'))
+		}
+	}
+	if rp == 1 {
+		out = append(out, fmt.Sprintf("-decap: rp_filter on %s is strict (1): decapsulated packets from clients routed elsewhere are dropped; sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.%s.rp_filter=2", c.iface, c.iface))
+	}
+	return out
+}

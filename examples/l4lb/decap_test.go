@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestDecapCommand builds l4lb and runs l4lb -decap on a veth in a
+// namespace of its own (v0, 198.18.0.3/24; the VIP 198.18.255.1 on lo,
+// 198.18.255.2 on no interface): it attaches an XDP program to v0, warns
+// about the VIP it cannot deliver to, strips the outer header of an IPIP
+// and a GUE packet sent into the veth's peer as raw frames (and passes one
+// to another address), serves its counters at /debug/maglev, and on
+// SIGTERM prints them, detaches and exits 0.
+func TestDecapCommand(t *testing.T) {
+	need(t)
+	bin := filepath.Join(t.TempDir(), "l4lb")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	ns := fmt.Sprintf("l4lbd-%d", os.Getpid())
+	ip(t, "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
+	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
+	ip(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
+	for _, dev := range []string{"lo", "v0", "v1"} {
+		ip(t, "-n", ns, "link", "set", dev, "up")
+	}
+
+	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-admin", "127.0.0.1:9182")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer // read after Wait
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // already gone, normally
+	lines := make(chan string, 16)
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			lines <- s.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("l4lb exited: %v\n%s", <-done, stderr.String())
+			}
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("l4lb printed nothing for 20 s")
+		}
+		return ""
+	}
+	if l, want := next(), "l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.255.1,198.18.255.2 on v0 (native)"; l != want {
+		t.Fatalf("first line %q, want %q", l, want)
+	}
+	if l := next(); l != "l4lb: admin on http://127.0.0.1:9182/debug/maglev" {
+		t.Fatalf("second line %q", l)
+	}
+	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
+		t.Fatalf("no XDP program on v0: %s", out)
+	}
+
+	v0, err := inNS(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, host := [4]byte{198, 18, 0, 2}, [4]byte{198, 18, 0, 3}
+	udp := func(dport uint16, payload []byte) []byte {
+		b := make([]byte, 8, 8+len(payload))
+		binary.BigEndian.PutUint16(b[0:], 40000)
+		binary.BigEndian.PutUint16(b[2:], dport)
+		binary.BigEndian.PutUint16(b[4:], uint16(8+len(payload)))
+		return append(b, payload...)
+	}
+	inner := func(vip [4]byte) []byte { return ipv4(17, client, vip, udp(53, []byte("query"))) }
+	frames := [][]byte{
+		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),             // IPIP: decapsulated
+		ethIPv4(v0.HardwareAddr, ipv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))), // GUE: decapsulated
+		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),             // not a VIP: passed
+	}
+	_, err = inNS(ns, func() (struct{}, error) {
+		v1, err := net.InterfaceByName("v1")
+		if err != nil {
+			return struct{}{}, err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+		if err != nil {
+			return struct{}{}, err
+		}
+		defer func() { _ = unix.Close(fd) }()
+		to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
+		copy(to.Addr[:], v0.HardwareAddr)
+		for _, f := range frames {
+			if err := unix.Sendto(fd, f, 0, to); err != nil {
+				return struct{}{}, err
+			}
+		}
+		return struct{}{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The frames are counted once the program has run on them: a few
+	// requests, 100 ms apart, for at most 5 s.
+	var st decapStatus
+	var body []byte
+	for range 50 {
+		if body, err = requestAt(ns, "127.0.0.1:9182", "GET", "/debug/maglev"); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &st); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if st.Stats.Decapsulated >= 2 && st.Stats.Passed >= 1 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.Decap != "v0" || st.Attach != "native" || st.GUEPort != 6080 || len(st.VIPs) != 2 || st.VIPs[1] != "198.18.255.2" ||
+		st.Stats.Decapsulated != 2 || st.Stats.Passed < 1 || st.Stats.Malformed != 0 {
+		t.Errorf("/debug/maglev: %s", body)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var rest []string
+	for l := range lines {
+		rest = append(rest, l)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("l4lb exited: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("l4lb still running 20 s after SIGTERM")
+	}
+	if len(rest) != 2 || !strings.HasPrefix(rest[0], "l4lb: 2 packets decapsulated, ") || !strings.HasSuffix(rest[0], " passed, 0 malformed") ||
+		rest[1] != "l4lb: detached from v0" {
+		t.Errorf("last lines %q", rest)
+	}
+	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
+		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
+	}
+	if want := "l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q has no line %q", stderr.String(), want)
+	}
+	if strings.Contains(stderr.String(), "198.18.255.1 is on no interface") {
+		t.Errorf("stderr warns about the VIP on lo: %q", stderr.String())
+	}
+}
+
+// ipv4 is an IPv4 header from src to dst with its checksum, then payload.
+func ipv4(proto byte, src, dst [4]byte, payload []byte) []byte {
+	h := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
+	h = append(append(h, src[:]...), dst[:]...)
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+	return append(h, payload...)
+}
+
+// ethIPv4 is an Ethernet frame to dst from 02:00:00:00:00:02 carrying p.
+func ethIPv4(dst net.HardwareAddr, p []byte) []byte {
+	b := append([]byte{}, dst...)
+	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
+	return append(b, p...)
+}

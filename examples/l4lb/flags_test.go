@@ -1,0 +1,136 @@
+package main
+
+import (
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// TestParseForward: -forward, -encap-src, -gue-port and -flood-rate
+// reach the options the pool and Load get.
+func TestParseForward(t *testing.T) {
+	for _, tc := range []struct {
+		args  string
+		want  xdpmaglev.ServiceOptions
+		flood int
+	}{
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11", xdpmaglev.ServiceOptions{}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11=02:00:00:00:00:11 -forward l2", xdpmaglev.ServiceOptions{}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3 -flood-rate -1",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, -1},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward gue", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, GUEPort: 6080}, 0},
+		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -gue-port 7000 -encap-src 2001:db8::3 -flood-rate 1000",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8::3"), GUEPort: 7000}, 1000},
+		{"-vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -forward gue -encap-src ::ffff:198.18.0.3",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("198.18.0.3"), GUEPort: 6080}, 0},
+	} {
+		c, err := parse(append([]string{"-iface", "eth0"}, strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if c.fwd != tc.want || c.opts.FloodRate != tc.flood || c.decap {
+			t.Errorf("%q: options %+v, flood rate %d; want %+v, %d", tc.args, c.fwd, c.opts.FloodRate, tc.want, tc.flood)
+		}
+	}
+}
+
+// TestParseRefused: each bad value or combination of the new flags, and
+// the careless operator's repeated -backend, is refused with an error
+// that names the flag.
+func TestParseRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-forward vxlan", `-forward "vxlan": l2, ipip or gue`},
+		{"-forward IPIP", `-forward "IPIP": l2, ipip or gue`},
+		{"-encap-src 198.18.0.3", "-encap-src needs -forward ipip or gue"},
+		{"-forward l2 -encap-src 198.18.0.3", "-encap-src needs -forward ipip or gue"},
+		{"-forward ipip -encap-src 198.18.0.300", "-encap-src: ParseAddr"},
+		{"-forward ipip -encap-src 2001:db8::3", "-encap-src 2001:db8::3: not of the VIP's family (198.19.0.1)"},
+		{"-forward gue -encap-src 0.0.0.0", "-encap-src 0.0.0.0: not a unicast address"},
+		{"-forward gue -encap-src 224.0.0.1", "-encap-src 224.0.0.1: not a unicast address"},
+		{"-forward gue -encap-src 127.0.0.1", "-encap-src 127.0.0.1: not a unicast address"},
+		{"-forward gue -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
+		{"-forward gue -gue-port 65536", "-gue-port 65536: not a port in [1, 65535]"},
+		{"-forward gue -gue-port -1", "-gue-port -1: not a port in [1, 65535]"},
+		{"-forward ipip -gue-port 7000", "-gue-port needs -forward gue (or -decap), not -forward ipip"},
+		{"-gue-port 6080", "-gue-port needs -forward gue (or -decap), not -forward l2"},
+		{"-flood-rate -2", "-flood-rate -2: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
+		{"-flood-rate 4294967296", "-flood-rate 4294967296: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
+		{"-flood-rate many", `invalid value "many" for flag -flood-rate`},
+		{"-backend 198.18.0.11 -backend 198.18.0.12 -backend 198.18.0.11", "-backend 198.18.0.11: given twice"},
+		{"-backend 198.18.0.11 -backend ::ffff:198.18.0.11", "-backend 198.18.0.11: given twice"},
+		{"-backend 198.18.0.11=02:00:00:00:00:11 -backend 198.18.0.11=02:00:00:00:00:12", "-backend 198.18.0.11: given twice"},
+		{"-forward ipip -backend 198.18.0.11=02:00:00:00:00:11", "-backend 198.18.0.11=02:00:00:00:00:11: a MAC is for -forward l2"},
+		{"-forward gue -backend 2001:db8::11", "-backend 2001:db8::11: -forward gue encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is 198.19.0.1"},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestParseUDPWarning: -proto udp starts, with a warning that TCP to the
+// VIP is not balanced; -proto tcp has none.
+func TestParseUDPWarning(t *testing.T) {
+	c, err := parse(strings.Fields("-iface eth0 -vip 198.19.0.1:53 -proto udp -backend 198.18.0.11"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-proto udp: TCP packets to 198.19.0.1:53 pass to the kernel"; len(c.warnings) != 1 || c.warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", c.warnings, want)
+	}
+	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:53 -backend 198.18.0.11"), io.Discard)
+	if err != nil || len(c.warnings) != 0 {
+		t.Errorf("-proto tcp: warnings %q, %v", c.warnings, err)
+	}
+}
+
+// TestParseDecap: -decap takes -iface, addresses in -vip, -gue-port,
+// -mode and -admin, and refuses the load balancer's flags.
+func TestParseDecap(t *testing.T) {
+	c, err := parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -gue-port 7000 -mode generic -admin :0"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("198.18.255.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("198.18.255.2")}
+	if !c.decap || c.iface != "eth1" || c.admin != ":0" || c.dopts.GUEPort != 7000 || c.dopts.Mode != xdpmaglev.AttachGeneric ||
+		len(c.dopts.VIPs) != 3 || c.dopts.VIPs[0] != want[0] || c.dopts.VIPs[1] != want[1] || c.dopts.VIPs[2] != want[2] || len(c.dopts.Hosts) != 0 {
+		t.Errorf("parsed %+v", c)
+	}
+	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1"), io.Discard)
+	if err != nil || c.dopts.GUEPort != xdpmaglev.DefaultGUEPort || c.dopts.Mode != xdpmaglev.AttachAuto || len(c.dopts.VIPs) != 1 {
+		t.Errorf("defaults: %+v, %v", c.dopts, err)
+	}
+
+	for _, tc := range []struct{ args, want string }{
+		{"-decap -vip 198.18.255.1", "-iface and -vip are required"},
+		{"-decap -iface eth0", "-iface and -vip are required"},
+		{"-decap -iface eth0 -vip 198.18.255.1:80", `-vip "198.18.255.1:80": -decap takes addresses, without a port`},
+		{"-decap -iface eth0 -vip 198.18.255.1,[2001:db8::1]:80", `-vip "[2001:db8::1]:80": -decap takes addresses, without a port`},
+		{"-decap -iface eth0 -vip 198.18.255.1,", `-vip "": ParseAddr`},
+		{"-decap -iface eth0 -vip 198.18.255.300", `-vip "198.18.255.300": ParseAddr`},
+		{"-decap -iface eth0 -vip 198.18.255.1,198.18.255.1", "-vip 198.18.255.1: given twice"},
+		{"-decap -iface eth0 -vip fe80::1%eth0", "-vip fe80::1%eth0: an address without a zone"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -mode offload", `-mode "offload": auto, native or generic`},
+		{"-decap -iface eth0 -vip 198.18.255.1 -backend 198.18.0.11", "-decap cannot be used with -backend: a backend's decapsulator does not load-balance"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -forward ipip", "-decap cannot be used with -forward: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -forward l2", "-decap cannot be used with -forward: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -encap-src 198.18.0.3", "-decap cannot be used with -encap-src: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -etcd http://127.0.0.1:2379 -etcd-prefix svc", "-decap cannot be used with -etcd, -etcd-prefix: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -k8s-service prod/web:http -kubeconfig /tmp/kc", "-decap cannot be used with -k8s-service, -kubeconfig: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -flood-rate -1", "-decap cannot be used with -flood-rate: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -proto udp -seed 7 -m 251", "-decap cannot be used with -m, -proto, -seed: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -drain 198.18.0.11 -drain-timeout 5s", "-decap cannot be used with -drain, -drain-timeout: "},
+	} {
+		_, err := parse(strings.Fields(tc.args), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+}
