@@ -328,6 +328,10 @@ func TestTooBig(t *testing.T) {
 			if d := delta(before, counters(t, lb)); d["icmp_too_big"] != 1 {
 				t.Errorf("%v v6=%v: counters moved %v, want icmp_too_big by 1", mode, v6, d)
 			}
+			// Neither forwarded nor counted to the service or a backend.
+			if st, err := lb.Stats(); err != nil || st.Services[0].Packets != 1 {
+				t.Errorf("%v v6=%v: the service counted %+v (%v), want only the packet that fit", mode, v6, st.Services, err)
+			}
 			if !v6 {
 				noDF := mk(fits + 1)
 				noDF[14+6] = 0
@@ -484,8 +488,11 @@ func TestEncapNoRoute(t *testing.T) {
 		if v, _ := f.run(t, lb.objs.XdpMaglev, packet(client(a.Is6(), 7), svc.VIP, 17, nil)); v != xdpDrop {
 			t.Errorf("%s: verdict %d, want XDP_DROP", c.addr, v)
 		}
-		if d := delta(before, counters(t, lb)); d[c.reason] != 1 {
-			t.Errorf("%s: counters moved %v, want %s by 1", c.addr, d, c.reason)
+		if d := delta(before, counters(t, lb)); d[c.reason] != 1 || d["tx"] != 0 {
+			t.Errorf("%s: counters moved %v, want %s by 1 and no tx", c.addr, d, c.reason)
+		}
+		if st, err := lb.Stats(); err != nil || st.Services[0].Packets != 0 || st.Services[0].Backends[0].Packets != 0 {
+			t.Errorf("%s: a dropped packet counted as forwarded: %+v (%v)", c.addr, st.Services, err)
 		}
 		if err := lb.DeleteService(svc); err != nil {
 			t.Fatal(err)

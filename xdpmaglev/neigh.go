@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -78,32 +79,63 @@ func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
 	}
 }
 
-// prime asks the kernel to resolve the next hop toward addr (the gateway
-// of its route, or addr on a connected route) without waiting, so that the
-// program's bpf_fib_lookup finds a neighbour entry for the first packet.
-// It is best effort: a failure is the program's no_route or no_neighbor
-// count.
-func (n *neighbours) prime(addr netip.Addr) {
-	routes, err := n.h.RouteGet(net.IP(addr.AsSlice()))
-	if err != nil || len(routes) == 0 {
-		return
+// prime asks the kernel to resolve the next hop toward each of addrs (the
+// gateway of its route, or the address on a connected route), and waits
+// up to resolveWait for them all, so that the program's bpf_fib_lookup
+// finds a neighbour entry for the first packets. It is best effort: a next
+// hop still unresolved is the program's no_neighbor count, and a missing
+// route its no_route count.
+func (n *neighbours) prime(addrs ...netip.Addr) {
+	hops := n.ask(addrs...)
+	deadline := time.Now().Add(resolveWait)
+	for len(hops) > 0 && time.Now().Before(deadline) {
+		known, err := n.all()
+		if err != nil {
+			return
+		}
+		for _, hop := range hops {
+			if known[hop] != nil {
+				hops = slices.DeleteFunc(hops, func(h netip.Addr) bool { return h == hop })
+			}
+		}
+		if len(hops) > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	r := routes[0]
-	hop := net.IP(addr.AsSlice())
-	if r.Gw != nil {
-		hop = r.Gw
+}
+
+// ask asks the kernel, without waiting, to resolve the next hops toward
+// addrs that its neighbour table lacks, as "ip neigh replace ... use"
+// does, and returns those next hops.
+func (n *neighbours) ask(addrs ...netip.Addr) []netip.Addr {
+	known, _ := n.all()
+	var asked []netip.Addr
+	for _, addr := range addrs {
+		routes, err := n.h.RouteGet(net.IP(addr.AsSlice()))
+		if err != nil || len(routes) == 0 {
+			continue
+		}
+		hop := addr
+		if gw, ok := netip.AddrFromSlice(routes[0].Gw); ok {
+			hop = gw.Unmap()
+		}
+		if known[hop] != nil || slices.Contains(asked, hop) {
+			continue
+		}
+		family := netlink.FAMILY_V4
+		if hop.Is6() {
+			family = netlink.FAMILY_V6
+		}
+		_ = n.h.NeighSet(&netlink.Neigh{ // best effort, see prime
+			LinkIndex: routes[0].LinkIndex,
+			Family:    family,
+			IP:        net.IP(hop.AsSlice()),
+			State:     netlink.NUD_INCOMPLETE,
+			Flags:     netlink.NTF_USE,
+		})
+		asked = append(asked, hop)
 	}
-	family := netlink.FAMILY_V4
-	if hop.To4() == nil {
-		family = netlink.FAMILY_V6
-	}
-	_ = n.h.NeighSet(&netlink.Neigh{ // best effort, see above
-		LinkIndex: r.LinkIndex,
-		Family:    family,
-		IP:        hop,
-		State:     netlink.NUD_INCOMPLETE,
-		Flags:     netlink.NTF_USE,
-	})
+	return asked
 }
 
 // addr returns the interface's first global unicast address of the

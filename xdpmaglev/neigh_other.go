@@ -15,7 +15,9 @@ func (*neighbours) close() {}
 
 func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return nil, ErrNoNeighbor }
 
-func (*neighbours) prime(netip.Addr) {}
+func (*neighbours) prime(...netip.Addr) {}
+
+func (*neighbours) ask(...netip.Addr) []netip.Addr { return nil }
 
 func (*neighbours) addr(bool) (netip.Addr, error) { return netip.Addr{}, ErrInterface }
 

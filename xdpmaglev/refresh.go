@@ -71,7 +71,7 @@ func (lb *LB) refresh(interval time.Duration) {
 					}
 					if b.HW == nil {
 						unresolved = append(unresolved, b.Addr.String())
-						lb.neigh.prime(b.Addr)
+						lb.neigh.ask(b.Addr)
 					}
 				}
 				if b.HW != nil && !slices.Equal(b.HW, w.macs[b.Addr]) {

@@ -215,7 +215,7 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // next hop that does not answer, has its packets dropped and counted
 // (Stats.Dropped no_route, no_neighbor) while the others serve.
 // SetServiceOptions asks the kernel to resolve each backend's next hop,
-// without waiting. A backend of the encapsulating modes must be of the
+// and waits up to 2 s for them, without failing. A backend of the encapsulating modes must be of the
 // VIP's address family.
 //
 // Bad input returns an error wrapping ErrService, ErrBackend,
@@ -286,9 +286,11 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 			}
 		}
 	} else if lb.neigh != nil {
-		for _, b := range bs {
-			lb.neigh.prime(b.Addr)
+		addrs := make([]netip.Addr, len(bs))
+		for i, b := range bs {
+			addrs[i] = b.Addr
 		}
+		lb.neigh.prime(addrs...)
 	}
 	return lb.install(svc, backends, bs, table, opts, unresolved, nil)
 }

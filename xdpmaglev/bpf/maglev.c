@@ -311,6 +311,7 @@ struct udphdr {
 #define PARSED (-1)
 #define FLOOD_WINDOWS 8 // windows a second
 #define NEXTHOP_TTL 500000000ULL // ns
+#define TX_ICMP 100 // forward's verdict for an ICMP answer sent back: XDP_TX, not counted as forwarded
 
 // A parsed packet: its flow (for an ICMP error, the flow the error is
 // about, as that flow's own packets carry it), the length of its IP packet
@@ -840,7 +841,8 @@ static __always_inline int forward_encap(struct xdp_md *ctx, __u32 id, struct ba
 			count(C_DROP_TOO_BIG);
 			return XDP_DROP;
 		}
-		return too_big(ctx, b->family, nh->mtu - over);
+		int r = too_big(ctx, b->family, nh->mtu - over);
+		return r == XDP_TX ? TX_ICMP : r;
 	}
 	__u32 ifindex = nh->ifindex;
 	__u8 mac[12];
@@ -1007,12 +1009,17 @@ static __always_inline int maglev(struct xdp_md *ctx)
 		}
 	}
 
+	// The frame's bytes as it came, counted once it is on its way.
 	__u64 bytes = end - data;
-	add_stats(&service_stats, svc_id, bytes);
-	add_stats(&backend_stats, e.backend.id, bytes);
-	if (p.icmp)
-		count(C_ICMP_FORWARDED);
-	return forward(ctx, e.backend.id, b, h, p.l3_len, !p.icmp && p.df);
+	__u32 be_id = e.backend.id;
+	int verdict = forward(ctx, be_id, b, h, p.l3_len, !p.icmp && p.df);
+	if (verdict == XDP_TX || verdict == XDP_REDIRECT) {
+		add_stats(&service_stats, svc_id, bytes);
+		add_stats(&backend_stats, be_id, bytes);
+		if (p.icmp)
+			count(C_ICMP_FORWARDED);
+	}
+	return verdict == TX_ICMP ? XDP_TX : verdict;
 }
 
 SEC("xdp")
