@@ -107,9 +107,16 @@ func (n *neighbours) prime(addrs ...netip.Addr) {
 // ask asks the kernel, without waiting, to resolve the next hops toward
 // addrs that its neighbour table lacks, as "ip neigh replace ... use"
 // does, and returns those next hops.
-func (n *neighbours) ask(addrs ...netip.Addr) []netip.Addr {
-	known, _ := n.all()
-	var asked []netip.Addr
+func (n *neighbours) ask(addrs ...netip.Addr) []netip.Addr { return n.request(false, addrs) }
+
+// keep is ask for the next hops toward addrs that the kernel lacks or
+// holds stale: a stale entry is confirmed by a unicast probe (or, if the
+// next hop no longer answers, fails and is asked again next time).
+func (n *neighbours) keep(addrs ...netip.Addr) { n.request(true, addrs) }
+
+func (n *neighbours) request(stale bool, addrs []netip.Addr) []netip.Addr {
+	known, _ := n.table()
+	var asked, seen []netip.Addr
 	for _, addr := range addrs {
 		routes, err := n.h.RouteGet(net.IP(addr.AsSlice()))
 		if err != nil || len(routes) == 0 {
@@ -119,7 +126,11 @@ func (n *neighbours) ask(addrs ...netip.Addr) []netip.Addr {
 		if gw, ok := netip.AddrFromSlice(routes[0].Gw); ok {
 			hop = gw.Unmap()
 		}
-		if known[hop] != nil || slices.Contains(asked, hop) {
+		if slices.Contains(seen, hop) {
+			continue
+		}
+		seen = append(seen, hop)
+		if e, ok := known[hop]; ok && (!stale || e.state&netlink.NUD_STALE == 0) {
 			continue
 		}
 		family := netlink.FAMILY_V4
@@ -164,17 +175,37 @@ func (n *neighbours) addr(v4 bool) (netip.Addr, error) {
 // all returns the usable hardware addresses of the interface's neighbour
 // table, IPv4 and IPv6, by address.
 func (n *neighbours) all() (map[netip.Addr]net.HardwareAddr, error) {
+	t, err := n.table()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[netip.Addr]net.HardwareAddr, len(t))
+	for a, e := range t {
+		out[a] = e.hw
+	}
+	return out, nil
+}
+
+// neighbour is a usable entry of the neighbour table.
+type neighbour struct {
+	hw    net.HardwareAddr
+	state int // netlink.NUD_*
+}
+
+// table returns the usable entries of the interface's neighbour table
+// (those with a MAC, neither incomplete nor failed), by address.
+func (n *neighbours) table() (map[netip.Addr]neighbour, error) {
 	list, err := n.h.NeighList(n.ifindex, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[netip.Addr]net.HardwareAddr, len(list))
+	out := make(map[netip.Addr]neighbour, len(list))
 	for _, e := range list {
 		ip, ok := netip.AddrFromSlice(e.IP)
 		if !ok || len(e.HardwareAddr) != 6 || e.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) != 0 {
 			continue
 		}
-		out[ip.Unmap()] = e.HardwareAddr
+		out[ip.Unmap()] = neighbour{e.HardwareAddr, e.State}
 	}
 	return out, nil
 }

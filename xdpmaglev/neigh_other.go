@@ -22,3 +22,5 @@ func (*neighbours) ask(...netip.Addr) []netip.Addr { return nil }
 func (*neighbours) addr(bool) (netip.Addr, error) { return netip.Addr{}, ErrInterface }
 
 func (*neighbours) all() (map[netip.Addr]net.HardwareAddr, error) { return nil, ErrNoNeighbor }
+
+func (*neighbours) keep(...netip.Addr) {}

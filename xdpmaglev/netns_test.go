@@ -58,6 +58,13 @@ func (n *testNet) addNS(name string) string {
 	n.run("ip", "netns", "add", ns)
 	n.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
 	n.ip(ns, "link", "set", "lo", "up")
+	// No duplicate address detection: while an interface's link-local
+	// address is tentative, the kernel sends no neighbour solicitation
+	// it is asked for (it has no source address), and a next hop the
+	// load balancer primes resolves a second later.
+	for _, dev := range []string{"all", "default"} {
+		n.sysctl(ns, "net.ipv6.conf."+dev+".accept_dad", "0")
+	}
 	return ns
 }
 

@@ -12,13 +12,17 @@ import (
 // refreshEvery is how often refresh reads the neighbour table.
 const refreshEvery = time.Second
 
-// refresh keeps the L2 services' backends in step with the kernel's
-// neighbour table, every interval until Close: a backend that did not
+// refresh keeps the services in step with the kernel's neighbour table,
+// every interval until Close. For the L2 services: a backend that did not
 // resolve comes back into service once its MAC is known (the kernel is
 // asked again each round), and a backend whose MAC changed gets frames
-// at the new one. A backend given with Backend.HW keeps it. The
-// neighbour table is read with no lock held; a service changed by
-// SetService meanwhile is left to the next round.
+// at the new one; a backend given with Backend.HW keeps it. For the
+// encapsulating services: the kernel is asked for every next hop toward
+// their backends that it lacks, has failed, or holds stale (the program's
+// packets bypass the kernel, which would otherwise never resolve a next
+// hop again, nor notice that its MAC changed). The neighbour table is read
+// with no lock held; a service changed by SetService meanwhile is left to
+// the next round.
 func (lb *LB) refresh(interval time.Duration) {
 	defer close(lb.done)
 	t := time.NewTicker(interval)
@@ -38,9 +42,16 @@ func (lb *LB) refresh(interval time.Duration) {
 			macs    map[netip.Addr]net.HardwareAddr // in use
 		}
 		var work []snap
+		var encap []netip.Addr
 		lb.mu.Lock()
 		for svc, s := range lb.services {
-			if s.opts.Forward != ForwardL2 || s.request == nil {
+			if s.opts.Forward != ForwardL2 {
+				for a := range s.backends {
+					encap = append(encap, a)
+				}
+				continue
+			}
+			if s.request == nil {
 				continue
 			}
 			macs := map[netip.Addr]net.HardwareAddr{}
@@ -50,6 +61,9 @@ func (lb *LB) refresh(interval time.Duration) {
 			work = append(work, snap{svc, s.gen, s.request, s.full, s.opts, macs})
 		}
 		lb.mu.Unlock()
+		if len(encap) > 0 {
+			lb.neigh.keep(encap...)
+		}
 		if len(work) == 0 {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,6 +283,54 @@ func TestRoutedEndToEnd(t *testing.T) {
 			t.Errorf("dropped %d: %s", v, k)
 		}
 	}
+}
+
+// TestNextHopRefresh: the load balancer's kernel forgets its next hop
+// (the router) in both families; its own traffic would never resolve it
+// again, as the program's packets bypass it. The refresh asks for it: the
+// entries come back within a few seconds, and new connections through
+// IPIP services of both families reach the table's backend.
+func TestNextHopRefresh(t *testing.T) {
+	r := newRouted(t)
+	svcs := []Service{{VIP: r.vip(false, 80), Proto: TCP}, {VIP: r.vip(true, 80), Proto: TCP}}
+	for _, svc := range svcs {
+		r.set(t, svc, ForwardIPIP)
+	}
+	hops := []string{"198.18.2.1", "2001:db8:2::1"}
+	port := 21000
+	check := func(when string) {
+		t.Helper()
+		for _, svc := range svcs {
+			for range 10 {
+				c, err := r.dial(svc.VIP, port)
+				if err != nil {
+					t.Fatalf("%s: %v: %v", when, svc, err)
+				}
+				if want := r.predict(svc.VIP, port); c.backend != want {
+					t.Errorf("%s: port %d reached %s, the table says %s", when, port, c.backend, want)
+				}
+				_ = c.Close()
+				port++
+			}
+		}
+	}
+	check("before")
+	r.ip(r.lbNS, "neigh", "flush", "dev", "eth0")
+	r.ip(r.lbNS, "-6", "neigh", "flush", "dev", "eth0")
+	deadline := time.Now().Add(5 * time.Second)
+	for _, hop := range hops {
+		for {
+			out, _ := exec.Command("ip", "-n", r.lbNS, "neigh", "show", hop, "dev", "eth0").Output()
+			if f := strings.Fields(string(out)); len(f) > 0 && slices.Contains(f, "lladdr") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the next hop %s was not resolved again within 5 s of a flush: %q", hop, out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	check("after the flush")
 }
 
 // TestRoutedPathMTU: with MTU 1500 on every link, a 10 MB upload through
