@@ -481,6 +481,41 @@ func BenchmarkDiff(b *testing.B) {
 	}
 }
 
+// BenchmarkWithout measures Without beside BenchmarkNew's full build of
+// the same sizes (N=1000/M=65537 there): one backend removed, 10% removed,
+// and one removed from a weighted table (weights 1 to 4). The target for
+// one removed is at most 0.25× the full build's time, and no more memory
+// than one table.
+func BenchmarkWithout(b *testing.B) {
+	names := benchBackends(1000)
+	base, _ := New(names, DefaultSize, nil)
+	bs := make([]Backend, len(names))
+	for i, n := range names {
+		bs[i] = Backend{n, uint32(1 + i%4)}
+	}
+	weightedBase, _ := NewWeighted(bs, DefaultSize, nil)
+	for _, c := range []struct {
+		name    string
+		base    *Table
+		removed []string
+	}{
+		{"removed=1/N=1000/M=65537", base, names[500:501]},
+		{"removed=100/N=1000/M=65537", base, names[:100]},
+		{"weighted/removed=1/N=1000/M=65537", weightedBase, names[500:501]},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				t, err := c.base.Without(c.removed...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sinkTable = t
+			}
+		})
+	}
+}
+
 // BenchmarkNewWeighted measures weighted builds at N=1000, M=65537 beside
 // the unweighted build in one run: the target is any skew within 3× of
 // unweighted.

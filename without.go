@@ -5,8 +5,12 @@ package maglev
 // the rule below moves keys of every fleet that routes around a failure.
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
+	"slices"
+	"unsafe"
 )
 
 // Without returns the table in which the named backends of t are out of
@@ -95,70 +99,171 @@ func without(base *Table, out []uint8) *Table {
 		return t // nobody left to own a slot
 	}
 	if base.slots16 != nil {
-		t.slots16 = reassign(base.slots16, base, weights, out, live)
+		t.slots16 = reassign(base.slots16, base, weights, out)
 	} else {
-		t.slots32 = reassign(base.slots32, base, weights, out, live)
+		t.slots32 = reassign(base.slots32, base, weights, out)
 	}
 	return t
 }
 
-// A contender is a backend in service that may take freed slots.
-type contender struct {
-	offset uint64 // its permutation's Offset
-	mul    uint64 // ⌊Skip⁻¹·2^64/M⌋ + 1, which turns slot − Offset into a position
-	weight uint64 // its weight, at least 1
-	index  uint64 // its index in the table
-}
-
 // reassign returns a copy of slots, base's slot array, in which every slot
-// of a backend with out[i] ≠ 0 belongs to the contender, among the live
-// backends of non-zero weight in weights, that reaches it first (see
+// of a backend i with out[i] ≠ 0 belongs to the backend, among those of
+// non-zero weight in weights, whose permutation reaches it first (see
 // Without).
-func reassign[S Slot](slots []S, base *Table, weights []uint32, out []uint8, live int) []S {
-	dst := make([]S, len(slots))
-	copy(dst, slots)
-	var freed []uint32
-	for s, o := range dst {
-		if out[o] != 0 {
-			freed = append(freed, uint32(s))
-		}
-	}
+//
+// It visits each backend in service once, in index order, and computes the
+// position of every freed slot in its permutation, keeping per freed slot
+// the best so far: the freed slots' computations are independent of one
+// another, so the processor overlaps them, where a loop over the backends
+// for one slot would wait on each comparison.
+func reassign[S Slot](slots []S, base *Table, weights []uint32, out []uint8) []S {
+	dst := slices.Clone(slots)
+	freed := freedSlots(slots, out)
 	if len(freed) == 0 {
 		return dst
 	}
-	m := uint64(base.m)
-	g := Generator{m: base.m, h: base.h}
-	cs := make([]contender, 0, live)
-	for i, w := range weights {
-		if w == 0 {
-			continue
+	m := base.m
+	g := Generator{m: m, h: base.h}
+	if base.weights == nil {
+		// Equal weights: the smallest position<<32 | index wins.
+		best := make([]uint64, len(freed))
+		for f := range best {
+			best[f] = math.MaxUint64
 		}
-		p := g.Permutation(base.backends[i])
-		mul, _ := bits.Div64(uint64(inverse(p.Skip, base.m)), 0, m)
-		cs = append(cs, contender{offset: uint64(p.Offset), mul: mul + 1, weight: uint64(w), index: uint64(i)})
+		for i, w := range weights {
+			if w > 0 {
+				offset, mul := positioner(&g, base.backends[i], m)
+				reachEqual(best, freed, offset, mul, uint64(m), uint64(i))
+			}
+		}
+		for f, s := range freed {
+			dst[s] = S(uint32(best[f]))
+		}
+		return dst
 	}
-	for _, s := range freed {
-		dst[s] = S(firstToReach(cs, uint64(s)+m, m))
+	best := make([]reach, len(freed))
+	for f := range best {
+		best[f] = reach{j: uint64(m), w: 1} // loses to any real position
+	}
+	for i, w := range weights {
+		if w > 0 {
+			offset, mul := positioner(&g, base.backends[i], m)
+			reachWeighted(best, freed, offset, mul, uint64(m), uint64(w), uint32(i))
+		}
+	}
+	for f, s := range freed {
+		dst[s] = S(best[f].i)
 	}
 	return dst
 }
 
-// firstToReach returns the index of the contender with the smallest
-// position j of slot s (given as s + M) over its weight, the lower index on
-// a tie.
+// positioner returns the Offset of the permutation of the backend called
+// name in a table of m slots, and mul = ⌊Skip⁻¹·2^64/m⌋ + 1, with which
+// slot − Offset becomes a position (see reachEqual).
+func positioner(g *Generator, name string, m uint32) (offset, mul uint64) {
+	p := g.Permutation(name)
+	mul, _ = bits.Div64(uint64(inverse(p.Skip, m)), 0, uint64(m))
+	return uint64(p.Offset), mul + 1
+}
+
+// reachEqual lowers best[f] to j<<32 | i where j is the position of slot
+// freed[f] in backend i's permutation, given by offset and mul (see
+// positioner), if that is smaller.
 //
-// With d = s + M − Offset in [1, 2M), j = d·Skip⁻¹ mod M. As in nearest,
-// the low 64 bits of d·mul are j·2^64/M + d·θ for some θ in (0, 1], and
-// d·θ·M < 2M² < 2^49, so the high 64 bits of that times M are j exactly:
-// two multiplications, no division. j < 2^24 and weights < 2^32, so the
-// products j·w fit 64 bits.
-func firstToReach(cs []contender, s, m uint64) uint64 {
-	bestJ, bestW, best := m, uint64(1), uint64(0) // j = M loses to any real position
-	for _, c := range cs {
-		j, _ := bits.Mul64((s-c.offset)*c.mul, m)
-		if j*bestW < bestJ*c.weight {
-			bestJ, bestW, best = j, c.weight, c.index
+// With d = slot + m − offset in [1, 2m), j = d·Skip⁻¹ mod m. As in
+// nearest, the low 64 bits of d·mul are j·2^64/m + d·θ for some θ in
+// (0, 1], and d·θ·m < 2m² < 2^49, so the high 64 bits of that times m are
+// j exactly: two multiplications, no division.
+func reachEqual(best []uint64, freed []uint32, offset, mul, m, i uint64) {
+	freed = freed[:len(best)]
+	add := m - offset
+	for f, s := range freed {
+		j, _ := bits.Mul64((uint64(s)+add)*mul, m)
+		best[f] = min(best[f], j<<32|i)
+	}
+}
+
+// A reach is the best claim so far on a freed slot of a weighted table:
+// position j in the permutation of backend i, of weight w.
+type reach struct {
+	j, w uint64
+	i    uint32
+}
+
+// reachWeighted is reachEqual for a weighted table: backend i, of weight
+// w, takes freed[f] from best[f] if j·best.w < best.j·w, that is j/w is
+// smaller. j < 2^24 and weights are below 2^32, so the products fit 64
+// bits; on a tie the earlier, lower index keeps the slot.
+func reachWeighted(best []reach, freed []uint32, offset, mul, m, w uint64, i uint32) {
+	freed = freed[:len(best)]
+	add := m - offset
+	for f, s := range freed {
+		j, _ := bits.Mul64((uint64(s)+add)*mul, m)
+		if b := &best[f]; j*b.w < b.j*w {
+			*b = reach{j, w, i}
 		}
 	}
-	return best
+}
+
+// freedSlots returns, in slot order, the slots of slots whose owner i has
+// out[i] ≠ 0.
+func freedSlots[S Slot](slots []S, out []uint8) []uint32 {
+	if s16, ok := any(slots).([]uint16); ok {
+		var gone [4]uint16
+		k := 0
+		for i, o := range out {
+			if o != 0 {
+				if k == len(gone) {
+					k = -1
+					break
+				}
+				gone[k] = uint16(i)
+				k++
+			}
+		}
+		if k > 0 {
+			return freedSlots16(s16, gone[:k])
+		}
+	}
+	var freed []uint32
+	for s, o := range slots {
+		if out[o] != 0 {
+			freed = append(freed, uint32(s))
+		}
+	}
+	return freed
+}
+
+// freedSlots16 returns, in slot order, the slots of slots owned by one of
+// gone, 1 to 4 backends. It reads four slots at a time as one 64-bit word
+// and tests its four 16-bit lanes against each of gone at once (as
+// firstEmpty16 tests for empty lanes), looking at single slots only in a
+// word with a match: a quarter of the loads and branches of a loop over
+// slots. The lanes' order within the word does not matter, so it is the
+// same on big-endian machines.
+func freedSlots16(slots []uint16, gone []uint16) []uint32 {
+	const lo, hi = 0x0001_0001_0001_0001, 0x8000_8000_8000_8000
+	var pat [4]uint64
+	for k := range pat {
+		pat[k] = uint64(gone[min(k, len(gone)-1)]) * lo // repeats the last
+	}
+	words := len(slots) / 4
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(slots))), 2*len(slots))
+	var freed []uint32
+	check := func(from, to int) {
+		for s := from; s < to; s++ {
+			if slices.Contains(gone, slots[s]) {
+				freed = append(freed, uint32(s))
+			}
+		}
+	}
+	for w := range words {
+		x := binary.LittleEndian.Uint64(b[8*w:])
+		a, c, d, e := x^pat[0], x^pat[1], x^pat[2], x^pat[3]
+		if ((a-lo)&^a|(c-lo)&^c|(d-lo)&^d|(e-lo)&^e)&hi != 0 {
+			check(4*w, 4*w+4)
+		}
+	}
+	check(4*words, len(slots))
+	return freed
 }
