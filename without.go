@@ -239,8 +239,9 @@ func freedSlots[S Slot](slots []S, out []uint8) []uint32 {
 // and tests its four 16-bit lanes against each of gone at once (as
 // firstEmpty16 tests for empty lanes), looking at single slots only in a
 // word with a match: a quarter of the loads and branches of a loop over
-// slots. The lanes' order within the word does not matter, so it is the
-// same on big-endian machines.
+// slots. The word is read in the machine's byte order, so that each lane
+// is one slot's value on little- and big-endian machines alike (the
+// lanes' order within the word does not matter).
 func freedSlots16(slots []uint16, gone []uint16) []uint32 {
 	const lo, hi = 0x0001_0001_0001_0001, 0x8000_8000_8000_8000
 	var pat [4]uint64
@@ -258,7 +259,7 @@ func freedSlots16(slots []uint16, gone []uint16) []uint32 {
 		}
 	}
 	for w := range words {
-		x := binary.LittleEndian.Uint64(b[8*w:])
+		x := binary.NativeEndian.Uint64(b[8*w:])
 		a, c, d, e := x^pat[0], x^pat[1], x^pat[2], x^pat[3]
 		if ((a-lo)&^a|(c-lo)&^c|(d-lo)&^d|(e-lo)&^e)&hi != 0 {
 			check(4*w, 4*w+4)
