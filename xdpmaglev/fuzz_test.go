@@ -110,6 +110,8 @@ func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason
 		default:
 			return src, dst, 0, false, "pass_not_tcp_udp"
 		}
+	case 0x8100, 0x88a8:
+		return src, dst, 0, false, "pass_vlan"
 	default:
 		return src, dst, 0, false, "pass_not_ip"
 	}

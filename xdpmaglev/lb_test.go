@@ -130,6 +130,7 @@ func TestPassUnchanged(t *testing.T) {
 	arp = append(arp, make([]byte, 28)...)
 	vlan := packet(client(false, 1), vip(false, 80), 6, nil)
 	vlan = slices.Insert(vlan, 12, 0x81, 0x00, 0x00, 0x05)
+	qinq := slices.Insert(slices.Clone(vlan), 12, 0x88, 0xa8, 0x00, 0x07)
 	cases := []struct {
 		name, reason string
 		in           []byte
@@ -142,7 +143,8 @@ func TestPassUnchanged(t *testing.T) {
 		{"ICMP", "pass_not_tcp_udp", packet(client(false, 1), vip(false, 80), 1, []byte("ping"))},
 		{"ICMPv6", "pass_not_tcp_udp", packet(client(true, 1), vip(true, 80), 58, []byte("ping"))},
 		{"ARP", "pass_not_ip", arp},
-		{"VLAN-tagged", "pass_not_ip", vlan},
+		{"VLAN-tagged", "pass_vlan", vlan},
+		{"802.1ad-tagged", "pass_vlan", qinq},
 	}
 	for _, c := range cases {
 		before := counters(t, lb)

@@ -43,20 +43,21 @@ const (
 	maglevCounterC_ICMP_FORWARDED      maglevCounter = 6
 	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 7
 	maglevCounterC_PASS_NOT_IP         maglevCounter = 8
-	maglevCounterC_PASS_TRUNCATED      maglevCounter = 9
-	maglevCounterC_PASS_MALFORMED      maglevCounter = 10
-	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 11
-	maglevCounterC_PASS_FRAGMENT       maglevCounter = 12
-	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 13
-	maglevCounterC_PASS_IPV6EXT        maglevCounter = 14
-	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 15
-	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 16
-	maglevCounterC_DROP_TOO_BIG        maglevCounter = 17
-	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 18
-	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 19
-	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 20
-	maglevCounterC_DROP_NO_ROOM        maglevCounter = 21
-	maglevCounterC_MAX                 maglevCounter = 22
+	maglevCounterC_PASS_VLAN           maglevCounter = 9
+	maglevCounterC_PASS_TRUNCATED      maglevCounter = 10
+	maglevCounterC_PASS_MALFORMED      maglevCounter = 11
+	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 12
+	maglevCounterC_PASS_FRAGMENT       maglevCounter = 13
+	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 14
+	maglevCounterC_PASS_IPV6EXT        maglevCounter = 15
+	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 16
+	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 17
+	maglevCounterC_DROP_TOO_BIG        maglevCounter = 18
+	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 19
+	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 20
+	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 21
+	maglevCounterC_DROP_NO_ROOM        maglevCounter = 22
+	maglevCounterC_MAX                 maglevCounter = 23
 )
 
 type maglevCtEntry struct {

@@ -146,7 +146,7 @@ func TestMetrics(t *testing.T) {
 	check("maglev.xdp.conntrack.stale", "{lookup}", map[string]int64{"": int64(stale)})
 	check("maglev.xdp.conntrack.inserts", "{entry}", map[string]int64{"": int64(40 + stale)})
 	passed := map[string]int64{}
-	for _, r := range []string{"not_ip", "truncated", "malformed", "not_tcp_udp", "fragment", "ip_options", "ipv6_ext", "no_service"} {
+	for _, r := range []string{"not_ip", "vlan", "truncated", "malformed", "not_tcp_udp", "fragment", "ip_options", "ipv6_ext", "no_service"} {
 		passed["maglev.reason="+r] = 0
 	}
 	passed["maglev.reason=no_service"], passed["maglev.reason=not_ip"] = 3, 2

@@ -21,6 +21,7 @@ var counterNames = [...]string{
 	maglevCounterC_ICMP_FORWARDED:      "icmp_forwarded",
 	maglevCounterC_ICMP_TOO_BIG:        "icmp_too_big",
 	maglevCounterC_PASS_NOT_IP:         "pass_not_ip",
+	maglevCounterC_PASS_VLAN:           "pass_vlan",
 	maglevCounterC_PASS_TRUNCATED:      "pass_truncated",
 	maglevCounterC_PASS_MALFORMED:      "pass_malformed",
 	maglevCounterC_PASS_NOT_TCP_UDP:    "pass_not_tcp_udp",
@@ -70,7 +71,7 @@ type Stats struct {
 		TooBig    uint64 `json:"too_big"`
 	} `json:"icmp"`
 	// Passed counts the packets passed to the kernel (XDP_PASS), by
-	// reason: not_ip, truncated, malformed, not_tcp_udp, fragment,
+	// reason: not_ip, vlan, truncated, malformed, not_tcp_udp, fragment,
 	// ip_options, ipv6_ext, no_service (docs/xdp.md defines each).
 	Passed map[string]uint64 `json:"passed"`
 	// Dropped counts the packets dropped (XDP_DROP), by reason:

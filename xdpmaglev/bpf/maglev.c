@@ -138,7 +138,8 @@ enum counter {
 	C_CT_FLOOD,      // of the misses, routed without an entry: the flood guard was on
 	C_ICMP_FORWARDED, // an ICMP error about a flow, sent to the flow's backend
 	C_ICMP_TOO_BIG,  // ICMP "too big" sent to a client: its packet did not fit once encapsulated
-	C_PASS_NOT_IP,   // not IPv4 or IPv6 (ARP, VLAN-tagged, ...)
+	C_PASS_NOT_IP,   // not IPv4 or IPv6 (ARP, LLDP, ...)
+	C_PASS_VLAN,     // a frame with its 802.1Q or 802.1ad tag in it: not this device's untagged segment
 	C_PASS_TRUNCATED, // a header cut short
 	C_PASS_MALFORMED, // an impossible version, header or total length, or TCP data offset
 	C_PASS_NOT_TCP_UDP, // ICMP and other protocols
@@ -297,6 +298,8 @@ struct udphdr {
 #define ETH_HLEN 14
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
+#define ETH_P_8021Q 0x8100
+#define ETH_P_8021AD 0x88A8
 #define IPPROTO_IPIP 4
 #define IPPROTO_TCP 6
 #define IPPROTO_UDP 17
@@ -522,6 +525,8 @@ static __always_inline int parse(void *data, void *end, struct pkt *p)
 			return C_PASS_MALFORMED;
 		return PARSED;
 	}
+	if (eth->proto == bpf_htons(ETH_P_8021Q) || eth->proto == bpf_htons(ETH_P_8021AD))
+		return C_PASS_VLAN;
 	return C_PASS_NOT_IP;
 }
 
