@@ -161,7 +161,7 @@ func TestBalanceFactorRebuild(t *testing.T) {
 	for _, s := range rest {
 		s.svc.delay.Store(0)
 	}
-	after := tableOf(t, rest)
+	after := tableDown(t, ss, victim)
 	probe := keyOwnedBy(t, tb, keys(300), victim.addr)
 	waitRouted(t, c, probe, after.Lookup(probe))
 	checkRouting(t, c, after, append(keys(100), key), 2, viaWithKey, nil)

@@ -89,8 +89,10 @@ type maglevBalancer struct {
 	records     *resolver.EndpointMap[*record] // what each endpoint last reported
 	gen         uint64                         // counts recordFailuresLocked's calls
 	seq         uint64                         // counts TRANSIENT_FAILURE reports
-	table       *maglev.Table                  // over usable, built with tableCfg
-	usable      []maglev.Backend               // sorted by name
+	full        *maglev.Table                  // over members, built with tableCfg
+	members     []maglev.Backend               // every endpoint, sorted by name
+	down        []string                       // the members that are down, sorted
+	table       *maglev.Table                  // full without down (see rebuildTableLocked)
 	tableCfg    *lbConfig
 	bounded     *maglev.Bounded // over table, with the channel's in-flight counts at cfg's balanceFactor: what pickers acquire on; nil when the factor is 0
 }
@@ -186,13 +188,13 @@ func (b *maglevBalancer) publishLocked() {
 	b.ClientConn.UpdateState(balancer.State{ConnectivityState: state, Picker: p})
 }
 
-// rebuildLocked rebuilds the table if the usable children, their weights or
-// the config changed, logging how many slots moved, and binds the channel's
-// counts to it when balanceFactor is set (syncBoundedLocked). The rebuild is
-// maglev.NewWeighted's O(M log M) build, done here, on the goroutine that
-// reported the change, never in a pick. Caller holds b.mu.
-func (b *maglevBalancer) rebuildLocked(usable []maglev.Backend) error {
-	if err := b.rebuildTableLocked(usable); err != nil {
+// rebuildLocked rebuilds the table if the endpoints, their weights, the
+// ones that are down or the config changed, logging how many slots moved,
+// and binds the channel's counts to it when balanceFactor is set
+// (syncBoundedLocked). It runs here, on the goroutine that reported the
+// change, never in a pick. Caller holds b.mu.
+func (b *maglevBalancer) rebuildLocked(members []maglev.Backend, down []string) error {
+	if err := b.rebuildTableLocked(members, down); err != nil {
 		return err
 	}
 	return b.syncBoundedLocked()
@@ -223,25 +225,62 @@ func (b *maglevBalancer) syncBoundedLocked() error {
 	return nil
 }
 
-// rebuildTableLocked is rebuildLocked's table half, over the usable
-// endpoints recordFailuresLocked returned. Caller holds b.mu.
-func (b *maglevBalancer) rebuildTableLocked(usable []maglev.Backend) error {
-	slices.SortFunc(usable, func(x, y maglev.Backend) int { return strings.Compare(x.Name, y.Name) })
-	if b.table != nil && b.tableCfg.sameTable(b.cfg) && slices.Equal(usable, b.usable) {
+// rebuildTableLocked is rebuildLocked's table half, over the endpoints and
+// the names of those down that recordFailuresLocked returned. Caller holds
+// b.mu.
+//
+// A failure is not a membership change. The table over every endpoint
+// (full) is built, maglev.NewWeighted's O(M log M), only when the
+// endpoints, their weights or the config change; the endpoints that are
+// down are taken out of it with maglev.Table.Without, a fraction of a
+// build, which moves only their keys: every other key keeps its
+// endpoint, and one that comes back takes back exactly the keys it had.
+// Every channel that sees the same endpoints down computes the same
+// table. With envoyCompatible the table of the usable endpoints is built
+// instead, as Envoy does on a health change, so that it stays Envoy's.
+func (b *maglevBalancer) rebuildTableLocked(members []maglev.Backend, down []string) error {
+	slices.SortFunc(members, func(x, y maglev.Backend) int { return strings.Compare(x.Name, y.Name) })
+	slices.Sort(down)
+	same := b.table != nil && b.tableCfg.sameTable(b.cfg) && slices.Equal(members, b.members)
+	if same && slices.Equal(down, b.down) {
 		return nil
 	}
-	t, err := b.cfg.newTable(usable)
+	full := b.full
+	if !same {
+		if b.cfg.envoy {
+			full = nil // not used: see below
+		} else {
+			var err error
+			if full, err = b.cfg.newTable(members); err != nil {
+				return fmt.Errorf("grpcmaglev: building the table: %w", err)
+			}
+		}
+	}
+	var t *maglev.Table
+	var err error
+	if b.cfg.envoy {
+		usable := make([]maglev.Backend, 0, len(members))
+		for _, m := range members {
+			if _, isDown := slices.BinarySearch(down, m.Name); !isDown {
+				usable = append(usable, m)
+			}
+		}
+		t, err = b.cfg.newTable(usable)
+	} else {
+		t, err = full.Without(down...)
+	}
 	if err != nil {
 		return fmt.Errorf("grpcmaglev: building the table: %w", err)
 	}
+	usable := len(members) - len(down)
 	if b.table == nil {
-		logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, len(usable), len(b.children), t.Size())
+		logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, usable, len(b.children), t.Size())
 	} else {
 		moved := b.table.Diff(t)
-		logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, len(usable), len(b.children), moved, t.Size())
+		logger.Infof("balancer %p: table rebuilt: %d of %d endpoints usable, %d of %d slots moved", b, usable, len(b.children), moved, t.Size())
 		b.metrics.rebuild(moved)
 	}
-	b.table, b.usable, b.tableCfg = t, usable, b.cfg
+	b.full, b.members, b.down, b.table, b.tableCfg = full, members, down, t, b.cfg
 	return nil
 }
 
@@ -251,15 +290,16 @@ func (b *maglevBalancer) rebuildTableLocked(usable []maglev.Backend) error {
 // records it visits with the call's generation, and drops those left
 // unmarked, so that it allocates nothing beyond the map's own lookups (and
 // a record per new endpoint) and the result. It is O(n) for n children and
-// records, and returns the usable endpoints, those not down, unsorted.
+// records, and returns every endpoint and the names of those down,
+// unsorted.
 //
 // An endpoint is down from its TRANSIENT_FAILURE until it is READY again,
 // so one that comes back but waits for its first health check (pick_first
 // reports CONNECTING meanwhile) does not take keys yet; a new endpoint is
 // usable while it first connects. Caller holds b.mu.
-func (b *maglevBalancer) recordFailuresLocked() []maglev.Backend {
+func (b *maglevBalancer) recordFailuresLocked() (members []maglev.Backend, down []string) {
 	b.gen++
-	usable := make([]maglev.Backend, 0, len(b.children))
+	members = make([]maglev.Backend, 0, len(b.children))
 	for _, cs := range b.children {
 		r, ok := b.records.Get(cs.Endpoint)
 		if !ok {
@@ -278,8 +318,10 @@ func (b *maglevBalancer) recordFailuresLocked() []maglev.Backend {
 			r.down = false
 		}
 		r.state = cs.State.ConnectivityState
-		if !r.down {
-			usable = append(usable, maglev.Backend{Name: endpointName(cs.Endpoint), Weight: endpointWeight(cs.Endpoint)})
+		name := endpointName(cs.Endpoint)
+		members = append(members, maglev.Backend{Name: name, Weight: endpointWeight(cs.Endpoint)})
+		if r.down {
+			down = append(down, name)
 		}
 	}
 	for e, r := range b.records.All() {
@@ -287,7 +329,7 @@ func (b *maglevBalancer) recordFailuresLocked() []maglev.Backend {
 			b.records.Delete(e) // deleting during the iteration is safe: All ranges over a Go map
 		}
 	}
-	return usable
+	return members, down
 }
 
 // newPickerLocked returns a picker over the children's current states and

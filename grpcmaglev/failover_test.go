@@ -3,7 +3,6 @@ package grpcmaglev_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +42,17 @@ func checkMoves(t *testing.T, a, b *maglev.Table, changed string) {
 	t.Logf("%d slots moved: %d of %s's, %d more (Maglev's excess)", moved, own, changed, moved-own)
 }
 
+// checkFailMoves fails the test unless going from table a to table b, a
+// with the backend failed out of service (maglev.Table.Without), moved
+// exactly the failed backend's slots: a failure moves no other key.
+func checkFailMoves(t *testing.T, a, b *maglev.Table, failed string) {
+	t.Helper()
+	own := a.Counts()[a.Index(failed)]
+	if moved := a.Diff(b); moved != own {
+		t.Fatalf("%d slots moved when %s failed; it owned %d: a failure must move its slots only", moved, failed, own)
+	}
+}
+
 // TestHardStop: once the client has noticed a server's hard Stop (within
 // failoverBound), every RPC succeeds and every key reaches its owner in the
 // table without that server.
@@ -55,7 +65,10 @@ func TestHardStop(t *testing.T) {
 	checkRouting(t, c, before, ks, 1, viaWithKey, toServer)
 
 	dead := ss[2]
-	after := tableOfNames(t, slices.Delete(slices.Clone(names), 2, 3))
+	after, err := before.Without(names[2])
+	if err != nil {
+		t.Fatal(err)
+	}
 	probe := keyOwnedBy(t, before, ks, names[2])
 	start := time.Now()
 	dead.srv.Stop()
@@ -67,7 +80,7 @@ func TestHardStop(t *testing.T) {
 	}
 	checkRouting(t, c, after, ks, 2, viaWithKey, toServer)
 	checkRouting(t, c, after, ks, 1, viaHeader, toServer)
-	checkMoves(t, before, after, names[2])
+	checkFailMoves(t, before, after, names[2])
 	// The rebuild was logged with the slots it moved.
 	if want := fmt.Sprintf("table rebuilt: 4 of 5 endpoints usable, %d of %d slots moved", before.Diff(after), after.Size()); !rebuildLog.contains(want) {
 		t.Fatalf("no log line %q", want)
@@ -91,7 +104,7 @@ func TestHardStopInFlight(t *testing.T) {
 			}
 			c := newClient(t, endpoints(ss), sc)
 			victim := ss[0]
-			before, after := tableOf(t, ss), tableOf(t, without(ss, victim))
+			before, after := tableOf(t, ss), tableDown(t, ss, victim)
 			var mine []string // keys the victim owns
 			for _, k := range keys(100) {
 				if before.Lookup(k) == victim.addr {
@@ -206,7 +219,7 @@ func TestGracefulStopUnderLoad(t *testing.T) {
 	before := tableOf(t, ss)
 	checkRouting(t, c, before, ks[:20], 1, viaWithKey, nil)
 
-	after := tableOf(t, without(ss, victim))
+	after := tableDown(t, ss, victim)
 	// Until the client notices, a key may reach its owner in either table.
 	l := startLoad(c, ks, 8, func(k string) []string { return []string{before.Lookup(k), after.Lookup(k)} })
 	time.Sleep(200 * time.Millisecond) // steady load first
@@ -276,8 +289,9 @@ func TestDrainReconnect(t *testing.T) {
 	t.Logf("%d RPCs, all at their owners, across %d reconnections", l.calls.Load(), reconnects)
 }
 
-// TestHealth: a server that reports NOT_SERVING loses its keys to their
-// owners in the table without it; SERVING brings it and its keys back.
+// TestHealth: a server that reports NOT_SERVING loses its keys, and only
+// its keys, to their owners in the table with it out of service
+// (maglev.Table.Without); SERVING brings it and exactly its keys back.
 func TestHealth(t *testing.T) {
 	ss := startServers(t, 4, 0)
 	c := newClient(t, endpoints(ss), serviceConfig(`"requestHashHeader": "x-user"`, true))
@@ -286,7 +300,7 @@ func TestHealth(t *testing.T) {
 	checkRouting(t, c, all, ks, 1, viaHeader, nil)
 
 	sick := ss[3]
-	rest := tableOf(t, without(ss, sick))
+	rest := tableDown(t, ss, sick)
 	probe := keyOwnedBy(t, all, ks, sick.addr)
 	sick.setServing(false)
 	waitRouted(t, c, probe, rest.Lookup(probe))

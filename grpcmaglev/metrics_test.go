@@ -243,22 +243,23 @@ func waitAllDown(t *testing.T, c *client, key string) {
 }
 
 // movesDown returns, for every order in which the servers can fail one by
-// one, the slots the tables over the servers still up move in all.
+// one, the slots moved in all as each is taken out of service (the table
+// of every server without those down, maglev.Table.Without).
 func movesDown(t *testing.T, ss []*server) []int64 {
 	var sums []int64
-	var walk func(up []*server, moved int64)
-	walk = func(up []*server, moved int64) {
+	var walk func(up, down []*server, moved int64)
+	walk = func(up, down []*server, moved int64) {
 		if len(up) == 0 {
 			sums = append(sums, moved)
 			return
 		}
-		from := tableOf(t, up)
+		from := tableDown(t, ss, down...)
 		for _, s := range up {
-			rest := without(up, s)
-			walk(rest, moved+int64(from.Diff(tableOf(t, rest))))
+			next := append(slices.Clone(down), s)
+			walk(without(up, s), next, moved+int64(from.Diff(tableDown(t, ss, next...))))
 		}
 	}
-	walk(ss, 0)
+	walk(ss, nil, 0)
 	return sums
 }
 

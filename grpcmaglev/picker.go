@@ -56,11 +56,11 @@ func (c *child) connect() {
 	}
 }
 
-// A picker routes RPCs by key through a Maglev table over the usable
-// children: those not down (in TRANSIENT_FAILURE, or back from it but not
-// READY yet). The balancer builds a new picker on every change of a
-// child's state, and rebuilds the table only when the set of usable
-// children, a weight or the config changes. A picker is immutable but for
+// A picker routes RPCs by key through a Maglev table over every child,
+// with those down (in TRANSIENT_FAILURE, or back from it but not READY
+// yet) out of service (maglev.Table.Without). The balancer builds a new
+// picker on every change of a child's state, and a new table only when the
+// children, a weight, the children down or the config change. A picker is immutable but for
 // atomic flags, so picks take no lock and share nothing with rebuilds.
 //
 // A pick is three steps: the key (rpcKey), the owner's table index
@@ -72,7 +72,7 @@ func (c *child) connect() {
 //
 // A picker is safe for concurrent use by multiple goroutines.
 type picker struct {
-	table   *maglev.Table   // over the usable children's names; never nil
+	table   *maglev.Table   // over every child's name, those down out of service; never nil
 	owners  []*child        // owners[i] is the child the table names Backends()[i]
 	ready   []*child        // READY children, for RPCs with no key
 	idle    []*child        // IDLE children, asked to connect by keyless picks that find none ready

@@ -147,8 +147,13 @@ func TestPickOwnerStates(t *testing.T) {
 	kids[owner].state = connectivity.TransientFailure
 	kids[owner].picker = &storedPicker{err: errors.New("connection refused")}
 	p = update(t, b, kids)
-	if p.table.Len() != 3 || p.table.Index(addr(owner)) >= 0 {
-		t.Fatalf("table after TRANSIENT_FAILURE: %v", p.table.Backends())
+	// Out of service, by maglev.Table.Without: only its slots moved.
+	want, err := all.Without(addr(owner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.table.Diff(want) != 0 || p.table.Counts()[p.table.Index(addr(owner))] != 0 {
+		t.Fatalf("table after TRANSIENT_FAILURE: %d slots differ from the table without the failed endpoint", p.table.Diff(want))
 	}
 	next := index(t, p.table.Lookup(key))
 	if err := pickKey(p, key); err != nil || next == owner || kids[next].picker.picks.Load() != 1 {
@@ -213,7 +218,8 @@ func TestPickNoKey(t *testing.T) {
 
 // TestRebuildOnlyOnUsableChange: the table is rebuilt when the usable set,
 // a weight or the config changes, and not for other state changes; a failed
-// endpoint rejoins only when READY.
+// endpoint is taken out of service (maglev.Table.Without: only its slots
+// move) and rejoins only when READY, taking back exactly its slots.
 func TestRebuildOnlyOnUsableChange(t *testing.T) {
 	b, kids := testBalancer(t, 5, defaultConfig())
 	t0 := update(t, b, kids).table
@@ -224,8 +230,12 @@ func TestRebuildOnlyOnUsableChange(t *testing.T) {
 	}
 	kids[3].state = connectivity.TransientFailure
 	t1 := update(t, b, kids).table
-	if t1 == t0 || t1.Len() != 4 {
-		t.Fatalf("not rebuilt without a failed endpoint: %d backends", t1.Len())
+	want, err := t0.Without(addr(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t1 == t0 || t1.Diff(want) != 0 || t0.Diff(t1) != t0.Counts()[t0.Index(addr(3))] {
+		t.Fatalf("the failed endpoint is not out of service alone: %d slots differ from t0.Without, %d moved", t1.Diff(want), t0.Diff(t1))
 	}
 	kids[3].state = connectivity.Connecting // back, its health check pending
 	if update(t, b, kids).table != t1 {
@@ -355,8 +365,9 @@ func BenchmarkPickParallel(b *testing.B) {
 var sinkPicker *picker
 
 // BenchmarkRebuild measures what one endpoint's failure or return costs the
-// balancer, off the pick path: a real maglev.NewWeighted rebuild at the
-// default size, the Diff for the log line, and the new picker.
+// balancer, off the pick path: a maglev.Table.Without of the table over
+// every endpoint at the default size, the Diff for the log line, and the
+// new picker.
 func BenchmarkRebuild(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {

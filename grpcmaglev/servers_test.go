@@ -265,6 +265,21 @@ func keys(n int) []string {
 
 // tableOf returns the library's table for the servers, named by address,
 // all with weight 1, at the default size and hasher.
+// tableDown is tableOf(ss) with the servers down out of service, as the
+// balancer computes it (maglev.Table.Without).
+func tableDown(t testing.TB, ss []*server, down ...*server) *maglev.Table {
+	t.Helper()
+	names := make([]string, len(down))
+	for i, s := range down {
+		names[i] = s.addr
+	}
+	tb, err := tableOf(t, ss).Without(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
 func tableOf(t testing.TB, ss []*server) *maglev.Table {
 	t.Helper()
 	names := make([]string, len(ss))
