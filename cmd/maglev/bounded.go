@@ -43,6 +43,13 @@ func (c *compareConfig) boundedAlgorithm(m int, factor float64, inflight int) al
 			}
 			return newBoundedSim(t, factor, inflight)
 		},
+		fail: func(l lookuper, name string) (lookuper, error) {
+			t, err := l.(*boundedSim).t.Without(name)
+			if err != nil {
+				return nil, err
+			}
+			return newBoundedSim(t, factor, inflight)
+		},
 		router: func(l lookuper, index map[string]int32) router {
 			// A simulation of its own, so that the lookups timed on l
 			// leave this one's counts alone.

@@ -241,11 +241,12 @@ func TestCompareBoundedText(t *testing.T) {
 		if res.Spilled != nil {
 			spilled = percent(*res.Spilled)
 		}
-		tail := strings.Join(f[len(f)-10:], " ")
+		tail := strings.Join(f[len(f)-12:], " ")
 		want := strings.Join([]string{
 			fmtF(res.LoadMax), fmtF(res.LoadMin), fmtF(res.LoadStddev), spilled,
 			percent(res.Add.Moved), percent(res.Add.Ideal), percent(res.Add.Excess),
 			percent(res.Remove.Moved), percent(res.Remove.Ideal), percent(res.Remove.Excess),
+			percent(res.Fail.Moved), percent(res.Fail.Excess),
 		}, " ")
 		if tail != want {
 			t.Errorf("%s: row ends %q, want %q", res.Name, tail, want)

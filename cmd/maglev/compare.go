@@ -37,6 +37,10 @@ seed's), 100 and 1000 points per backend (-vnodes). Columns:
 	             the fraction of keys that moved between backends present
 	             both before and after, which an ideal scheme never moves
 	remove       the same when one backend leaves; ideal 1/N
+	fail         the same when that backend fails instead: it stays
+	             configured, out of service. Maglev rows route around it
+	             with Table.Without, which moves only its keys (excess 0);
+	             a ring's failure is its removal. The ideal is remove's
 
 Backends are named 10.0.0.1:80, 10.0.0.2:80, ...; the joining one is
 backend N+1 and the leaving one is the first. Keys are synthetic client

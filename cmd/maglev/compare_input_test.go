@@ -383,8 +383,8 @@ func TestCompareRowWithState(t *testing.T) {
 		t.Errorf("K %d, row %q: load max %v, min %v, sd %v; want %d, in turn, 1, 1, 0", r.K, res.Name, res.LoadMax, res.LoadMin, res.LoadStddev, k)
 	}
 	keys, _ := drain(newSynthKeys(k, 1))
-	if len(seen) != 3 {
-		t.Fatalf("%d routers made, want 3 (base, add, remove)", len(seen))
+	if len(seen) != 4 {
+		t.Fatalf("%d routers made, want 4 (base, add, remove, fail)", len(seen))
 	}
 	for i, p := range seen {
 		hs := *p

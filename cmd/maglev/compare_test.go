@@ -60,6 +60,7 @@ func checkSaneRows(t *testing.T, r *report, rows int) {
 		}{
 			{"add moved", res.Add.Moved}, {"add ideal", res.Add.Ideal}, {"add excess", res.Add.Excess},
 			{"remove moved", res.Remove.Moved}, {"remove ideal", res.Remove.Ideal}, {"remove excess", res.Remove.Excess},
+			{"fail moved", res.Fail.Moved}, {"fail excess", res.Fail.Excess},
 		} {
 			if !(f.v >= 0 && f.v <= 1) {
 				t.Errorf("%s: %s = %v, want a fraction in [0, 1]", res.Name, f.name, f.v)
@@ -80,6 +81,17 @@ func checkSaneRows(t *testing.T, r *report, rows int) {
 		// one.
 		if res.Algorithm == "ring" && (res.Add.Excess != 0 || res.Remove.Excess != 0) {
 			t.Errorf("%s: excess add %v, remove %v; want 0 for a ring", res.Name, res.Add.Excess, res.Remove.Excess)
+		}
+		// A failure moves only the failed backend's keys: Maglev rows by
+		// Table.Without, rings by the removal. Its ideal is the removal's.
+		if res.Fail.Ideal != res.Remove.Ideal || (res.Algorithm != "bounded" && res.Fail.Excess != 0) {
+			t.Errorf("%s: fail %+v; want remove's ideal %v and no excess", res.Name, res.Fail, res.Remove.Ideal)
+		}
+		if res.Algorithm == "ring" && res.Fail != res.Remove {
+			t.Errorf("%s: fail %+v, remove %+v; want the same for a ring", res.Name, res.Fail, res.Remove)
+		}
+		if res.Algorithm == "maglev" && res.Remove.Excess > 0 && res.Fail.Moved >= res.Remove.Moved {
+			t.Errorf("%s: fail moved %v, remove moved %v; want fewer keys moved by a failure", res.Name, res.Fail.Moved, res.Remove.Moved)
 		}
 	}
 }
@@ -181,11 +193,12 @@ func TestCompareText(t *testing.T) {
 			t.Errorf("row %d = %q, want %q aligned under %q", i, line, res.Name, header)
 			continue
 		}
-		tail := strings.Join(f[len(f)-9:], " ")
+		tail := strings.Join(f[len(f)-11:], " ")
 		want := strings.Join([]string{
 			fmtF(res.LoadMax), fmtF(res.LoadMin), fmtF(res.LoadStddev),
 			percent(res.Add.Moved), percent(res.Add.Ideal), percent(res.Add.Excess),
 			percent(res.Remove.Moved), percent(res.Remove.Ideal), percent(res.Remove.Excess),
+			percent(res.Fail.Moved), percent(res.Fail.Excess),
 		}, " ")
 		if tail != want {
 			t.Errorf("%s: row ends %q, want %q", res.Name, tail, want)

@@ -13,12 +13,12 @@ import (
 )
 
 // This file is the measurement: build every row, time its lookups, then
-// route every request through it, with the base backends, with one added
-// and with one removed, counting loads and moves.
+// route every request through it, with the base backends, with one added,
+// with one removed and with that one failed, counting loads and moves.
 //
 // The keys are read once and every row sees each batch of them in turn,
 // so a key file can be standard input and need not fit in memory: what is
-// kept is the rows (three builds of each algorithm, alive at once), a
+// kept is the rows (four builds of each algorithm, alive at once), a
 // counter per backend per row and the first timingKeys keys, on which
 // lookups are timed.
 
@@ -36,10 +36,12 @@ type row struct {
 	res             result
 	l               lookuper // built for the base backends, for timing
 	base, add, rm   router
+	fail            router     // the base with the removed backend failed (algorithm.fail)
 	counts          []int64    // requests per base backend
-	dst             [3][]int32 // one batch's backends: base, add, rm
+	dst             [4][]int32 // one batch's backends: base, add, rm, fail
 	addMoved, addEx int64
 	rmMoved, rmEx   int64
+	flMoved, flEx   int64
 }
 
 // compare runs the comparison c asks for with the rows algs (normally
@@ -90,6 +92,17 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 		if rw.rm, err = buildRouter(alg, removed, index); err != nil {
 			return nil, err
 		}
+		if alg.fail == nil { // a failure is a removal, through a router of its own
+			if rw.fail, err = buildRouter(alg, removed, index); err != nil {
+				return nil, err
+			}
+		} else {
+			f, err := alg.fail(l, c.backends[c.removed].Name)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %v", alg.name, err)
+			}
+			rw.fail = newRouter(alg, f, index)
+		}
 		rows = append(rows, rw)
 	}
 
@@ -121,6 +134,7 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 		res.LoadMax, res.LoadMin, res.LoadStddev = loadStats(res.loads)
 		res.Add = moves{Moved: frac(rw.addMoved, k), Ideal: addIdeal, Excess: frac(rw.addEx, k)}
 		res.Remove = moves{Moved: frac(rw.rmMoved, k), Ideal: removeIdeal, Excess: frac(rw.rmEx, k)}
+		res.Fail = moves{Moved: frac(rw.flMoved, k), Ideal: removeIdeal, Excess: frac(rw.flEx, k)}
 		if s, ok := rw.base.(interface{ spilled() int64 }); ok {
 			f := frac(s.spilled(), k)
 			res.Spilled = &f
@@ -205,7 +219,7 @@ func timeLookups(l lookuper, ks []string) float64 {
 }
 
 // route sends every request, the sample's keys and then the rest of ks,
-// through every row's three routers, in batches, and counts each row's
+// through every row's four routers, in batches, and counts each row's
 // load and moves; added and removed are the indices of the backend added
 // and the one removed. It returns the number of requests.
 func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, removed int32, p *progress) (int, error) {
@@ -222,7 +236,7 @@ func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, r
 		// side by side, then count.
 		var wg sync.WaitGroup
 		for _, rw := range rows {
-			for i, rt := range [...]router{rw.base, rw.add, rw.rm} {
+			for i, rt := range [...]router{rw.base, rw.add, rw.rm, rw.fail} {
 				wg.Go(func() { rt.route(rw.dst[i][:len(hashes)], hashes) })
 			}
 		}
@@ -265,7 +279,7 @@ func route(rows []*row, h maglev.Hasher, sample []string, ks keyStream, added, r
 // tally adds the batch of n requests that rw's routers routed to its
 // counts.
 func (rw *row) tally(n int, added, removed int32) {
-	before, afterAdd, afterRm := rw.dst[0][:n], rw.dst[1][:n], rw.dst[2][:n]
+	before, afterAdd, afterRm, afterFail := rw.dst[0][:n], rw.dst[1][:n], rw.dst[2][:n], rw.dst[3][:n]
 	for _, o := range before {
 		rw.counts[o]++
 	}
@@ -275,6 +289,9 @@ func (rw *row) tally(n int, added, removed int32) {
 	moved, excess = countMoves(before, afterRm, removed)
 	rw.rmMoved += moved
 	rw.rmEx += excess
+	moved, excess = countMoves(before, afterFail, removed)
+	rw.flMoved += moved
+	rw.flEx += excess
 }
 
 // countMoves returns how many requests go to a different backend after

@@ -53,6 +53,7 @@ type result struct {
 	LoadStddev    float64  `json:"load_stddev_mean"`
 	Add           moves    `json:"add"`
 	Remove        moves    `json:"remove"`
+	Fail          moves    `json:"fail"`
 
 	loads []float64 // per-backend load over fair share, NaN if drained
 }

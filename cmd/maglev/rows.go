@@ -33,6 +33,11 @@ type algorithm struct {
 	// whose choice depends on earlier requests, such as a bounded-load
 	// picker simulated with requests in flight, gives its own.
 	router func(l lookuper, index map[string]int32) router
+	// fail returns what build built, l, with the backend called name
+	// failed: out of service, but still configured. Nil means a failure
+	// is the backend's removal (a ring routes around a failed node by
+	// dropping its points, which moves only its keys).
+	fail func(l lookuper, name string) (lookuper, error)
 }
 
 // A router sends a stream of requests to backends.
@@ -60,6 +65,7 @@ func (c *compareConfig) algorithms() []algorithm {
 				}
 				return maglev.New(names(backends), m, c.h)
 			},
+			fail: tableWithout,
 		})
 		if c.bounded && m == c.m {
 			// Beside the plain table it bounds.
@@ -90,6 +96,12 @@ func (c *compareConfig) algorithms() []algorithm {
 		})
 	}
 	return algs
+}
+
+// tableWithout is a Maglev row's failure: the table with the backend out
+// of service (maglev.Table.Without), which moves only its keys.
+func tableWithout(l lookuper, name string) (lookuper, error) {
+	return l.(*maglev.Table).Without(name)
 }
 
 // newRouter returns the router of alg for l.

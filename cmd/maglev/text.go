@@ -21,16 +21,19 @@ func writeText(w io.Writer, r *report) error {
 			bounded = append(bounded, res)
 		}
 	}
-	header := []string{"algorithm", "build", "memory", "lookup", "max", "min", "sd", "moved", "ideal", "excess", "moved", "ideal", "excess"}
+	header := []string{"algorithm", "build", "memory", "lookup", "max", "min", "sd", "moved", "ideal", "excess", "moved", "ideal", "excess", "moved", "excess"}
 	groups := []group{
 		{"load/mean", 4, 6},
 		{"add " + r.Added, 7, 9},
 		{"remove " + r.Removed, 10, 12},
+		{"fail it", 13, 14},
 	}
 	if bounded != nil {
 		header = slices.Insert(header, 7, "spilled")
-		groups[1].first, groups[1].last = 8, 10
-		groups[2].first, groups[2].last = 11, 13
+		for i := range groups[1:] {
+			groups[1+i].first++
+			groups[1+i].last++
+		}
 	}
 	rows := [][]string{header}
 	for _, res := range r.Rows {
@@ -44,6 +47,7 @@ func writeText(w io.Writer, r *report) error {
 			fmt.Sprintf("%.3f", res.LoadStddev),
 			percent(res.Add.Moved), percent(res.Add.Ideal), percent(res.Add.Excess),
 			percent(res.Remove.Moved), percent(res.Remove.Ideal), percent(res.Remove.Excess),
+			percent(res.Fail.Moved), percent(res.Fail.Excess),
 		}
 		switch {
 		case res.Spilled != nil:
