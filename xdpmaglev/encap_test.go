@@ -237,6 +237,56 @@ func TestEncapFixtures(t *testing.T) {
 	}
 }
 
+// TestEncapSourceBits: with SourceBits 8, the outer source of each flow
+// is Source with its lowest 8 bits from the flow hash (bits 20 to 27),
+// the rest of the packet as without them; 64 flows use many sources.
+// SourceBits above MaxSourceBits, or a Source with those bits set, are
+// refused.
+func TestEncapSourceBits(t *testing.T) {
+	f := newFixtureNet(t)
+	lb := fixtureLB(t, f, Options{})
+	for _, mode := range []Forward{ForwardIPIP, ForwardGUE} {
+		for _, v6 := range []bool{false, true} {
+			prefix := netip.MustParseAddr("198.18.200.0")
+			if v6 {
+				prefix = netip.MustParseAddr("2001:db8:c8::")
+			}
+			svc := Service{VIP: vip(v6, 80), Proto: TCP}
+			if err := lb.SetServiceOptions(svc, encapBackends(5, v6), ServiceOptions{Forward: mode, Source: prefix, SourceBits: 8}); err != nil {
+				t.Fatal(err)
+			}
+			sources := map[netip.Addr]bool{}
+			for port := uint16(2000); port < 2064; port++ {
+				c := client(v6, port)
+				in := packet(c, svc.VIP, 6, []byte("hello"))
+				h := FlowHash(lb.opts.Seed, c, svc.VIP, 6)
+				b := prefix.AsSlice()
+				b[len(b)-1] = byte(h >> 20)
+				src, _ := netip.AddrFromSlice(b)
+				be := netip.MustParseAddr(lb.Table(svc).LookupHash(h))
+				want := encapsulated(mode, f.mac, src, be, in[14:], h)
+				if v, out := f.run(t, lb.objs.XdpMaglev, in); v != xdpTX || !bytes.Equal(out, want) {
+					t.Fatalf("%v v6=%v port %d: verdict %d\n got % x\nwant % x", mode, v6, port, v, out, want)
+				}
+				sources[src] = true
+			}
+			if len(sources) < 40 {
+				t.Errorf("%v v6=%v: 64 flows used %d outer sources", mode, v6, len(sources))
+			}
+			if err := lb.DeleteService(svc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	svc := Service{VIP: vip(false, 80), Proto: TCP}
+	for _, o := range []ServiceOptions{
+		{Forward: ForwardIPIP, Source: netip.MustParseAddr("198.18.200.0"), SourceBits: MaxSourceBits + 1},
+		{Forward: ForwardIPIP, Source: netip.MustParseAddr("198.18.200.1"), SourceBits: 8},
+	} {
+		wantErr(t, lb.SetServiceOptions(svc, encapBackends(2, false), o), ErrService)
+	}
+}
+
 // TestDecapFixtures: the decapsulator strips IPIP and GUE headers to a
 // host and a VIP, leaving the client's packet; everything else passes
 // unchanged, counted.

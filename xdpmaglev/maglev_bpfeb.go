@@ -14,15 +14,15 @@ import (
 )
 
 type maglevBackend struct {
-	_      structs.HostLayout
-	Mac    [6]uint8
-	Mode   uint8
-	Family uint8
-	Cookie uint32
-	Addr   [4]uint32
-	Src    [4]uint32
-	Port   uint16
-	Pad2   uint16
+	_       structs.HostLayout
+	Mac     [6]uint8
+	Mode    uint8
+	Family  uint8
+	Cookie  uint32
+	Addr    [4]uint32
+	Src     [4]uint32
+	Port    uint16
+	SrcMask uint16
 }
 
 type maglevConsts uint32

@@ -122,7 +122,19 @@ type ServiceOptions struct {
 	// GUEPort is ForwardGUE's outer UDP destination port: DefaultGUEPort
 	// if 0.
 	GUEPort uint16
+	// SourceBits, at most MaxSourceBits, varies the outer source per flow,
+	// as Katran does: the lowest SourceBits bits of Source (which must be
+	// zero) come from the flow hash (its bits 20 and up), so that a
+	// backend's NIC, which spreads packets over its receive queues by
+	// their outer addresses, spreads the service's flows too. The
+	// addresses need not be assigned anywhere: nothing answers them but a
+	// router's ICMP error about an encapsulated packet. 0: one source.
+	SourceBits uint8
 }
+
+// MaxSourceBits is the most bits of the outer source ServiceOptions can
+// vary per flow: 65,536 addresses.
+const MaxSourceBits = 16
 
 // A Backend is a server of a service: on the load balancer's layer-2
 // segment for ForwardL2, anywhere the load balancer has a route to for
@@ -369,6 +381,12 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	if opts.Source.Is4() != v4 || opts.Source.Zone() != "" {
 		return fmt.Errorf("%w %v: Source %v is not an address of the VIP's family", ErrService, svc, opts.Source)
 	}
+	if opts.SourceBits > MaxSourceBits {
+		return fmt.Errorf("%w %v: SourceBits %d: at most %d", ErrService, svc, opts.SourceBits, MaxSourceBits)
+	}
+	if p, err := opts.Source.Prefix(opts.Source.BitLen() - int(opts.SourceBits)); err != nil || p.Addr() != opts.Source {
+		return fmt.Errorf("%w %v: Source %v has bits set in its lowest %d (SourceBits), which vary per flow: give the prefix's first address", ErrService, svc, opts.Source, opts.SourceBits)
+	}
 	return nil
 }
 
@@ -383,6 +401,7 @@ func entry(b Backend, cookie uint32, opts ServiceOptions) maglevBackend {
 		v.Addr = addrWords(b.Addr)
 		v.Src = addrWords(opts.Source)
 		v.Port = netOrder16(opts.GUEPort)
+		v.SrcMask = uint16(1<<opts.SourceBits - 1)
 	}
 	return v
 }

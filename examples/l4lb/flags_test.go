@@ -27,6 +27,12 @@ func TestParseForward(t *testing.T) {
 			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8::3"), GUEPort: 7000}, 1000},
 		{"-vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -forward gue -encap-src ::ffff:198.18.0.3",
 			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("198.18.0.3"), GUEPort: 6080}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.200.0/24",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.200.0"), SourceBits: 8}, 0},
+		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -encap-src 2001:db8:c8::/112",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8:c8::"), SourceBits: 16, GUEPort: 6080}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3/32",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, 0},
 	} {
 		c, err := parse(append([]string{"-iface", "eth0"}, strings.Fields(tc.args)...), io.Discard)
 		if err != nil {
@@ -53,6 +59,9 @@ func TestParseRefused(t *testing.T) {
 		{"-forward gue -encap-src 0.0.0.0", "-encap-src 0.0.0.0: not a unicast address"},
 		{"-forward gue -encap-src 224.0.0.1", "-encap-src 224.0.0.1: not a unicast address"},
 		{"-forward gue -encap-src 127.0.0.1", "-encap-src 127.0.0.1: not a unicast address"},
+		{"-forward ipip -encap-src 198.18.200.1/24", "-encap-src 198.18.200.1/24: not a prefix's first address (198.18.200.0/24)"},
+		{"-forward ipip -encap-src 198.18.0.0/15", "-encap-src 198.18.0.0/15: a prefix of at most 65536 addresses (/16 for 198.18.0.0)"},
+		{"-forward ipip -encap-src 198.18.200.0/33", "-encap-src: netip.ParsePrefix"},
 		{"-forward gue -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
 		{"-forward gue -gue-port 65536", "-gue-port 65536: not a port in [1, 65535]"},
 		{"-forward gue -gue-port -1", "-gue-port -1: not a port in [1, 65535]"},

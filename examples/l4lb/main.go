@@ -160,7 +160,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
-	fs.StringVar(&encapSrc, "encap-src", "", "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family)")
+	fs.StringVar(&encapSrc, "encap-src", "", "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family); a prefix (10.0.9.0/24, at most 65,536 addresses) varies it per flow, for the backends' receive queues")
 	fs.IntVar(&guePort, "gue-port", xdpmaglev.DefaultGUEPort, "the outer UDP destination `port` of -forward gue, and the one -decap accepts")
 	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "new flows a second per CPU above which connection tracking stops taking entries (0: the library's default, 125000; -1: off)")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
@@ -274,11 +274,27 @@ func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[s
 	if f == xdpmaglev.ForwardL2 {
 		return errors.New("-encap-src needs -forward ipip or gue")
 	}
-	src, err := netip.ParseAddr(encapSrc)
-	if err != nil {
-		return fmt.Errorf("-encap-src: %v", err)
+	bits := 0 // of the source that vary per flow
+	var src netip.Addr
+	if strings.Contains(encapSrc, "/") {
+		p, err := netip.ParsePrefix(encapSrc)
+		if err != nil {
+			return fmt.Errorf("-encap-src: %v", err)
+		}
+		src, bits = p.Addr().Unmap(), p.Addr().BitLen()-p.Bits()
+		switch {
+		case p.Masked() != p:
+			return fmt.Errorf("-encap-src %v: not a prefix's first address (%v)", p, p.Masked())
+		case bits > xdpmaglev.MaxSourceBits:
+			return fmt.Errorf("-encap-src %v: a prefix of at most %d addresses (/%d for %v)", p, 1<<xdpmaglev.MaxSourceBits, src.BitLen()-xdpmaglev.MaxSourceBits, src)
+		}
+	} else {
+		a, err := netip.ParseAddr(encapSrc)
+		if err != nil {
+			return fmt.Errorf("-encap-src: %v", err)
+		}
+		src = a.Unmap()
 	}
-	src = src.Unmap()
 	vip := c.svc.VIP.Addr().Unmap()
 	switch {
 	case src.Zone() != "":
@@ -288,7 +304,7 @@ func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[s
 	case src.Is4() != vip.Is4():
 		return fmt.Errorf("-encap-src %v: not of the VIP's family (%v): IPv4 is encapsulated in IPv4, IPv6 in IPv6", src, vip)
 	}
-	c.fwd.Source = src
+	c.fwd.Source, c.fwd.SourceBits = src, uint8(bits)
 	return nil
 }
 

@@ -108,7 +108,7 @@ struct backend {
 	__u32 addr[4]; // the backend's address, in network order (IPv4: the first word)
 	__u32 src[4];  // the outer source address
 	__u16 port;    // FWD_GUE: the outer UDP destination port, network order
-	__u16 pad2;
+	__u16 src_mask; // the low bits of src that come from the flow hash (host order; 0: none)
 };
 
 // A CPU's flood guard: new flows counted in windows of 1/FLOOD_WINDOWS s.
@@ -877,7 +877,7 @@ static __always_inline int forward_encap(struct xdp_md *ctx, __u32 id, struct ba
 		ip->ttl = 64;
 		ip->protocol = gue ? IPPROTO_UDP : IPPROTO_IPIP;
 		ip->check = 0;
-		ip->saddr = b->src[0];
+		ip->saddr = b->src[0] | bpf_htonl(((__u32)(h >> 20)) & b->src_mask);
 		ip->daddr = b->addr[0];
 		ip->check = ip4_csum(ip);
 		l4 = ip + 1;
@@ -896,6 +896,7 @@ static __always_inline int forward_encap(struct xdp_md *ctx, __u32 id, struct ba
 			ip6->saddr[i] = b->src[i];
 			ip6->daddr[i] = b->addr[i];
 		}
+		ip6->saddr[3] |= bpf_htonl(((__u32)(h >> 20)) & b->src_mask);
 		l4 = ip6 + 1;
 	}
 	if (gue) {
