@@ -10,6 +10,7 @@
 // (docs/xdp.md).
 
 #include "bpf.h"
+#include "headers.h"
 
 volatile const __u16 gue_port = 0; // the GUE UDP port, network order (DecapOptions.GUEPort)
 
@@ -50,48 +51,6 @@ struct {
 	__uint(max_entries, D_MAX);
 } decap_counters SEC(".maps");
 
-struct ethhdr {
-	__u8 dest[6];
-	__u8 source[6];
-	__u16 proto;
-};
-
-struct iphdr {
-	__u8 version_ihl;
-	__u8 tos;
-	__u16 tot_len;
-	__u16 id;
-	__u16 frag_off;
-	__u8 ttl;
-	__u8 protocol;
-	__u16 check;
-	__u32 saddr;
-	__u32 daddr;
-};
-
-struct ipv6hdr {
-	__u32 vtc_flow;
-	__u16 payload_len;
-	__u8 nexthdr;
-	__u8 hop_limit;
-	__u32 saddr[4];
-	__u32 daddr[4];
-};
-
-struct udphdr {
-	__u16 source;
-	__u16 dest;
-	__u16 len;
-	__u16 check;
-};
-
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define IPPROTO_IPIP 4
-#define IPPROTO_UDP 17
-#define IPPROTO_IPV6 41
-#define IP_MF_OFFSET 0x3fff
 
 static __always_inline int done(__u32 i)
 {

@@ -10,6 +10,7 @@
 // its maps. The decapsulator the backends run is bpf/decap.c.
 
 #include "bpf.h"
+#include "headers.h"
 
 // Set by the control plane before loading (rodata: the verifier sees them
 // as constants).
@@ -259,58 +260,6 @@ struct {
 	__uint(max_entries, 4096); // Options.MaxBackends
 } nexthops SEC(".maps");
 
-// Packet headers, declared here rather than taken from the kernel's.
-struct ethhdr {
-	__u8 dest[6];
-	__u8 source[6];
-	__u16 proto;
-};
-
-struct iphdr {
-	__u8 version_ihl;
-	__u8 tos;
-	__u16 tot_len;
-	__u16 id;
-	__u16 frag_off;
-	__u8 ttl;
-	__u8 protocol;
-	__u16 check;
-	__u32 saddr;
-	__u32 daddr;
-};
-
-struct ipv6hdr {
-	__u32 vtc_flow;
-	__u16 payload_len;
-	__u8 nexthdr;
-	__u8 hop_limit;
-	__u32 saddr[4];
-	__u32 daddr[4];
-};
-
-struct udphdr {
-	__u16 source;
-	__u16 dest;
-	__u16 len;
-	__u16 check;
-};
-
-#define ETH_HLEN 14
-#define ETH_P_IP 0x0800
-#define ETH_P_IPV6 0x86DD
-#define ETH_P_8021Q 0x8100
-#define ETH_P_8021AD 0x88A8
-#define IPPROTO_IPIP 4
-#define IPPROTO_TCP 6
-#define IPPROTO_UDP 17
-#define IPPROTO_IPV6 41
-#define IPPROTO_ICMP 1
-#define IPPROTO_ICMPV6 58
-#define IP_DF 0x4000
-#define IP_MF_OFFSET 0x3fff
-#define TCP_HLEN 20
-#define UDP_HLEN 8
-#define ICMP_HLEN 8
 #define PARSED (-1)
 #define FLOOD_WINDOWS 8 // windows a second
 #define NEXTHOP_TTL 500000000ULL // ns
