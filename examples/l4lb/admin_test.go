@@ -7,11 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,52 +21,12 @@ import (
 // backend and by reason.
 func TestMetricsEndpoint(t *testing.T) {
 	need(t)
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	ns := fmt.Sprintf("l4lbm-%d", os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
-	for _, dev := range []string{"lo", "v0", "v1"} {
-		ip(t, "-n", ns, "link", "set", dev, "up")
-	}
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+	bin := build(t)
+	ns := vethNS(t, "l4lbm")
+	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "127.0.0.1:9181")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	admin := make(chan bool, 1)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			if strings.Contains(s.Text(), "admin on") {
-				admin <- true
-			}
-		}
-	}()
-	select {
-	case <-admin:
-	case <-time.After(20 * time.Second):
-		t.Fatal("l4lb did not start its admin listener in 20 s")
-	}
+	t.Cleanup(func() { p.stop() })
+	p.await("admin on")
 
 	v0, err := inNS(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
 	if err != nil {

@@ -1,17 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,57 +20,15 @@ import (
 // SIGTERM prints them, detaches and exits 0.
 func TestDecapCommand(t *testing.T) {
 	need(t)
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	ns := fmt.Sprintf("l4lbd-%d", os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
+	bin := build(t)
+	ns := vethNS(t, "l4lbd")
 	ip(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
-	for _, dev := range []string{"lo", "v0", "v1"} {
-		ip(t, "-n", ns, "link", "set", dev, "up")
-	}
 
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-admin", "127.0.0.1:9182")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer // read after Wait
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // already gone, normally
-	lines := make(chan string, 16)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
-	next := func() string {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("l4lb exited: %v\n%s", <-done, stderr.String())
-			}
-			return l
-		case <-time.After(20 * time.Second):
-			t.Fatal("l4lb printed nothing for 20 s")
-		}
-		return ""
-	}
-	if l, want := next(), "l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.255.1,198.18.255.2 on v0 (native)"; l != want {
+	p := start(t, ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-admin", "127.0.0.1:9182")
+	if l, want := p.next(), "l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.255.1,198.18.255.2 on v0 (native)"; l != want {
 		t.Fatalf("first line %q, want %q", l, want)
 	}
-	if l := next(); l != "l4lb: admin on http://127.0.0.1:9182/debug/maglev" {
+	if l := p.next(); l != "l4lb: admin on http://127.0.0.1:9182/debug/maglev" {
 		t.Fatalf("second line %q", l)
 	}
 	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
@@ -146,21 +97,7 @@ func TestDecapCommand(t *testing.T) {
 		t.Errorf("/debug/maglev: %s", body)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	var rest []string
-	for l := range lines {
-		rest = append(rest, l)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("l4lb exited: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("l4lb still running 20 s after SIGTERM")
-	}
+	rest := p.stop()
 	if len(rest) != 2 || !strings.HasPrefix(rest[0], "l4lb: 2 packets decapsulated, ") || !strings.HasSuffix(rest[0], " passed, 0 malformed") ||
 		rest[1] != "l4lb: detached from v0" {
 		t.Errorf("last lines %q", rest)
@@ -168,11 +105,11 @@ func TestDecapCommand(t *testing.T) {
 	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
 	}
-	if want := "l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)\n"; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr %q has no line %q", stderr.String(), want)
+	if want := "l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)\n"; !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr %q has no line %q", p.stderr.String(), want)
 	}
-	if strings.Contains(stderr.String(), "198.18.255.1 is on no interface") {
-		t.Errorf("stderr warns about the VIP on lo: %q", stderr.String())
+	if strings.Contains(p.stderr.String(), "198.18.255.1 is on no interface") {
+		t.Errorf("stderr warns about the VIP on lo: %q", p.stderr.String())
 	}
 }
 

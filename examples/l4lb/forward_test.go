@@ -1,16 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,18 +19,8 @@ import (
 // encapsulated and sent. SIGTERM detaches it.
 func TestForwardCommand(t *testing.T) {
 	need(t)
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	ns := fmt.Sprintf("l4lbf-%d", os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
-	for _, dev := range []string{"lo", "v0", "v1"} {
-		ip(t, "-n", ns, "link", "set", dev, "up")
-	}
+	bin := build(t)
+	ns := vethNS(t, "l4lbf")
 	sysctl := func(key, v string) {
 		t.Helper()
 		if _, err := inNS(ns, func() (struct{}, error) {
@@ -47,47 +31,15 @@ func TestForwardCommand(t *testing.T) {
 	}
 	sysctl("net.ipv4.conf.all.forwarding", "0") // a new namespace's default; set, so that the test does not depend on it
 
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
+	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
 		"-backend", "198.18.0.11", "-m", "251", "-flood-rate", "-1", "-admin", "127.0.0.1:9183")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer // read after Wait
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // already gone, normally
-	lines := make(chan string, 16)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
-	next := func() string {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("l4lb exited: %v\n%s", <-done, stderr.String())
-			}
-			return l
-		case <-time.After(20 * time.Second):
-			t.Fatal("l4lb printed nothing for 20 s")
-		}
-		return ""
-	}
-	if l, want := next(), "l4lb: tcp/198.19.0.1:80 attached to v0 (native) by gue, 1 backends"; l != want {
+	if l, want := p.next(), "l4lb: tcp/198.19.0.1:80 attached to v0 (native) by gue, 1 backends"; l != want {
 		t.Fatalf("first line %q, want %q", l, want)
 	}
-	if l := next(); !strings.HasPrefix(l, "l4lb: 1 backends live, 0 draining, table digest ") {
+	if l := p.next(); !strings.HasPrefix(l, "l4lb: 1 backends live, 0 draining, table digest ") {
 		t.Fatalf("second line %q", l)
 	}
-	if l := next(); !strings.Contains(l, "/debug/maglev") {
+	if l := p.next(); !strings.Contains(l, "/debug/maglev") {
 		t.Fatalf("third line %q", l)
 	}
 
@@ -152,25 +104,10 @@ func TestForwardCommand(t *testing.T) {
 		t.Errorf("forwarding on: /debug/maglev: %s", body)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
+		t.Errorf("last lines %q", rest)
 	}
-	var last string
-	for l := range lines {
-		last = l
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("l4lb exited: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("l4lb still running 20 s after SIGTERM")
-	}
-	if last != "l4lb: detached from v0" {
-		t.Errorf("last line %q", last)
-	}
-	if want := "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1\n"; stderr.String() != want {
-		t.Errorf("stderr %q, want %q", stderr.String(), want)
+	if want := "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1\n"; p.stderr.String() != want {
+		t.Errorf("stderr %q, want %q", p.stderr.String(), want)
 	}
 }

@@ -12,10 +12,8 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -97,56 +95,18 @@ func ip(t *testing.T, args ...string) string {
 // detaches on SIGTERM.
 func TestCommand(t *testing.T) {
 	need(t)
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	ns := fmt.Sprintf("l4lb-%d", os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
-	for _, dev := range []string{"lo", "v0", "v1"} {
-		ip(t, "-n", ns, "link", "set", dev, "up")
-	}
+	bin := build(t)
+	ns := vethNS(t, "l4lb")
 
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-backend", "198.18.0.12=02:00:00:00:00:12", "-m", "251", "-admin", "127.0.0.1:9180")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // already gone, normally
-	lines := make(chan string, 16)
-	go func() {
-		s := bufio.NewScanner(stdout)
-		for s.Scan() {
-			lines <- s.Text()
-		}
-		close(lines)
-	}()
-	next := func() string {
-		select {
-		case l := <-lines:
-			return l
-		case <-time.After(20 * time.Second):
-			t.Fatal("l4lb printed nothing for 20 s")
-		}
-		return ""
-	}
-	if l := next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
+	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
 		t.Fatalf("first line %q", l)
 	}
-	if l := next(); !strings.HasPrefix(l, "l4lb: 2 backends live, 0 draining, table digest ") {
+	if l := p.next(); !strings.HasPrefix(l, "l4lb: 2 backends live, 0 draining, table digest ") {
 		t.Fatalf("second line %q", l)
 	}
-	if l := next(); !strings.Contains(l, "/debug/maglev") {
+	if l := p.next(); !strings.Contains(l, "/debug/maglev") {
 		t.Fatalf("third line %q", l)
 	}
 	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
@@ -215,23 +175,8 @@ func TestCommand(t *testing.T) {
 		t.Errorf("POST /drain?addr=nonsense: %v, want 400", err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("l4lb exited: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("l4lb still running 20 s after SIGTERM")
-	}
-	var last string
-	for l := range lines {
-		last = l
-	}
-	if last != "l4lb: detached from v0" {
-		t.Errorf("last line %q", last)
+	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
+		t.Errorf("last lines %q", rest)
 	}
 	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// build builds the command into the test's temporary directory and
+// returns the binary's path.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "l4lb")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	return bin
+}
+
+// vethNS creates the namespace tag-PID with a veth pair, v0 (198.18.0.3/24)
+// and v1, and lo, all up, removed at the end of the test; it returns the
+// namespace's name.
+func vethNS(t *testing.T, tag string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", tag, os.Getpid())
+	ip(t, "netns", "add", ns)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
+	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
+	for _, dev := range []string{"lo", "v0", "v1"} {
+		ip(t, "-n", ns, "link", "set", dev, "up")
+	}
+	return ns
+}
+
+// A process is the command running in a namespace (see start).
+type process struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	lines  chan string   // its standard output, a line at a time; closed at its end
+	exited chan struct{} // closed once it has exited, with err set
+	err    error         // Wait's
+	stderr bytes.Buffer  // its standard error; read once exited is closed
+}
+
+// start runs bin with args in namespace ns. At the end of the test it is
+// killed if still running, and its standard error logged if the test
+// failed.
+func start(t *testing.T, ns, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, cmd: exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...),
+		lines: make(chan string, 16), exited: make(chan struct{})}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s := bufio.NewScanner(stdout)
+		for s.Scan() {
+			p.lines <- s.Text()
+		}
+		close(p.lines)
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill() // already gone, normally
+		go func() {
+			for range p.lines { // unblock the reader, if the test stopped reading
+			}
+		}()
+		<-p.exited
+		if t.Failed() && p.stderr.Len() > 0 {
+			t.Logf("l4lb's standard error:\n%s", p.stderr.String())
+		}
+	})
+	return p
+}
+
+// next returns the next line the process prints, failing the test if it
+// exits first or prints nothing for 20 s.
+func (p *process) next() string {
+	p.t.Helper()
+	select {
+	case l, ok := <-p.lines:
+		if !ok {
+			<-p.exited
+			p.t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
+		}
+		return l
+	case <-time.After(20 * time.Second):
+		p.t.Fatal("l4lb printed nothing for 20 s")
+	}
+	return ""
+}
+
+// await reads lines until one contains s, failing the test if none does
+// within 20 s.
+func (p *process) await(s string) {
+	p.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				<-p.exited
+				p.t.Fatalf("l4lb exited before printing %q: %v\n%s", s, p.err, p.stderr.String())
+			}
+			if strings.Contains(l, s) {
+				return
+			}
+		case <-deadline:
+			p.t.Fatalf("l4lb did not print %q in 20 s", s)
+		}
+	}
+}
+
+// stop sends SIGTERM and returns the lines printed after it, failing the
+// test unless the process exits cleanly within 20 s.
+func (p *process) stop() []string {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	deadline := time.After(20 * time.Second)
+	var rest []string
+	for {
+		select {
+		case l, ok := <-p.lines:
+			if ok {
+				rest = append(rest, l)
+				continue
+			}
+			select {
+			case <-p.exited:
+			case <-deadline:
+				p.t.Fatal("l4lb still running 20 s after SIGTERM")
+			}
+			if p.err != nil {
+				p.t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
+			}
+			return rest
+		case <-deadline:
+			p.t.Fatal("l4lb still running 20 s after SIGTERM")
+		}
+	}
+}
