@@ -17,8 +17,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf/link"
 )
 
 // TestCompare is issue 25's end-to-end comparison, a measurement and not a
@@ -93,17 +91,7 @@ func TestCompare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lb.Close() })
-	pass, err := in(n.sw, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName("p-lb")
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pass.Close() })
+	peerPass(t, lb, n.sw, "p-lb")
 	// iperf3's control and data connections are two flows, which a table
 	// of two backends may send to different servers, each then waiting
 	// for the other: its service has one backend.

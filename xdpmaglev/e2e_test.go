@@ -11,8 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf/link"
 )
 
 // e2e is the end-to-end topology: a client, the load balancer and
@@ -74,18 +72,7 @@ func newE2E(t *testing.T, nBackends int) *e2e {
 		t.Fatalf("attached %v, want native", lb.Mode())
 	}
 	e.lb = lb
-	// XDP_TX on a veth needs an XDP program on its peer.
-	pass, err := in(n.sw, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName("p-lb")
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pass.Close() })
+	peerPass(t, lb, n.sw, "p-lb")
 	return e
 }
 

@@ -2,12 +2,14 @@ package xdpmaglev
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf/link"
 	"github.com/vishvananda/netns"
 )
 
@@ -126,4 +128,22 @@ func in[T any](ns string, fn func() (T, error)) (T, error) {
 	}()
 	r := <-c
 	return r.v, r.err
+}
+
+// peerPass attaches the program that passes every packet to dev, in
+// namespace ns, for the test: XDP_TX on a veth needs an XDP program on its
+// peer.
+func peerPass(t testing.TB, lb *LB, ns, dev string) {
+	t.Helper()
+	pass, err := in(ns, func() (link.Link, error) {
+		ifc, err := net.InterfaceByName(dev)
+		if err != nil {
+			return nil, err
+		}
+		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pass.Close() })
 }

@@ -14,8 +14,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/cilium/ebpf/link"
 )
 
 // routed is the topology of a load balancer that encapsulates: a client
@@ -145,18 +143,7 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	r.lb = lb
-	// XDP_TX on a veth needs an XDP program on its peer.
-	pass, err := in(r.router, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName("r-lb")
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pass.Close() })
+	peerPass(t, lb, r.router, "r-lb")
 	return r
 }
 
