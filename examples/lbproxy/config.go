@@ -6,26 +6,23 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 // A config is everything newProxy needs; main fills it from flags.
 type config struct {
-	Backends       []string      // "URL" or "NAME=URL" specs, see parseBackend
-	Key            string        // "ip" or "header:NAME", see parseKey
-	HealthPath     string        // path probed on each backend, such as "/healthz"
-	HealthInterval time.Duration // time between health rounds
-	HealthTimeout  time.Duration // deadline of one probe, at most HealthInterval
-	Fall           int           // consecutive failed probes that drop a backend
-	Rise           int           // consecutive passed probes that re-add it
-	TableSize      int           // Maglev table size M, a prime
-	Seed           uint64        // XXH3 seed of the table; 0 is plain XXH3
-	BalanceFactor  float64       // bounded loads: 0 for off, else at least 1; see maglev.NewBounded
-	EjectAfter     int           // consecutive failed requests that eject a backend until Rise checks pass; -1 for off
-	IdlePerBackend int           // idle connections kept per backend; 0 for 32 (no flag: the load tests set it)
-	Dynamic        bool          // the backends come from etcd or DNS, after newProxy: Backends may be empty
+	// HTTP is the Transport's config, as the flags set it (a zero is the
+	// library's default there too, and its rules check every value).
+	// newProxy fills in what comes from the other fields and from lbproxy
+	// itself: Backends, Key, Hasher, Base, Logger and MeterProvider.
+	HTTP httpmaglev.Config
+
+	Backends       []string // "URL" or "NAME=URL" specs, see parseBackend
+	Key            string   // "ip" or "header:NAME", see parseKey
+	Seed           uint64   // XXH3 seed of the table; 0 is plain XXH3
+	IdlePerBackend int      // idle connections kept per backend; 0 for 32 (no flag: the load tests set it)
+	Dynamic        bool     // the backends come from etcd or DNS, after newProxy: Backends may be empty
 }
 
 // parseBackend parses a backend spec: a base URL such as

@@ -3,9 +3,12 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/httpmaglev"
 )
 
 func TestParseBackend(t *testing.T) {
@@ -56,7 +59,7 @@ func TestParseFlags(t *testing.T) {
 	if !slices.Equal(o.cfg.Backends, want) {
 		t.Errorf("backends %q, want %q", o.cfg.Backends, want)
 	}
-	if o.cfg.Key != "header:X-Session-Id" || o.cfg.HealthInterval != 250*time.Millisecond || o.cfg.Fall != 2 || o.listen != "127.0.0.1:8080" {
+	if o.cfg.Key != "header:X-Session-Id" || o.cfg.HTTP.HealthInterval != 250*time.Millisecond || o.cfg.HTTP.Fall != 2 || o.listen != "127.0.0.1:8080" {
 		t.Errorf("options %+v", o)
 	}
 	for _, args := range [][]string{
@@ -70,5 +73,33 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-demo", "3"}); err != nil {
 		t.Errorf("parseFlags(-demo 3): %v", err)
+	}
+}
+
+// TestFlagsCoverConfig: every field of httpmaglev.Config that lbproxy does
+// not fill in itself has a flag, so a field added to the library and not
+// here fails this test: parsed with every flag set, no such field is left
+// at its zero value.
+func TestFlagsCoverConfig(t *testing.T) {
+	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001",
+		"-health-path", "/up", "-health-interval", "3s", "-health-timeout", "1s", "-fall", "4", "-rise", "5",
+		"-eject-after", "6", "-ejection-time", "7s", "-max-ejection-time", "70s", "-max-retry-body", "8",
+		"-no-retries", "-trust-forwarded-for", "-m", "65537", "-balance-factor", "1.5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled := map[string]bool{"Backends": true, "Key": true, "Hasher": true, "NewTable": true, "Base": true, "Logger": true, "MeterProvider": true}
+	v := reflect.ValueOf(o.cfg.HTTP)
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if !filled[f.Name] && v.Field(i).IsZero() {
+			t.Errorf("httpmaglev.Config.%s has no flag", f.Name)
+		}
+	}
+	want := httpmaglev.Config{HealthPath: "/up", HealthInterval: 3 * time.Second, HealthTimeout: time.Second, Fall: 4, Rise: 5,
+		EjectAfter: 6, EjectionTime: 7 * time.Second, MaxEjectionTime: 70 * time.Second, MaxRetryBody: 8,
+		DisableRetries: true, TrustForwardedFor: true, TableSize: 65537, BalanceFactor: 1.5}
+	if !reflect.DeepEqual(o.cfg.HTTP, want) {
+		t.Errorf("config %+v, want %+v", o.cfg.HTTP, want)
 	}
 }

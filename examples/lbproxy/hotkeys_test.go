@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
 )
 
@@ -98,15 +99,17 @@ func runHotLoad(t *testing.T, hl hotLoad) hotResult {
 	cfg := config{
 		Backends:       specs,
 		Key:            "header:" + keyHeader,
-		HealthPath:     "/healthz",
-		HealthInterval: time.Minute, // no health rounds during the test
-		HealthTimeout:  time.Second,
-		Fall:           2,
-		Rise:           2,
-		EjectAfter:     3,
-		TableSize:      maglev.DefaultSize,
-		BalanceFactor:  hl.factor,
 		IdlePerBackend: hl.clients,
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: time.Minute, // no health rounds during the test
+			HealthTimeout:  time.Second,
+			Fall:           2,
+			Rise:           2,
+			EjectAfter:     3,
+			TableSize:      maglev.DefaultSize,
+			BalanceFactor:  hl.factor,
+		},
 	}
 	logs := new(servertest.Log)
 	p, err := newProxy(cfg, log.New(logs, "", log.Lmicroseconds))
@@ -334,11 +337,11 @@ func TestHotKeysMeasure(t *testing.T) {
 // TestBalanceFactorConfig checks the flag and newProxy's checks of it.
 func TestBalanceFactorConfig(t *testing.T) {
 	o, err := parseFlags([]string{"-demo", "2", "-balance-factor", "1.25"})
-	if err != nil || o.cfg.BalanceFactor != 1.25 {
-		t.Fatalf("parseFlags(-balance-factor 1.25) = %v, %v", o.cfg.BalanceFactor, err)
+	if err != nil || o.cfg.HTTP.BalanceFactor != 1.25 {
+		t.Fatalf("parseFlags(-balance-factor 1.25) = %v, %v", o.cfg.HTTP.BalanceFactor, err)
 	}
-	if o, _ := parseFlags([]string{"-demo", "2"}); o.cfg.BalanceFactor != 0 {
-		t.Fatalf("default balance factor %v, want 0 (off)", o.cfg.BalanceFactor)
+	if o, _ := parseFlags([]string{"-demo", "2"}); o.cfg.HTTP.BalanceFactor != 0 {
+		t.Fatalf("default balance factor %v, want 0 (off)", o.cfg.HTTP.BalanceFactor)
 	}
 	for _, f := range []string{"0.5", "-1", "NaN", "+Inf"} {
 		_, err := parseFlags([]string{"-demo", "2", "-balance-factor", f})
@@ -347,18 +350,27 @@ func TestBalanceFactorConfig(t *testing.T) {
 		}
 	}
 	cfg := config{
-		Backends: []string{"http://127.0.0.1:9"}, Key: "ip", HealthPath: "/healthz",
-		HealthInterval: time.Second, HealthTimeout: time.Second, Fall: 1, Rise: 1, EjectAfter: 3, TableSize: 7,
+		Backends: []string{"http://127.0.0.1:9"},
+		Key:      "ip",
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: time.Second,
+			HealthTimeout:  time.Second,
+			Fall:           1,
+			Rise:           1,
+			EjectAfter:     3,
+			TableSize:      7,
+		},
 	}
 	for _, f := range []float64{0.5, -1, math.NaN(), math.Inf(1)} {
-		cfg.BalanceFactor = f
+		cfg.HTTP.BalanceFactor = f
 		_, err := newProxy(cfg, log.New(io.Discard, "", 0))
 		if !errors.Is(err, maglev.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: ") {
 			t.Errorf("balance factor %v: %v, want an lbproxy error wrapping maglev.ErrBalanceFactor", f, err)
 		}
 	}
 	for _, f := range []float64{0, 1, 1.25} {
-		cfg.BalanceFactor = f
+		cfg.HTTP.BalanceFactor = f
 		p, err := newProxy(cfg, log.New(io.Discard, "", 0))
 		if err != nil {
 			t.Errorf("balance factor %v: %v", f, err)
@@ -403,9 +415,18 @@ func TestDebugInFlight(t *testing.T) {
 		specs = append(specs, id+"="+srv.URL)
 	}
 	cfg := config{
-		Backends: specs, Key: "header:" + keyHeader, HealthPath: "/healthz",
-		HealthInterval: time.Minute, HealthTimeout: time.Second, Fall: 2, Rise: 2, EjectAfter: 3,
-		TableSize: maglev.DefaultSize, BalanceFactor: 1,
+		Backends: specs,
+		Key:      "header:" + keyHeader,
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: time.Minute,
+			HealthTimeout:  time.Second,
+			Fall:           2,
+			Rise:           2,
+			EjectAfter:     3,
+			TableSize:      maglev.DefaultSize,
+			BalanceFactor:  1,
+		},
 	}
 	p, err := newProxy(cfg, log.New(io.Discard, "", 0))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
 )
 
@@ -51,15 +52,17 @@ func newHarness(t *testing.T, n int, change func(*config)) *harness {
 		specs = append(specs, d.id+"="+srv.URL)
 	}
 	cfg := config{
-		Backends:       specs,
-		Key:            "header:" + keyHeader,
-		HealthPath:     "/healthz",
-		HealthInterval: testInterval,
-		HealthTimeout:  testInterval,
-		Fall:           2,
-		Rise:           2,
-		TableSize:      maglev.DefaultSize,
-		EjectAfter:     3,
+		Backends: specs,
+		Key:      "header:" + keyHeader,
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: testInterval,
+			HealthTimeout:  testInterval,
+			Fall:           2,
+			Rise:           2,
+			TableSize:      maglev.DefaultSize,
+			EjectAfter:     3,
+		},
 	}
 	if change != nil {
 		change(&cfg)
@@ -274,7 +277,7 @@ func newTable(t *testing.T, backends ...string) *maglev.Table {
 func TestEndToEnd(t *testing.T) {
 	began := time.Now()
 	h := newHarness(t, 4, nil)
-	fall, rise := int64(h.p.cfg.Fall), int64(h.p.cfg.Rise) // health rounds to drop, and to readmit, a backend
+	fall, rise := int64(h.p.cfg.HTTP.Fall), int64(h.p.cfg.HTTP.Rise) // health rounds to drop, and to readmit, a backend
 	keys := make([]string, testKeys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("session-%03d", i)
@@ -404,8 +407,8 @@ func TestEndToEnd(t *testing.T) {
 // bodies; a POST gets 502 and reaches no backend.
 func TestRetries(t *testing.T) {
 	h := newHarness(t, 3, func(c *config) {
-		c.HealthInterval = time.Minute
-		c.EjectAfter = -1
+		c.HTTP.HealthInterval = time.Minute
+		c.HTTP.EjectAfter = -1
 	})
 	all := newTable(t, "b0", "b1", "b2")
 	without := newTable(t, "b0", "b1")

@@ -137,15 +137,20 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&file, "backends-file", "", "`file` of backends, one a line; # starts a comment")
 	fs.IntVar(&o.demo, "demo", 0, "start `N` demo backends on loopback")
 	fs.StringVar(&o.cfg.Key, "key", "ip", "routing key: ip, or header:NAME (falls back to the client IP)")
-	fs.StringVar(&o.cfg.HealthPath, "health-path", "/healthz", "`path` of the backends' health check")
-	fs.DurationVar(&o.cfg.HealthInterval, "health-interval", time.Second, "time between health checks")
-	fs.DurationVar(&o.cfg.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
-	fs.IntVar(&o.cfg.Fall, "fall", 2, "consecutive failed checks that drop a backend")
-	fs.IntVar(&o.cfg.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
-	fs.IntVar(&o.cfg.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -rise checks pass; -1 for off")
-	fs.IntVar(&o.cfg.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
+	fs.StringVar(&o.cfg.HTTP.HealthPath, "health-path", "/healthz", "`path` of the backends' health check")
+	fs.DurationVar(&o.cfg.HTTP.HealthInterval, "health-interval", time.Second, "time between health checks")
+	fs.DurationVar(&o.cfg.HTTP.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
+	fs.IntVar(&o.cfg.HTTP.Fall, "fall", 2, "consecutive failed checks that drop a backend")
+	fs.IntVar(&o.cfg.HTTP.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
+	fs.IntVar(&o.cfg.HTTP.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -rise checks pass; -1 for off")
+	fs.DurationVar(&o.cfg.HTTP.EjectionTime, "ejection-time", 10*time.Second, "the base of an ejection's backoff: the n-th ejection in a row lasts at least (n-1) times it, and until -rise checks pass")
+	fs.DurationVar(&o.cfg.HTTP.MaxEjectionTime, "max-ejection-time", 300*time.Second, "the longest one ejection's backoff lasts; at least -ejection-time")
+	fs.Int64Var(&o.cfg.HTTP.MaxRetryBody, "max-retry-body", 1<<20, "the largest request body, in `bytes`, buffered so that an idempotent request can be retried on another backend; -1 buffers none")
+	fs.BoolVar(&o.cfg.HTTP.DisableRetries, "no-retries", false, "send every request once: no retry on another backend")
+	fs.BoolVar(&o.cfg.HTTP.TrustForwardedFor, "trust-forwarded-for", false, "take the client IP (-key ip, and header:NAME's fallback) from X-Forwarded-For: only behind a proxy that sets it")
+	fs.IntVar(&o.cfg.HTTP.TableSize, "m", maglev.DefaultSize, "Maglev table size, a prime")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
-	fs.Float64Var(&o.cfg.BalanceFactor, "balance-factor", 0,
+	fs.Float64Var(&o.cfg.HTTP.BalanceFactor, "balance-factor", 0,
 		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
 	var etcd listFlag
 	fs.Var(&etcd, "etcd", "etcd client `URLs`, comma-separated: backends are the endpoints registered under -etcd-prefix")
@@ -173,7 +178,7 @@ func parseFlags(args []string) (options, error) {
 		o.cfg.Backends = append(o.cfg.Backends, specs...)
 	}
 	// Checked here too, before -demo starts anything, as a flag error.
-	if _, err := maglev.NewBounded(nil, o.cfg.BalanceFactor); err != nil {
+	if _, err := maglev.NewBounded(nil, o.cfg.HTTP.BalanceFactor); err != nil {
 		return o, fmt.Errorf("lbproxy: -balance-factor: %w", err)
 	}
 	o.etcd = etcd
@@ -210,7 +215,7 @@ func main() {
 // shuts them down, letting requests in flight finish.
 func run(ctx context.Context, o options, logger *log.Logger) error {
 	if o.demo > 0 {
-		specs, stop, err := startDemo(o.demo, o.cfg.HealthPath, logger)
+		specs, stop, err := startDemo(o.demo, o.cfg.HTTP.HealthPath, logger)
 		if err != nil {
 			return err
 		}

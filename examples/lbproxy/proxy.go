@@ -36,8 +36,6 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The flags' values go to httpmaglev.Config as they are, and its rules
-	// check them (a zero means the library's default there too).
 	if len(cfg.Backends) == 0 && !cfg.Dynamic {
 		return nil, errors.New("lbproxy: no backends")
 	}
@@ -64,22 +62,10 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		TLSHandshakeTimeout:   5 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
-	p.t, err = httpmaglev.NewTransport(httpmaglev.Config{
-		Backends:       backends,
-		Key:            keyOf,
-		TableSize:      cfg.TableSize,
-		Hasher:         maglev.XXH3Seed(cfg.Seed),
-		BalanceFactor:  cfg.BalanceFactor,
-		Base:           transport,
-		HealthPath:     cfg.HealthPath,
-		HealthInterval: cfg.HealthInterval,
-		HealthTimeout:  cfg.HealthTimeout,
-		Fall:           cfg.Fall,
-		Rise:           cfg.Rise,
-		EjectAfter:     cfg.EjectAfter,
-		Logger:         p.slog,
-		MeterProvider:  p.metrics.provider,
-	})
+	tc := cfg.HTTP
+	tc.Backends, tc.Key, tc.Hasher, tc.Base = backends, keyOf, maglev.XXH3Seed(cfg.Seed), transport
+	tc.Logger, tc.MeterProvider = p.slog, p.metrics.provider
+	p.t, err = httpmaglev.NewTransport(tc)
 	if err != nil {
 		return nil, fmt.Errorf("lbproxy: %w", err)
 	}

@@ -20,15 +20,17 @@ func TestOnlyBackendDead(t *testing.T) {
 	dead := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer dead.Close()
 	p, err := newProxy(config{
-		Backends:       []string{dead.URL},
-		Key:            "ip",
-		HealthPath:     "/healthz",
-		HealthInterval: time.Second,
-		HealthTimeout:  time.Second,
-		Fall:           2,
-		Rise:           2,
-		EjectAfter:     3,
-		TableSize:      13,
+		Backends: []string{dead.URL},
+		Key:      "ip",
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: time.Second,
+			HealthTimeout:  time.Second,
+			Fall:           2,
+			Rise:           2,
+			EjectAfter:     3,
+			TableSize:      13,
+		},
 	}, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)
@@ -47,15 +49,17 @@ func TestOnlyBackendDead(t *testing.T) {
 
 func TestNewProxyErrors(t *testing.T) {
 	good := config{
-		Backends:       []string{"http://127.0.0.1:9001"},
-		Key:            "ip",
-		HealthPath:     "/healthz",
-		HealthInterval: time.Second,
-		HealthTimeout:  time.Second / 2,
-		Fall:           2,
-		Rise:           2,
-		EjectAfter:     3,
-		TableSize:      65537,
+		Backends: []string{"http://127.0.0.1:9001"},
+		Key:      "ip",
+		HTTP: httpmaglev.Config{
+			HealthPath:     "/healthz",
+			HealthInterval: time.Second,
+			HealthTimeout:  time.Second / 2,
+			Fall:           2,
+			Rise:           2,
+			EjectAfter:     3,
+			TableSize:      65537,
+		},
 	}
 	p, err := newProxy(good, log.New(io.Discard, "", 0))
 	if err != nil {
@@ -71,13 +75,15 @@ func TestNewProxyErrors(t *testing.T) {
 		{"duplicate URL", func(c *config) { c.Backends = []string{"http://127.0.0.1:9001", "http://127.0.0.1:9001/"} }},
 		{"duplicate name", func(c *config) { c.Backends = []string{"a=http://127.0.0.1:9001", "a=http://127.0.0.1:9002"} }},
 		{"bad key", func(c *config) { c.Key = "cookie:id" }},
-		{"relative health path", func(c *config) { c.HealthPath = "healthz" }},
-		{"negative interval", func(c *config) { c.HealthInterval = -time.Second }},
-		{"timeout over interval", func(c *config) { c.HealthTimeout = 2 * time.Second }},
-		{"negative fall", func(c *config) { c.Fall = -1 }},
-		{"negative rise", func(c *config) { c.Rise = -1 }},
-		{"eject-after below -1", func(c *config) { c.EjectAfter = -2 }},
-		{"composite size", func(c *config) { c.TableSize = 65536 }},
+		{"relative health path", func(c *config) { c.HTTP.HealthPath = "healthz" }},
+		{"negative interval", func(c *config) { c.HTTP.HealthInterval = -time.Second }},
+		{"timeout over interval", func(c *config) { c.HTTP.HealthTimeout = 2 * time.Second }},
+		{"negative fall", func(c *config) { c.HTTP.Fall = -1 }},
+		{"negative rise", func(c *config) { c.HTTP.Rise = -1 }},
+		{"eject-after below -1", func(c *config) { c.HTTP.EjectAfter = -2 }},
+		{"composite size", func(c *config) { c.HTTP.TableSize = 65536 }},
+		{"max ejection below the ejection time", func(c *config) { c.HTTP.EjectionTime, c.HTTP.MaxEjectionTime = time.Minute, time.Second }},
+		{"max retry body below -1", func(c *config) { c.HTTP.MaxRetryBody = -2 }},
 	}
 	for _, tt := range tests {
 		cfg := good
@@ -97,7 +103,13 @@ func TestNewProxyErrors(t *testing.T) {
 // same backend: every process that knows the same backends agrees.
 func TestSameTableAsClient(t *testing.T) {
 	urls := []string{"http://127.0.0.1:9001", "http://127.0.0.1:9002/", "http://[::1]:9003", "https://backend.example:8443"}
-	p, err := newProxy(config{Backends: urls, Key: "ip", TableSize: 65537}, log.New(io.Discard, "", 0))
+	p, err := newProxy(config{
+		Backends: urls,
+		Key:      "ip",
+		HTTP: httpmaglev.Config{
+			TableSize: 65537,
+		},
+	}, log.New(io.Discard, "", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
