@@ -27,7 +27,12 @@ import (
 // with weight 0 for the drain timeout, so it gets no new flow while the
 // flows connection tracking holds for it keep going to it; then it leaves
 // the service, and what is left of its flows is hashed again by the table.
-// A pool is safe for concurrent use by multiple goroutines.
+// A pool is safe for concurrent use by multiple goroutines. Two locks:
+// applyMu orders the updates of the data plane, and is held across
+// SetServiceOptions, which may wait for ARP or neighbour discovery; mu
+// guards the pool's state and is never held across that wait, so that
+// the admin API and the membership sources never stall behind it.
+// applyMu is taken before mu.
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
@@ -35,7 +40,8 @@ type pool struct {
 	timeout time.Duration            // the drain timeout
 	out     io.Writer                // status lines
 
-	mu      sync.Mutex // guards the fields below, and lb's service
+	applyMu sync.Mutex // held by apply across the data plane's update
+	mu      sync.Mutex // guards the fields below
 	members map[netip.Addr]member
 	drained map[netip.Addr]bool      // by -drain or the admin API
 	since   map[netip.Addr]time.Time // when each draining backend began draining
@@ -66,21 +72,21 @@ func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptio
 // next drain timeout, tries again).
 func (p *pool) setMembers(m map[netip.Addr]member) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.members = m
-	return p.apply(time.Now())
+	p.mu.Unlock()
+	return p.apply()
 }
 
 // drain drains (on) or undrains (off) the backend at a, member or not.
 func (p *pool) drain(a netip.Addr, on bool) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if on {
 		p.drained[a.Unmap()] = true
 	} else {
 		delete(p.drained, a.Unmap())
 	}
-	return p.apply(time.Now())
+	p.mu.Unlock()
+	return p.apply()
 }
 
 // plan returns the backends the data plane should hold at now, sorted by
@@ -139,13 +145,20 @@ func (p *pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
 	return out, next
 }
 
-// apply puts the plan into the data plane if it differs from what the data
-// plane holds, prints a status line when it does, and sets the timer for
-// the next drain timeout. p.mu is held.
-func (p *pool) apply(now time.Time) error {
+// apply puts the plan of the pool's state at the time it takes p.mu into
+// the data plane if it differs from what the data plane holds, prints a
+// status line when it does, and sets the timer for the next drain
+// timeout. It holds p.applyMu throughout and p.mu except across
+// SetServiceOptions (see pool).
+func (p *pool) apply() error {
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.closed {
 		return xdpmaglev.ErrClosed
 	}
+	now := time.Now()
 	bs, next := p.plan(now)
 	if p.timer != nil {
 		p.timer.Stop()
@@ -161,7 +174,10 @@ func (p *pool) apply(now time.Time) error {
 	}) && p.ready {
 		return nil
 	}
-	if err := p.lb.SetServiceOptions(p.svc, bs, p.fwd); err != nil {
+	p.mu.Unlock()
+	err := p.lb.SetServiceOptions(p.svc, bs, p.fwd) // may wait for the neighbours: p.mu is free meanwhile
+	p.mu.Lock()
+	if err != nil {
 		p.err = err
 		if p.timer == nil {
 			p.timer = time.AfterFunc(time.Second, p.tick) // try again
@@ -185,13 +201,13 @@ func (p *pool) apply(now time.Time) error {
 
 // tick applies the plan when a drain timeout passes.
 func (p *pool) tick() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_ = p.apply(time.Now()) // an error is kept in p.err, and tried again
+	_ = p.apply() // an error is kept in p.err, and tried again
 }
 
 // close stops the timer; nothing is applied after it returns.
 func (p *pool) close() {
+	p.applyMu.Lock() // an apply under way ends first
+	defer p.applyMu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true

@@ -2,7 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,4 +61,60 @@ func TestPlan(t *testing.T) {
 	step(t0, "198.18.0.1=1 198.18.0.2=1 ", time.Time{})
 	p.drained[a(2)] = true
 	step(t0, "198.18.0.1=1 ", time.Time{})
+}
+
+// TestPoolAnswersDuringNeighbourWait: while the pool puts a backend whose
+// MAC address nobody answers for into the data plane (SetServiceOptions
+// waits for ARP, seconds), the admin API's backends page answers, and it
+// answers before that wait ends: the pool's state lock is not held across
+// it.
+func TestPoolAnswersDuringNeighbourWait(t *testing.T) {
+	need(t)
+	ns := vethNS(t, "l4lbp")
+	lb, err := inNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, io.Discard)
+	t.Cleanup(p.close)
+	mux := http.NewServeMux()
+	p.register(mux)
+
+	done := make(chan error, 1)
+	go func() {
+		// 198.18.0.50 is on v0's segment, and nothing holds it.
+		done <- p.setMembers(map[netip.Addr]member{
+			netip.MustParseAddr("198.18.0.11"): {weight: 1, hw: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}},
+			netip.MustParseAddr("198.18.0.50"): {weight: 1},
+		})
+	}()
+	// Once the apply holds applyMu it is in, or about to be in, the wait.
+	for p.applyMu.TryLock() {
+		p.applyMu.Unlock()
+		select {
+		case err := <-done:
+			t.Fatalf("setMembers returned %v before the test saw it apply", err)
+		default:
+		}
+		runtime.Gosched()
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/maglev/backends", nil))
+	if p.applyMu.TryLock() {
+		p.applyMu.Unlock()
+		t.Fatal("the backends page answered only once the data plane's update had ended")
+	}
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "198.18.0.50") {
+		t.Fatalf("backends page: %d %s", rec.Code, rec.Body)
+	}
+	// The backend that does not resolve is out of service: its slots
+	// went to the other.
+	if err := <-done; err != nil {
+		t.Fatalf("setMembers: %v", err)
+	}
+	if tb := lb.Table(svc); tb == nil || tb.Counts()[tb.Index("198.18.0.11")] != tb.Size() {
+		t.Fatalf("table after the wait: %v, want every slot on 198.18.0.11", tb)
+	}
 }
