@@ -145,7 +145,7 @@ func refNew(backends []string, m int) *Table {
 	h := xxh3Hasher{}
 	t := newTable(names, nil, m, h)
 	g := Generator{m: uint32(m), h: h}
-	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
+	perms := g.permutations(make([]Permutation, 0, len(names)), names)
 	cursors := make([]uint32, len(names))
 	if len(names) <= maxSmall {
 		t.slots16 = make([]uint16, m)
@@ -384,10 +384,10 @@ func BenchmarkLookup(b *testing.B) {
 func BenchmarkGenerator(b *testing.B) {
 	backends := benchBackends(1000)
 	g, _ := NewGenerator(DefaultSize, nil)
-	perms := g.Permutations(nil, backends)
+	perms := g.permutations(nil, backends)
 	b.ReportAllocs()
 	for b.Loop() {
-		perms = g.Permutations(perms[:0], backends)
+		perms = g.permutations(perms[:0], backends)
 	}
 }
 
@@ -397,7 +397,7 @@ func BenchmarkFill(b *testing.B) {
 	for _, n := range []int{10, 1000} {
 		for _, m := range []int{DefaultSize, 655373} {
 			g, _ := NewGenerator(m, nil)
-			perms := g.Permutations(nil, benchBackends(n))
+			perms := g.permutations(nil, benchBackends(n))
 			table := make([]uint16, m)
 			cursors := make([]uint32, n)
 			b.Run(fmt.Sprintf("impl=ref/N=%d/M=%d", n, m), func(b *testing.B) {
@@ -440,7 +440,7 @@ func fillByTurns[S Slot](table []S, perms []Permutation, cursors []uint32) {
 func BenchmarkFillTurns(b *testing.B) {
 	for _, c := range []struct{ n, m int }{{100, DefaultSize}, {1000, DefaultSize}, {100, 655373}, {1000, 655373}} {
 		g, _ := NewGenerator(c.m, nil)
-		perms := g.Permutations(nil, benchBackends(c.n))
+		perms := g.permutations(nil, benchBackends(c.n))
 		table := make([]uint16, c.m)
 		cursors := make([]uint32, c.n)
 		b.Run(fmt.Sprintf("impl=turns/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
@@ -613,7 +613,7 @@ func BenchmarkWeightedSchedule(b *testing.B) {
 		{1000, DefaultSize, skewed},
 	} {
 		g, _ := NewGenerator(c.m, nil)
-		perms := g.Permutations(nil, benchBackends(c.n))
+		perms := g.permutations(nil, benchBackends(c.n))
 		table := make([]uint16, c.m)
 		cursors := make([]uint32, c.n)
 		end := endgameAt(c.m)

@@ -15,7 +15,7 @@ import (
 )
 
 // slowCandidates is the candidate order of Candidates written out plainly,
-// from its documentation: it reads owners through OwnerIndex, computes
+// from its documentation: it reads owners through LookupHashIndex, computes
 // every probe's slot with math/big, dedups with a map, and finds the
 // slot-owning backends by counting slots. It returns the whole order.
 func slowCandidates(t *Table, h uint64) []int {
@@ -36,7 +36,7 @@ func slowOrder(t *Table, counts []int, h uint64) []int {
 			out = append(out, i)
 		}
 	}
-	first := t.OwnerIndex(int(h % m))
+	first := t.LookupHashIndex(uint64(int(h % m)))
 	add(first)
 	bigM := new(big.Int).SetUint64(m)
 	for j := uint64(1); j <= 64 && len(out) < 16; j++ {
@@ -45,9 +45,9 @@ func slowOrder(t *Table, counts []int, h uint64) []int {
 		z = (z ^ z>>27) * 0x94d049bb133111eb
 		z ^= z >> 31
 		slot := new(big.Int).Mul(new(big.Int).SetUint64(z), bigM)
-		add(t.OwnerIndex(int(slot.Rsh(slot, 64).Uint64())))
+		add(t.LookupHashIndex(slot.Rsh(slot, 64).Uint64()))
 	}
-	n := t.Len()
+	n := t.NumBackends()
 	for d := 1; d < n; d++ {
 		if i := (first + d) % n; counts[i] > 0 {
 			add(i)
@@ -158,7 +158,7 @@ func TestCandidatesProperties(t *testing.T) {
 			if len(got) != owning {
 				t.Fatalf("%s: %q has %d candidates, want %d", name, key, len(got), owning)
 			}
-			seen := make([]bool, tab.Len())
+			seen := make([]bool, tab.NumBackends())
 			for _, i := range got {
 				switch {
 				case seen[i]:
@@ -202,7 +202,7 @@ func secondChoiceSpread(tab *Table, a, keys int) (chi2 float64, df int, maxDev f
 	r := rand.New(rand.NewPCG(1, 2))
 	counts := tab.Counts()
 	m := tab.Size()
-	got := make([]int, tab.Len())
+	got := make([]int, tab.NumBackends())
 	total := 0
 	for total < keys {
 		h := r.Uint64()

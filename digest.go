@@ -62,7 +62,7 @@ func (t *Table) Digest() [sha256.Size]byte {
 		w.uint32(weights[i])
 	}
 	for s := range t.m {
-		v := uint32(NoBackend)
+		v := uint32(noBackend)
 		if o := t.owner(s); o >= 0 {
 			v = remap[o]
 		}

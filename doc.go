@@ -45,10 +45,32 @@
 // Lookup backend first, then later choices in proportion to slot counts,
 // each backend once. It serves replica placement (a key's first k
 // candidates) and fallback past unhealthy backends without a rebuild. The
-// order is pinned per hasher like tables. [Bounded] builds consistent
-// hashing with bounded loads on it: a request goes to the first candidate
-// holding fewer than factor × its share of the requests in flight, so a
-// hot key spills over instead of sinking its backend.
+// order is pinned per hasher like tables. The companion package
+// github.com/maglevlb/maglev/bounded builds consistent hashing with bounded
+// loads on it: a request goes to the first candidate holding fewer than
+// factor × its share of the requests in flight, so a hot key spills over
+// instead of sinking its backend. It is a package of its own because what
+// it keeps (the requests in flight in one process, and a lock to publish
+// tables) is mutable state, where everything here is an immutable value
+// that every process computes alike, or a function computing one.
+//
+// # Routing
+//
+// A key is routed by one method per input and result: [Table.Lookup],
+// [Table.LookupBytes] and [Table.LookupHash] (for callers that hash keys
+// themselves, with [Table.Hasher]) return the backend's name;
+// [Table.LookupIndex], [Table.LookupBytesIndex] and [Table.LookupHashIndex]
+// its index in [Table.Backends]. The one "no backend" answer is "" for a
+// name and -1 for an index (0xFFFFFFFF in the 32-bit slots of
+// [Table.AppendSlots]). A data plane holding the slot array computes
+// LookupHashIndex itself: the owner of slot h mod M. [Table.NumBackends]
+// counts backends; [Table.Size] is M, the number of slots.
+//
+// # Zero values
+//
+// The zero [Table] is an empty table of size 0: Lookup returns "" and the
+// index methods -1. The zero [Generator] has no size: its Permutation
+// panics with a message that says so; make one with [NewGenerator].
 //
 // # Costs
 //

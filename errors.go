@@ -20,17 +20,15 @@ const (
 	maxSmall = 1<<16 - 1
 )
 
-// The errors New, NewWeighted, NewFromSlots, NewGenerator, Fill, NewBounded,
+// The errors New, NewWeighted, NewFromSlots, NewGenerator, Fill,
 // CheckSize and Table.Without return wrap one of these, so that
 // callers can match them with errors.Is.
 var (
-	// ErrNotPrime means the table size is not a prime (sizes below 2
-	// included). A composite size would let some backends' preference
-	// sequences miss slots.
-	ErrNotPrime = errors.New("maglev: table size is not prime")
-
-	// ErrTooLarge means the table size exceeds MaxSize.
-	ErrTooLarge = errors.New("maglev: table size exceeds MaxSize")
+	// ErrSize means the table size is not supported: not a prime (sizes
+	// below 2 included), or larger than MaxSize. A composite size would let
+	// some backends' preference sequences miss slots. The error's message
+	// says which.
+	ErrSize = errors.New("maglev: unsupported table size")
 
 	// ErrTooManyBackends means there are more backends than slots.
 	ErrTooManyBackends = errors.New("maglev: more backends than slots")
@@ -61,13 +59,9 @@ var (
 
 	// ErrSlotOwner means a slot passed to NewFromSlots names no backend of
 	// the list (an index out of range), names a drained backend (weight 0,
-	// which owns no slots), or is NoBackend while other slots have owners.
+	// which owns no slots), or is 0xFFFFFFFF (no backend, see Table.AppendSlots) while other slots
+	// have owners.
 	ErrSlotOwner = errors.New("maglev: invalid slot owner")
-
-	// ErrBalanceFactor means a balance factor passed to NewBounded is
-	// neither 0 (bounded loads off) nor a finite number at least 1: below 1
-	// the backends' capacities could not hold every request in flight.
-	ErrBalanceFactor = errors.New("maglev: balance factor must be 0 (off) or a finite number ≥ 1")
 )
 
 // checkCounts reports whether n backends fit a table of a supported size m.
@@ -83,14 +77,14 @@ func checkCounts(n, m int) error {
 
 // CheckSize returns nil if m is a supported table size, a prime no larger
 // than MaxSize, and otherwise the error New returns for it: one wrapping
-// ErrNotPrime or ErrTooLarge. It is O(√m) (at most about 1,400 divisions)
+// ErrSize. It is O(√m) (at most about 1,400 divisions)
 // and does not allocate when m is supported.
 func CheckSize(m int) error {
 	if m > MaxSize {
-		return fmt.Errorf("%w: %d > %d", ErrTooLarge, m, MaxSize)
+		return fmt.Errorf("%w: %d is larger than MaxSize (%d)", ErrSize, m, MaxSize)
 	}
 	if !isPrime(m) {
-		return fmt.Errorf("%w: %d", ErrNotPrime, m)
+		return fmt.Errorf("%w: %d is not a prime", ErrSize, m)
 	}
 	return nil
 }

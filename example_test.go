@@ -54,12 +54,12 @@ func ExampleNew() {
 func ExampleNew_errors() {
 	_, err := maglev.New([]string{"a", "b"}, 65536, nil)
 	fmt.Println(err)
-	fmt.Println(errors.Is(err, maglev.ErrNotPrime))
+	fmt.Println(errors.Is(err, maglev.ErrSize))
 	_, err = maglev.New([]string{"a", "b", "a"}, 7, nil)
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, maglev.ErrDuplicateName))
 	// Output:
-	// maglev: table size is not prime: 65536
+	// maglev: unsupported table size: 65536 is not a prime
 	// true
 	// maglev: duplicate backend name: "a"
 	// true
@@ -129,8 +129,8 @@ func ExampleGenerator() {
 	}
 	p := g.Permutation("backend-1")
 	fmt.Printf("offset %d, skip %d\n", p.Offset, p.Skip)
-	for j := range 7 {
-		fmt.Print(p.At(j, 7), " ")
+	for s, j := p.Offset, 0; j < 7; s, j = p.Next(s, 7), j+1 {
+		fmt.Print(s, " ")
 	}
 	fmt.Println()
 	// Output:
@@ -198,7 +198,7 @@ func ExampleTable_Without() {
 	fmt.Println("failed backend's slots:", full.Counts()[full.Index("10.0.0.7:80")])
 	fmt.Println("slots moved by Without:", full.Diff(down))
 	fmt.Println("slots moved by a rebuild:", full.Diff(rebuilt))
-	fmt.Println("backends, still:", down.Len(), "owning slots:", down.Counts()[down.Index("10.0.0.7:80")])
+	fmt.Println("backends, still:", down.NumBackends(), "owning slots:", down.Counts()[down.Index("10.0.0.7:80")])
 	up, _ := full.Without()
 	fmt.Println("restored:", up.Diff(full) == 0)
 	_, err = down.Without("10.0.0.7:80")

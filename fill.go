@@ -24,7 +24,7 @@ type Slot interface{ ~uint16 | ~uint32 }
 // cursors[i] is the slot where backend i would look on its next turn.
 //
 // Fill returns an error, and leaves table in an unspecified state, if M is
-// not prime (ErrNotPrime) or too large (ErrTooLarge), if perms is empty
+// not prime or too large (ErrSize), if perms is empty
 // (ErrNoBackends) or longer than the table or than S can index
 // (ErrTooManyBackends), if a
 // permutation is out of range (ErrPermutation), or if cursors is too short

@@ -60,7 +60,7 @@ func slotsOf(owner, sorted []string) []uint32 {
 	for s, name := range owner {
 		i, ok := slices.BinarySearch(sorted, name)
 		if !ok {
-			out[s] = NoBackend
+			out[s] = noBackend
 			continue
 		}
 		out[s] = uint32(i)
@@ -189,7 +189,7 @@ func TestInlining(t *testing.T) {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}
 	for _, fn := range []string{
-		"(*Table).LookupHash", "(*Table).LookupHashIndex", "(*Table).SlotOf",
+		"(*Table).LookupHash", "(*Table).LookupHashIndex",
 		"(*Table).owner", "Permutation.Next",
 		"(*Table).Candidates", "(*Table).CandidatesHash", "(*Table).CandidatesBytes",
 		// The fill's per-probe helpers: a call there would cost more than

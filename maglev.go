@@ -16,7 +16,7 @@ import (
 // differ by at most one: the first m mod n backends own one slot more.
 //
 // An empty backend list gives a valid, empty table whose Lookup returns "".
-// New returns an error wrapping ErrNotPrime or ErrTooLarge for a bad m,
+// New returns an error wrapping ErrSize for a bad m,
 // ErrTooManyBackends if there are more backends than slots, and
 // ErrEmptyName or ErrDuplicateName for bad names.
 //
@@ -141,7 +141,7 @@ func build(names []string, weights []uint32, m int, h Hasher) *Table {
 		return t
 	}
 	g := Generator{m: uint32(m), h: t.h}
-	perms := g.Permutations(make([]Permutation, 0, len(names)), names)
+	perms := g.permutations(make([]Permutation, 0, len(names)), names)
 	cursors := make([]uint32, len(names))
 	if len(names) <= maxSmall {
 		t.slots16 = make([]uint16, m)

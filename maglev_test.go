@@ -65,7 +65,7 @@ func slowTable(backends []string, m int, h Hasher) []string {
 func owners(t *Table) []string {
 	out := make([]string, t.Size())
 	for s := range out {
-		out[s] = t.Owner(s)
+		out[s] = t.LookupHash(uint64(s))
 	}
 	return out
 }
@@ -107,8 +107,8 @@ func TestWorkedExample(t *testing.T) {
 		var got []int
 		s := p.Offset
 		for j := range 7 {
-			if at := p.At(j, 7); at != int(s) {
-				t.Fatalf("perm %d: At(%d) = %d, Next walk gives %d", i, j, at, s)
+			if at := (int(p.Offset) + j*int(p.Skip)) % 7; at != int(s) {
+				t.Fatalf("perm %d: preference %d is %d, Next walk gives %d", i, j, at, s)
 			}
 			got = append(got, int(s))
 			s = p.Next(s, 7)
@@ -433,8 +433,8 @@ func TestDiff(t *testing.T) {
 		var gotSlots []int
 		for s, owner := range ta.Changes(tb) {
 			gotSlots = append(gotSlots, s)
-			if owner != tb.OwnerIndex(s) {
-				t.Fatalf("iter %d: Changes yields owner %d for slot %d, want %d", iter, owner, s, tb.OwnerIndex(s))
+			if owner != tb.LookupHashIndex(uint64(s)) {
+				t.Fatalf("iter %d: Changes yields owner %d for slot %d, want %d", iter, owner, s, tb.LookupHashIndex(uint64(s)))
 			}
 		}
 		if !slices.Equal(gotSlots, wantSlots) {
@@ -446,16 +446,82 @@ func TestDiff(t *testing.T) {
 	}
 }
 
+// TestDiffAgreesWithChanges: for every pair among tables of three sizes,
+// with and without backends, weighted, from Without, and the zero Table,
+// Diff counts exactly the slots Changes yields.
+func TestDiffAgreesWithChanges(t *testing.T) {
+	var tables []*Table
+	for _, m := range []int{7, 11, 13} {
+		full := mustNew(t, names("b", 5), m, nil)
+		tables = append(tables,
+			full,
+			mustNew(t, names("b", 4), m, nil),
+			mustNew(t, []string{"b1", "b3", "x"}, m, nil),
+			mustNew(t, nil, m, nil),
+			mustWeighted(t, []Backend{{"b0", 2}, {"b1", 1}, {"b2", 0}}, m, nil),
+			mustWithout(t, full, "b2"),
+			mustWithout(t, full, names("b", 5)...),
+		)
+	}
+	tables = append(tables, &Table{})
+	for i, a := range tables {
+		for j, b := range tables {
+			n := 0
+			for range a.Changes(b) {
+				n++
+			}
+			if d := a.Diff(b); d != n {
+				t.Errorf("tables %d (M=%d) and %d (M=%d): Diff %d, Changes yields %d", i, a.Size(), j, b.Size(), d, n)
+			}
+		}
+	}
+}
+
+// TestZeroValues: the zero Table is an empty table, whose every method
+// answers as an empty table's does; the zero Generator's Permutation
+// panics with a maglev: message.
+func TestZeroValues(t *testing.T) {
+	var z Table
+	if z.Lookup("x") != "" || z.LookupBytes([]byte("x")) != "" || z.LookupHash(1) != "" ||
+		z.LookupIndex("x") != -1 || z.LookupBytesIndex([]byte("x")) != -1 || z.LookupHashIndex(1) != -1 {
+		t.Error("the zero Table routes a key")
+	}
+	if z.Size() != 0 || z.NumBackends() != 0 || len(z.Backends()) != 0 || len(z.Counts()) != 0 || len(z.Weights()) != 0 ||
+		z.Index("x") != -1 || len(z.AppendSlots(nil)) != 0 || z.Hasher() == nil {
+		t.Error("the zero Table is not empty")
+	}
+	for range z.Candidates("x") {
+		t.Error("the zero Table has candidates")
+	}
+	if _, err := z.Without("x"); !errors.Is(err, ErrUnknownBackend) {
+		t.Errorf("zero Table Without: %v", err)
+	}
+	empty := mustNew(t, nil, 7, nil)
+	if z.Diff(&z) != 0 || z.Diff(empty) != 7 || empty.Diff(&z) != 0 {
+		t.Errorf("zero Table Diff: %d, %d, %d", z.Diff(&z), z.Diff(empty), empty.Diff(&z))
+	}
+	_ = z.Digest()
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "maglev: ") {
+				t.Errorf("zero Generator: recovered %v, want a maglev: panic", r)
+			}
+		}()
+		var g Generator
+		g.Permutation("x")
+	}()
+}
+
 func TestDiffSizes(t *testing.T) {
 	a := mustNew(t, names("b", 3), 7, nil)
 	b := mustNew(t, names("b", 3), 11, nil)
-	if a.Diff(b) != 11 || b.Diff(a) != 11 {
-		t.Errorf("Diff of sizes 7 and 11 = %d, %d; want 11", a.Diff(b), b.Diff(a))
+	if a.Diff(b) != 11 || b.Diff(a) != 7 {
+		t.Errorf("Diff of sizes 7 and 11 = %d, %d; want 11 and 7 (the other's size)", a.Diff(b), b.Diff(a))
 	}
 	var slots []int
 	for s, owner := range a.Changes(b) {
-		if owner != b.OwnerIndex(s) {
-			t.Errorf("slot %d: owner %d, want %d", s, owner, b.OwnerIndex(s))
+		if owner != b.LookupHashIndex(uint64(s)) {
+			t.Errorf("slot %d: owner %d, want %d", s, owner, b.LookupHashIndex(uint64(s)))
 		}
 		slots = append(slots, s)
 	}
@@ -478,14 +544,14 @@ func TestEmptyTable(t *testing.T) {
 	if e.Lookup("k") != "" || e.LookupBytes([]byte("k")) != "" || e.LookupHash(3) != "" {
 		t.Error("empty table Lookup did not return \"\"")
 	}
-	if e.LookupIndex("k") != -1 || e.LookupHashIndex(3) != -1 || e.OwnerIndex(6) != -1 || e.Owner(0) != "" {
+	if e.LookupIndex("k") != -1 || e.LookupHashIndex(3) != -1 || e.LookupHashIndex(uint64(6)) != -1 || e.LookupHash(uint64(0)) != "" {
 		t.Error("empty table index lookups did not return -1")
 	}
-	if e.Size() != 7 || e.Len() != 0 || len(e.Backends()) != 0 || len(e.Counts()) != 0 {
+	if e.Size() != 7 || e.NumBackends() != 0 || len(e.Backends()) != 0 || len(e.Counts()) != 0 {
 		t.Error("empty table reports backends")
 	}
-	if got := e.AppendSlots(nil); len(got) != 7 || slices.ContainsFunc(got, func(v uint32) bool { return v != NoBackend }) {
-		t.Errorf("AppendSlots = %v, want 7 × NoBackend", got)
+	if got := e.AppendSlots(nil); len(got) != 7 || slices.ContainsFunc(got, func(v uint32) bool { return v != noBackend }) {
+		t.Errorf("AppendSlots = %v, want 7 × noBackend", got)
 	}
 	full := mustNew(t, names("b", 3), 7, nil)
 	if e.Diff(full) != 7 || full.Diff(e) != 7 || e.Diff(mustNew(t, []string{}, 7, nil)) != 0 {
@@ -504,13 +570,13 @@ func TestErrors(t *testing.T) {
 		m        int
 		want     error
 	}{
-		{names("b", 2), 0, ErrNotPrime},
-		{names("b", 2), 1, ErrNotPrime},
-		{names("b", 2), -7, ErrNotPrime},
-		{names("b", 2), 65536, ErrNotPrime},
-		{names("b", 2), 15, ErrNotPrime},
-		{names("b", 2), MaxSize + 1, ErrTooLarge},
-		{names("b", 2), 1 << 40 & (1<<31 - 1), ErrNotPrime},
+		{names("b", 2), 0, ErrSize},
+		{names("b", 2), 1, ErrSize},
+		{names("b", 2), -7, ErrSize},
+		{names("b", 2), 65536, ErrSize},
+		{names("b", 2), 15, ErrSize},
+		{names("b", 2), MaxSize + 1, ErrSize},
+		{names("b", 2), 1 << 40 & (1<<31 - 1), ErrSize},
 		{names("b", 8), 7, ErrTooManyBackends},
 		{[]string{"a", "", "b"}, 7, ErrEmptyName},
 		{[]string{"a", "b", "a"}, 7, ErrDuplicateName},
@@ -524,8 +590,8 @@ func TestErrors(t *testing.T) {
 			t.Errorf("error %q lacks the maglev: prefix", err)
 		}
 	}
-	if _, err := NewGenerator(9, nil); !errors.Is(err, ErrNotPrime) {
-		t.Errorf("NewGenerator(9) = %v, want ErrNotPrime", err)
+	if _, err := NewGenerator(9, nil); !errors.Is(err, ErrSize) {
+		t.Errorf("NewGenerator(9) = %v, want ErrSize", err)
 	}
 }
 
@@ -538,7 +604,7 @@ func TestFillErrors(t *testing.T) {
 		cursors int
 		want    error
 	}{
-		{"composite", 9, ok, 2, ErrNotPrime},
+		{"composite", 9, ok, 2, ErrSize},
 		{"no perms", 7, nil, 2, ErrNoBackends},
 		{"more perms than slots", 2, []Permutation{{0, 1}, {1, 1}, {0, 1}}, 3, ErrTooManyBackends},
 		{"skip 0", 7, []Permutation{{0, 0}}, 1, ErrPermutation},
@@ -572,7 +638,7 @@ func TestRefFill(t *testing.T) {
 			t.Errorf("N=%d M=%d: refNew and New differ in %d slots", c.n, c.m, d)
 		}
 		g, _ := NewGenerator(c.m, nil)
-		perms := g.Permutations(nil, bs)
+		perms := g.permutations(nil, bs)
 		want, got := make([]uint16, c.m), make([]uint16, c.m)
 		wantCursors, gotCursors := make([]uint32, c.n), make([]uint32, c.n)
 		fill(want, perms, wantCursors)
@@ -599,7 +665,7 @@ func TestFillEndgame(t *testing.T) {
 		names := randomBackends(r, n)
 		slices.Sort(names)
 		g, _ := NewGenerator(m, nil)
-		perms := g.Permutations(nil, names)
+		perms := g.permutations(nil, names)
 		want := make([]uint16, m)
 		wantCursors := make([]uint32, n)
 		refFill(want, perms, wantCursors)
@@ -713,8 +779,8 @@ func TestLookupPaths(t *testing.T) {
 			h := tab.Hasher().HashString(key)
 			s := int(h % uint64(tab.Size()))
 			want, wantIndex := "", -1
-			if tab.Len() > 0 && !tab.empty() {
-				want, wantIndex = tab.Owner(s), tab.OwnerIndex(s)
+			if tab.NumBackends() > 0 && !tab.empty() {
+				want, wantIndex = tab.LookupHash(uint64(s)), tab.LookupHashIndex(uint64(s))
 			}
 			if got := tab.Lookup(key); got != want {
 				t.Fatalf("%s: Lookup(%q) = %q, want %q", name, key, got, want)
@@ -725,8 +791,11 @@ func TestLookupPaths(t *testing.T) {
 			if got := tab.LookupIndex(key); got != wantIndex {
 				t.Fatalf("%s: LookupIndex(%q) = %d, want %d", name, key, got, wantIndex)
 			}
-			if got := tab.LookupHash(h); got != want || tab.SlotOf(h) != s {
-				t.Fatalf("%s: LookupHash or SlotOf disagree for %q", name, key)
+			if got := tab.LookupHash(h); got != want || tab.LookupHash(h%uint64(tab.Size())) != want {
+				t.Fatalf("%s: LookupHash disagrees for %q", name, key)
+			}
+			if got := tab.LookupBytesIndex([]byte(key)); got != wantIndex {
+				t.Fatalf("%s: LookupBytesIndex(%q) = %d, want %d", name, key, got, wantIndex)
 			}
 		}
 	}
@@ -753,7 +822,7 @@ func TestSlotWidth(t *testing.T) {
 	}
 	// The same permutations through uint16 and uint32 fills agree.
 	g, _ := NewGenerator(DefaultSize, nil)
-	perms := g.Permutations(nil, names("b", 100))
+	perms := g.permutations(nil, names("b", 100))
 	t16, t32 := make([]uint16, DefaultSize), make([]uint32, DefaultSize)
 	c := make([]uint32, 100)
 	if Fill(t16, perms, c) != nil || Fill(t32, perms, c) != nil {
@@ -788,27 +857,17 @@ func TestAccessors(t *testing.T) {
 		t.Fatalf("AppendSlots did not append: %v", slots)
 	}
 	for s := range 7 {
-		if int(slots[s+1]) != tab.OwnerIndex(s) || tab.Owner(s) != tab.Backends()[slots[s+1]] {
-			t.Errorf("slot %d: AppendSlots, OwnerIndex and Owner disagree", s)
+		if int(slots[s+1]) != tab.LookupHashIndex(uint64(s)) || tab.LookupHash(uint64(s)) != tab.Backends()[slots[s+1]] {
+			t.Errorf("slot %d: AppendSlots, LookupHashIndex and LookupHash disagree", s)
 		}
 	}
 	for _, key := range []string{"", "k", "key-123", strings.Repeat("x", 300)} {
 		h := xxh3.HashString(key)
-		s := tab.SlotOf(h)
-		if s != int(h%7) || tab.Lookup(key) != tab.Owner(s) || tab.LookupBytes([]byte(key)) != tab.Owner(s) ||
-			tab.LookupIndex(key) != tab.OwnerIndex(s) || tab.LookupHashIndex(h) != tab.OwnerIndex(s) {
+		s := int(h % 7)
+		if tab.LookupBytesIndex([]byte(key)) != tab.LookupHashIndex(uint64(s)) || tab.Lookup(key) != tab.LookupHash(uint64(s)) || tab.LookupBytes([]byte(key)) != tab.LookupHash(uint64(s)) ||
+			tab.LookupIndex(key) != tab.LookupHashIndex(uint64(s)) || tab.LookupHashIndex(h) != tab.LookupHashIndex(uint64(s)) {
 			t.Errorf("lookups of %.10q disagree", key)
 		}
-	}
-	for _, slot := range []int{-1, 7} {
-		func() {
-			defer func() {
-				if r := recover(); r == nil || !strings.HasPrefix(fmt.Sprint(r), "maglev: ") {
-					t.Errorf("Owner(%d) recovered %v, want a maglev: panic", slot, r)
-				}
-			}()
-			tab.Owner(slot)
-		}()
 	}
 }
 
@@ -854,12 +913,12 @@ func TestCheckSize(t *testing.T) {
 		}
 		switch {
 		case m > MaxSize:
-			if !errors.Is(err, ErrTooLarge) {
-				t.Errorf("CheckSize(%d) = %v, want ErrTooLarge", m, err)
+			if !errors.Is(err, ErrSize) {
+				t.Errorf("CheckSize(%d) = %v, want ErrSize", m, err)
 			}
 		case !isPrime(m):
-			if !errors.Is(err, ErrNotPrime) {
-				t.Errorf("CheckSize(%d) = %v, want ErrNotPrime", m, err)
+			if !errors.Is(err, ErrSize) {
+				t.Errorf("CheckSize(%d) = %v, want ErrSize", m, err)
 			}
 		case err != nil:
 			t.Errorf("CheckSize(%d) = %v, want nil", m, err)
@@ -934,8 +993,8 @@ func TestMaxSize(t *testing.T) {
 			t.Fatalf("count %d, want %d or %d", c, MaxSize/100, MaxSize/100+1)
 		}
 	}
-	if got := tab.LookupHash(MaxSize - 1); got != tab.Owner(MaxSize-1) {
-		t.Errorf("LookupHash(MaxSize-1) = %q, want the last slot's owner %q", got, tab.Owner(MaxSize-1))
+	if got := tab.LookupHash(MaxSize - 1); got != tab.LookupHash(uint64(MaxSize-1)) {
+		t.Errorf("LookupHash(MaxSize-1) = %q, want the last slot's owner %q", got, tab.LookupHash(uint64(MaxSize-1)))
 	}
 }
 
@@ -961,8 +1020,8 @@ func TestZeroAllocs(t *testing.T) {
 	}
 	g, _ := NewGenerator(DefaultSize, nil)
 	bs := names("b", 100)
-	perms := g.Permutations(make([]Permutation, 0, 100), bs) // warms the buffer
-	if a := testing.AllocsPerRun(100, func() { perms = g.Permutations(perms[:0], bs) }); a != 0 {
+	perms := g.permutations(make([]Permutation, 0, 100), bs) // warms the buffer
+	if a := testing.AllocsPerRun(100, func() { perms = g.permutations(perms[:0], bs) }); a != 0 {
 		t.Errorf("Generator.Permutations allocates %.1f times", a)
 	}
 	slots := make([]uint16, DefaultSize)
@@ -1090,7 +1149,7 @@ func TestConcurrentSwap(t *testing.T) {
 				tab := current.Load()
 				key := fmt.Sprintf("client-%d-%d", g, i)
 				name := tab.Lookup(key)
-				if tab.Index(name) < 0 || name != tab.Owner(tab.SlotOf(xxh3.HashString(key))) {
+				if tab.Index(name) < 0 || name != tab.LookupHash(xxh3.HashString(key)%uint64(tab.Size())) {
 					bad.Store(fmt.Sprintf("lookup of %s gave %q, not this table's owner", key, name))
 					return
 				}
@@ -1136,7 +1195,7 @@ var errNoProgress = errors.New("fill made no progress within its probe budget")
 // error.
 func variantTable(backends []string, m int, mk mistake) ([]string, error) {
 	if mk != compositeSize && !isPrime(m) {
-		return nil, ErrNotPrime
+		return nil, ErrSize
 	}
 	names := slices.Clone(backends)
 	if mk != insertionOrder {

@@ -14,16 +14,6 @@ type Permutation struct {
 	Skip   uint32 // stride between preferences, in 1..M-1
 }
 
-// At returns the j-th preference of p in a table of m slots, counting from
-// 0: (Offset + j·Skip) mod m. It is O(1). At is for inspection, and takes
-// ints like the slot indices of Table.Owner; Fill walks the sequence with
-// Next, which takes uint32 as the slot arrays and Permutation's fields
-// hold them, so that the fill converts nothing.
-func (p Permutation) At(j, m int) int {
-	mm := uint64(m)
-	return int((uint64(p.Offset) + uint64(j)%mm*uint64(p.Skip)) % mm)
-}
-
 // Next returns the preference that follows slot in p's sequence, in a table
 // of m slots: (slot + Skip) mod m, computed by one addition and one
 // subtraction, without division. slot must be below m.
@@ -44,7 +34,8 @@ func (p Permutation) Next(slot, m uint32) uint32 {
 // A Generator keeps one scratch buffer for the concatenations, so once it
 // has seen a name at least as long as the next one, Permutation does not
 // allocate. A Generator is not safe for concurrent use; use one per
-// goroutine.
+// goroutine. The zero Generator has no table size: its Permutation panics
+// with a message saying so.
 type Generator struct {
 	m   uint32
 	h   Hasher
@@ -52,7 +43,7 @@ type Generator struct {
 }
 
 // NewGenerator returns a Generator for tables of m slots hashed with h (nil
-// means XXH3). It returns an error wrapping ErrNotPrime or ErrTooLarge if m
+// means XXH3). It returns an error wrapping ErrSize if m
 // is not a supported table size.
 func NewGenerator(m int, h Hasher) (*Generator, error) {
 	if err := CheckSize(m); err != nil {
@@ -69,6 +60,9 @@ func NewGenerator(m int, h Hasher) (*Generator, error) {
 // not allocate.
 func (g *Generator) Permutation(name string) Permutation {
 	const offset, skip = "|offset", "|skip"
+	if g.h == nil {
+		panic("maglev: Permutation of a zero Generator: make one with NewGenerator")
+	}
 	if need := len(name) + len(offset); cap(g.buf) < need {
 		g.buf = make([]byte, 0, need)
 	}
@@ -80,10 +74,10 @@ func (g *Generator) Permutation(name string) Permutation {
 	return Permutation{Offset: uint32(o), Skip: uint32(s)}
 }
 
-// Permutations appends the permutations of names, in order, to dst and
+// permutations appends the permutations of names, in order, to dst and
 // returns the extended slice. It does not allocate when dst has room and
 // the scratch buffer is large enough.
-func (g *Generator) Permutations(dst []Permutation, names []string) []Permutation {
+func (g *Generator) permutations(dst []Permutation, names []string) []Permutation {
 	for _, name := range names {
 		dst = append(dst, g.Permutation(name))
 	}

@@ -15,16 +15,16 @@ import (
 // is the hasher for keys (nil means XXH3): Lookup(key) returns the owner of
 // slot h(key) mod M.
 //
-// If every slot is NoBackend, the table has no slots owned: Lookup returns
+// If every slot is noBackend, the table has no slots owned: Lookup returns
 // "" for every key, as for New(nil, M, h) or a NewWeighted table whose
 // backends are all drained; backends may then be empty. Otherwise every slot
 // must name a backend with a non-zero weight, and a backend may own no slot.
 //
-// NewFromSlots returns an error wrapping ErrNotPrime or ErrTooLarge if
+// NewFromSlots returns an error wrapping ErrSize if
 // len(slots) is not a supported table size, ErrTooManyBackends if there are
 // more backends than slots, ErrEmptyName or ErrDuplicateName for bad
 // names, and ErrSlotOwner for a slot that names no backend or a drained
-// one, or that is NoBackend in a table with owners. It does not keep
+// one, or that is noBackend in a table with owners. It does not keep
 // backends or slots.
 //
 // NewFromSlots takes O(M + n log n) time and allocates O(M + n): 2 bytes a
@@ -39,19 +39,19 @@ func NewFromSlots(backends []Backend, slots []uint32, h Hasher) (*Table, error) 
 	if err != nil {
 		return nil, err
 	}
-	// rank[j] is the table index of backends[j]; NoBackend marks a drained
+	// rank[j] is the table index of backends[j]; noBackend marks a drained
 	// backend, which may own no slot.
 	rank := make([]uint32, n)
 	for i, j := range order {
 		rank[j] = uint32(i)
 		if weights[i] == 0 {
-			rank[j] = NoBackend
+			rank[j] = noBackend
 		}
 	}
 	t := newTable(names, weights, m, h)
-	if slots[0] == NoBackend {
+	if slots[0] == noBackend {
 		for s, j := range slots {
-			if j != NoBackend {
+			if j != noBackend {
 				return nil, fmt.Errorf("%w: slot %d is owned by backend %d, slot 0 by none", ErrSlotOwner, s, j)
 			}
 		}
@@ -70,19 +70,19 @@ func NewFromSlots(backends []Backend, slots []uint32, h Hasher) (*Table, error) 
 
 // remapSlots returns the table's slot array for slots, whose owners are
 // indices into the caller's backend list: slot s is owned by table index
-// rank[slots[s]]. rank is NoBackend for a drained backend, which may own no
+// rank[slots[s]]. rank is noBackend for a drained backend, which may own no
 // slot.
 func remapSlots[S Slot](slots, rank []uint32) ([]S, error) {
 	out := make([]S, len(slots))
 	for s, j := range slots {
 		if j >= uint32(len(rank)) {
-			if j == NoBackend {
+			if j == noBackend {
 				return nil, fmt.Errorf("%w: slot %d is owned by none, slot 0 by backend %d", ErrSlotOwner, s, slots[0])
 			}
 			return nil, fmt.Errorf("%w: slot %d is owned by backend %d of %d", ErrSlotOwner, s, j, len(rank))
 		}
 		i := rank[j]
-		if i == NoBackend {
+		if i == noBackend {
 			return nil, fmt.Errorf("%w: slot %d is owned by backend %d, whose weight is 0", ErrSlotOwner, s, j)
 		}
 		out[s] = S(i)

@@ -22,7 +22,7 @@ func ExampleNewFromSlots() {
 	fmt.Println("backends:", t.Backends())
 	fmt.Println("weights:", t.Weights())
 	fmt.Println("counts:", t.Counts())
-	fmt.Println("slot 1:", t.Owner(1))
+	fmt.Println("slot 1:", t.LookupHash(uint64(1)))
 	fmt.Println("saved again:", t.AppendSlots(nil))
 
 	// A table round-trips through its slot array.

@@ -153,8 +153,8 @@ func TestNewFromSlotsOrder(t *testing.T) {
 			}
 			moved := make([]uint32, len(slots))
 			for s, j := range slots {
-				moved[s] = j // NoBackend, for a table of drained backends
-				if j != NoBackend {
+				moved[s] = j // noBackend, for a table of drained backends
+				if j != noBackend {
 					moved[s] = pos[j]
 				}
 			}
@@ -201,18 +201,18 @@ func TestNewFromSlotsErrors(t *testing.T) {
 		slots    []uint32
 		want     error
 	}{
-		{"no slots", ab, nil, ErrNotPrime},
-		{"M=1", ab[:1], []uint32{0}, ErrNotPrime},
-		{"M=8", ab, make([]uint32, 8), ErrNotPrime},
-		{"M=9", ab, make([]uint32, 9), ErrNotPrime},
-		{"M>MaxSize", ab, make([]uint32, MaxSize+1), ErrTooLarge},
+		{"no slots", ab, nil, ErrSize},
+		{"M=1", ab[:1], []uint32{0}, ErrSize},
+		{"M=8", ab, make([]uint32, 8), ErrSize},
+		{"M=9", ab, make([]uint32, 9), ErrSize},
+		{"M>MaxSize", ab, make([]uint32, MaxSize+1), ErrSize},
 		{"more backends than slots", weighted(1, 1, 1, 1), []uint32{0, 1, 2}, ErrTooManyBackends},
 		{"empty name", []Backend{{"a", 1}, {"", 1}}, []uint32{0, 1, 0}, ErrEmptyName},
 		{"duplicate name", []Backend{{"a", 1}, {"b", 1}, {"a", 2}}, []uint32{0, 1, 2}, ErrDuplicateName},
 		{"index out of range", ab, []uint32{0, 1, 2}, ErrSlotOwner},
 		{"index far out of range", ab, []uint32{0, 1, 1 << 31}, ErrSlotOwner},
-		{"owners after NoBackend", ab, []uint32{NoBackend, NoBackend, 1}, ErrSlotOwner},
-		{"NoBackend after owners", ab, []uint32{0, NoBackend, 1}, ErrSlotOwner},
+		{"owners after noBackend", ab, []uint32{noBackend, noBackend, 1}, ErrSlotOwner},
+		{"noBackend after owners", ab, []uint32{0, noBackend, 1}, ErrSlotOwner},
 		{"owner of weight 0", []Backend{{"a", 1}, {"b", 0}}, []uint32{0, 1, 0}, ErrSlotOwner},
 		{"owner without backends", nil, []uint32{0, 0, 0}, ErrSlotOwner},
 		{"4-byte slots, out of range", bigBackends(1 << 16), append(slices.Repeat([]uint32{0}, DefaultSize-1), 1<<16), ErrSlotOwner},
@@ -245,14 +245,14 @@ func bigBackends(n int) []Backend {
 // TestNewFromSlotsEdges checks the tables with no slots owned, and a
 // backend that owns no slot.
 func TestNewFromSlotsEdges(t *testing.T) {
-	none := slices.Repeat([]uint32{NoBackend}, 7)
+	none := slices.Repeat([]uint32{noBackend}, 7)
 	for _, bs := range [][]Backend{nil, {{"a", 0}, {"b", 0}}, {{"a", 1}}} {
 		tab, err := NewFromSlots(bs, none, nil)
 		if err != nil {
 			t.Fatalf("%v: %v", bs, err)
 		}
-		if tab.Lookup("k") != "" || tab.Size() != 7 || tab.Len() != len(bs) || tab.LookupIndex("k") != -1 {
-			t.Errorf("%v: Lookup %q, Size %d, Len %d, want \"\", 7, %d", bs, tab.Lookup("k"), tab.Size(), tab.Len(), len(bs))
+		if tab.Lookup("k") != "" || tab.Size() != 7 || tab.NumBackends() != len(bs) || tab.LookupIndex("k") != -1 {
+			t.Errorf("%v: Lookup %q, Size %d, Len %d, want \"\", 7, %d", bs, tab.Lookup("k"), tab.Size(), tab.NumBackends(), len(bs))
 		}
 		if c := slices.Collect(tab.Candidates("k")); len(c) != 0 {
 			t.Errorf("%v: candidates %v, want none", bs, c)

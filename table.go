@@ -1,7 +1,6 @@
 package maglev
 
 import (
-	"fmt"
 	"iter"
 	"math"
 	"slices"
@@ -13,6 +12,10 @@ import (
 // backend. Build one with New. A Table is safe for concurrent use by
 // multiple goroutines; to change membership, build a new Table and publish
 // it, for example with atomic.Pointer.
+//
+// The zero Table is an empty table of size 0: it has no backends, every
+// Lookup returns "" and every index method -1, as for any table with no
+// backends; its Hasher is XXH3.
 //
 // A Table from Without has its base's backends, in the same order, with
 // those out of service at weight 0: they own no slot, and their indexes
@@ -43,19 +46,25 @@ func newTable(sorted []string, weights []uint32, m int, h Hasher) *Table {
 // Size returns M, the number of slots.
 func (t *Table) Size() int { return int(t.m) }
 
-// Len returns the number of backends.
-func (t *Table) Len() int { return len(t.backends) }
+// NumBackends returns the number of backends, len(Backends()) without the
+// copy. (Size is the number of slots.)
+func (t *Table) NumBackends() int { return len(t.backends) }
 
-// Hasher returns the table's hasher.
-func (t *Table) Hasher() Hasher { return t.h }
+// Hasher returns the table's hasher (XXH3 for the zero Table).
+func (t *Table) Hasher() Hasher {
+	if t.h == nil {
+		return xxh3Hasher{}
+	}
+	return t.h
+}
 
 // Backends returns a copy of the backend names in table order: sorted by
 // byte order, so that backend index i names Backends()[i].
 func (t *Table) Backends() []string { return slices.Clone(t.backends) }
 
 // Backend returns the name of backend i, the i-th of Backends, without
-// copying the list: the name for an index that LookupIndex, OwnerIndex or
-// Candidates gave. It panics if i is not in [0, Len()), as indexing
+// copying the list: the name for an index that a LookupIndex method or
+// Candidates gave. It panics if i is not in [0, NumBackends()), as indexing
 // Backends() would. It is O(1) and does not allocate.
 func (t *Table) Backend(i int) string { return t.backends[i] }
 
@@ -113,6 +122,9 @@ func (t *Table) Lookup(key string) string {
 // lookupOther is Lookup for a table with a hasher other than the default,
 // or with 4-byte slots or none.
 func (t *Table) lookupOther(key string) string {
+	if t.empty() {
+		return "" // also the zero Table's answer, which has no hasher to call
+	}
 	return t.LookupHash(t.keyHash(key))
 }
 
@@ -128,6 +140,9 @@ func (t *Table) LookupBytes(key []byte) string {
 
 // lookupBytesOther is lookupOther for a key held in a byte slice.
 func (t *Table) lookupBytesOther(key []byte) string {
+	if t.empty() {
+		return ""
+	}
 	return t.LookupHash(t.keyHashBytes(key))
 }
 
@@ -154,45 +169,54 @@ func (t *Table) LookupIndex(key string) int {
 
 // lookupIndexOther is lookupOther for LookupIndex.
 func (t *Table) lookupIndexOther(key string) int {
+	if t.empty() {
+		return -1
+	}
 	return t.LookupHashIndex(t.keyHash(key))
+}
+
+// LookupBytesIndex is LookupBytes returning the backend's index, or -1 if
+// the table has no backends.
+func (t *Table) LookupBytesIndex(key []byte) int {
+	if t.kind != kindXXH3 || t.slots16 == nil {
+		return t.lookupBytesIndexOther(key)
+	}
+	h := xxh3.Hash(key)
+	slots := t.slots16
+	return int(slots[h%uint64(len(slots))])
+}
+
+// lookupBytesIndexOther is lookupOther for LookupBytesIndex.
+func (t *Table) lookupBytesIndexOther(key []byte) int {
+	if t.empty() {
+		return -1
+	}
+	return t.LookupHashIndex(t.keyHashBytes(key))
 }
 
 // LookupHashIndex is LookupHash returning the backend's index, or -1 if the
 // table has no backends.
+//
+// A data plane that holds the slot array (see AppendSlots) computes the
+// same thing per packet: the owner of slot h mod M. For a slot s below M,
+// LookupHashIndex(uint64(s)) is s's owner and LookupHash(uint64(s)) its
+// name.
 func (t *Table) LookupHashIndex(h uint64) int {
-	return t.owner(uint32(h % uint64(t.m)))
-}
-
-// SlotOf returns the slot a key hash selects, h mod M: what a data plane
-// holding the slot array (see AppendSlots) computes per packet.
-func (t *Table) SlotOf(h uint64) int { return int(h % uint64(t.m)) }
-
-// Owner returns the name of the backend that owns slot, or "" if the table
-// has no backends. It panics if slot is not in [0, Size()).
-func (t *Table) Owner(slot int) string {
-	if i := t.OwnerIndex(slot); i >= 0 {
-		return t.backends[i]
+	if s := t.slots16; s != nil {
+		return int(s[h%uint64(len(s))])
 	}
-	return ""
-}
-
-// OwnerIndex returns the index of the backend that owns slot, or -1 if the
-// table has no backends. It panics if slot is not in [0, Size()).
-func (t *Table) OwnerIndex(slot int) int {
-	if slot < 0 || slot >= int(t.m) {
-		panic(fmt.Sprintf("maglev: slot %d out of range [0, %d)", slot, t.m))
+	if s := t.slots32; s != nil {
+		return int(s[h%uint64(len(s))])
 	}
-	return t.owner(uint32(slot))
+	return -1
 }
-
-// NoBackend is the value AppendSlots writes for every slot of a table with
-// no backends.
-const NoBackend = math.MaxUint32
 
 // AppendSlots appends the owner index of every slot, in slot order, to dst
 // and returns the extended slice: the whole table as a data plane (an eBPF
 // array map, say) holds it. A table with no backends appends M copies of
-// NoBackend. AppendSlots is O(M) and allocates only to grow dst.
+// -1, the index methods' "no backend", in 32 bits: 0xFFFFFFFF
+// (math.MaxUint32; int32(v) == -1). AppendSlots is O(M) and allocates only
+// to grow dst.
 func (t *Table) AppendSlots(dst []uint32) []uint32 {
 	dst = slices.Grow(dst, int(t.m))
 	switch {
@@ -204,7 +228,7 @@ func (t *Table) AppendSlots(dst []uint32) []uint32 {
 		dst = append(dst, t.slots32...)
 	default:
 		for range t.m {
-			dst = append(dst, NoBackend)
+			dst = append(dst, noBackend)
 		}
 	}
 	return dst
@@ -212,16 +236,18 @@ func (t *Table) AppendSlots(dst []uint32) []uint32 {
 
 // Diff returns the number of slots whose owner, by name, differs between t
 // and other: how many slots a data plane holding one table must rewrite to
-// hold the other. Diff is symmetric and 0 for equal tables; it compares
+// hold the other: the number of slots Changes(other) yields. Diff is 0
+// for equal tables, and symmetric for tables of one size; it compares
 // owners only, not hashers. Tables of different sizes share no slots (a key
-// maps to a different slot in each), so for them Diff returns the larger
-// Size. Diff is O(M + n) and allocates O(n), never per slot. It counts,
+// maps to a different slot in each), so for them every slot of other is
+// rewritten, and Diff returns other.Size(). Diff is O(M + n) and allocates
+// O(n), never per slot. It counts,
 // where ring.Ring.Diff returns a fraction, because a table's slots are few
 // enough to count exactly: Diff(other)/Size() is the fraction of keys
 // that move.
 func (t *Table) Diff(other *Table) int {
 	if t.m != other.m {
-		return int(max(t.m, other.m))
+		return int(other.m)
 	}
 	n := 0
 	t.changes(other, func(int, int) bool { n++; return true })
@@ -298,6 +324,18 @@ func changedSlots[A, B Slot](a []A, b []B, remap []int32, yield func(slot, owner
 	}
 }
 
+// noBackend is -1, the index methods' "no backend", as a uint32: what
+// AppendSlots writes for a slot with no owner.
+const noBackend = math.MaxUint32
+
+// weight returns backend i's weight: 1 for a table built by New.
+func (t *Table) weight(i int) uint32 {
+	if t.weights == nil {
+		return 1
+	}
+	return t.weights[i]
+}
+
 // empty reports whether t has no slots filled: no backends, or all of them
 // drained.
 func (t *Table) empty() bool { return t.slots16 == nil && t.slots32 == nil }
@@ -317,8 +355,8 @@ func (t *Table) owner(s uint32) int {
 // keyHash hashes key with the table's hasher, calling the built-in XXH3
 // variants directly rather than through the interface. It chooses the
 // hasher everywhere but in the inlined default-hasher fast paths of Lookup,
-// LookupBytes, LookupIndex and Bounded.Acquire, which call xxh3 themselves
-// to save a call.
+// LookupBytes, LookupIndex and LookupBytesIndex, which call xxh3
+// themselves to save a call.
 func (t *Table) keyHash(key string) uint64 {
 	switch t.kind {
 	case kindXXH3:
@@ -326,7 +364,7 @@ func (t *Table) keyHash(key string) uint64 {
 	case kindXXH3Seed:
 		return xxh3.HashStringSeed(key, t.seed)
 	}
-	return t.h.HashString(key)
+	return t.Hasher().HashString(key)
 }
 
 // keyHashBytes is keyHash for a byte slice.
@@ -337,5 +375,5 @@ func (t *Table) keyHashBytes(key []byte) uint64 {
 	case kindXXH3Seed:
 		return xxh3.HashSeed(key, t.seed)
 	}
-	return t.h.Hash(key)
+	return t.Hasher().Hash(key)
 }

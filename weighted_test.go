@@ -210,7 +210,7 @@ func TestWeightedSchedules(t *testing.T) {
 		}
 		want := slowWeighted(bs, m, nil)
 		g, _ := NewGenerator(m, nil)
-		perms := g.Permutations(nil, names)
+		perms := g.permutations(nil, names)
 		for name, fill := range map[string]func([]uint16, []Permutation, []uint32, []uint32, uint64, int){
 			"scan":  fillWeightedScan[uint16],
 			"queue": fillWeightedQueue[uint16],
@@ -289,7 +289,7 @@ func TestWeightedQueueCalendar(t *testing.T) {
 		}
 		want := slowWeighted(bs, DefaultSize, nil)
 		g, _ := NewGenerator(DefaultSize, nil)
-		perms := g.Permutations(nil, names)
+		perms := g.permutations(nil, names)
 		table := make([]uint16, DefaultSize)
 		fillWeightedQueue(table, perms, ws, make([]uint32, len(perms)), 100_000, endgameAt(DefaultSize))
 		for s, i := range table {
@@ -317,7 +317,7 @@ func TestWeightedDrain(t *testing.T) {
 		if excess := moved - gone; float64(excess) > 0.005*DefaultSize {
 			t.Errorf("draining %s (weight %d) moved %d slots between other backends, want under 0.5%% of M (measured about 0.2%%)", bs[i].Name, bs[i].Weight, excess)
 		}
-		if after.Counts()[after.Index(bs[i].Name)] != 0 || after.Len() != len(bs) {
+		if after.Counts()[after.Index(bs[i].Name)] != 0 || after.NumBackends() != len(bs) {
 			t.Errorf("drained backend still owns slots or is not listed")
 		}
 		if after.Weights()[after.Index(bs[i].Name)] != 0 {
@@ -328,10 +328,10 @@ func TestWeightedDrain(t *testing.T) {
 
 func TestWeightedEdges(t *testing.T) {
 	zero := mustWeighted(t, weighted(0, 0, 0), 7, nil)
-	if zero.Lookup("k") != "" || zero.Len() != 3 || !slices.Equal(zero.Counts(), []int{0, 0, 0}) {
+	if zero.Lookup("k") != "" || zero.NumBackends() != 3 || !slices.Equal(zero.Counts(), []int{0, 0, 0}) {
 		t.Error("all-drained table is not empty with 3 known backends")
 	}
-	if got := zero.AppendSlots(nil); len(got) != 7 || got[0] != NoBackend {
+	if got := zero.AppendSlots(nil); len(got) != 7 || got[0] != noBackend {
 		t.Errorf("all-drained AppendSlots = %v", got)
 	}
 	if !slices.Equal(mustNew(t, names("b", 2), 7, nil).Weights(), []uint32{1, 1}) {
@@ -346,8 +346,8 @@ func TestWeightedEdges(t *testing.T) {
 		m    int
 		want error
 	}{
-		{weighted(1, 2), 8, ErrNotPrime},
-		{weighted(1, 2), MaxSize + 2, ErrTooLarge},
+		{weighted(1, 2), 8, ErrSize},
+		{weighted(1, 2), MaxSize + 2, ErrSize},
 		{weighted(1, 1, 1), 2, ErrTooManyBackends},
 		{[]Backend{{"a", 1}, {"", 1}}, 7, ErrEmptyName},
 		{[]Backend{{"a", 1}, {"a", 2}}, 7, ErrDuplicateName},

@@ -10,7 +10,7 @@
 // *maglev.Table of the root package: Lookup(v) is the host Envoy's Maglev
 // picks for a request whose single header hash policy reads the value v,
 // and the table serves everything else the root package offers
-// (Candidates, Diff, AppendSlots, maglev.Bounded). The build reproduces
+// (Candidates, Diff, AppendSlots, bounded.Picker). The build reproduces
 // Envoy's own, including its double-precision weight arithmetic, which
 // maglev.NewWeighted deliberately does not share; docs/envoy.md in the
 // repository describes both sides' configuration and the proof.

@@ -97,7 +97,7 @@ func TestEnvoyExpectations(t *testing.T) {
 				t.Fatal(err)
 			}
 			for s, want := range c.expected {
-				if got := tab.Owner(s); got != c.keys[want] {
+				if got := tab.LookupHash(uint64(s)); got != c.keys[want] {
 					t.Errorf("slot %d: %s, Envoy %s", s, got, c.keys[want])
 				}
 			}
@@ -173,8 +173,8 @@ func TestEnvoySingleAndNone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tab.Len() != 0 || tab.Size() != 7 || tab.Lookup("any") != "" || tab.LookupHash(3) != "" {
-			t.Errorf("no hosts: Len %d, Size %d, Lookup %q", tab.Len(), tab.Size(), tab.Lookup("any"))
+		if tab.NumBackends() != 0 || tab.Size() != 7 || tab.Lookup("any") != "" || tab.LookupHash(3) != "" {
+			t.Errorf("no hosts: Len %d, Size %d, Lookup %q", tab.NumBackends(), tab.Size(), tab.Lookup("any"))
 		}
 	}
 }
@@ -189,11 +189,11 @@ func TestErrors(t *testing.T) {
 		m     int
 		want  error
 	}{
-		{"NoPrimeNumber", ab, 8, maglev.ErrNotPrime},
-		{"size 0", ab, 0, maglev.ErrNotPrime},
-		{"size -7", ab, -7, maglev.ErrNotPrime},
-		{"size 1", nil, 1, maglev.ErrNotPrime},
-		{"too large", ab, maglev.MaxSize + 2, maglev.ErrTooLarge},
+		{"NoPrimeNumber", ab, 8, maglev.ErrSize},
+		{"size 0", ab, 0, maglev.ErrSize},
+		{"size -7", ab, -7, maglev.ErrSize},
+		{"size 1", nil, 1, maglev.ErrSize},
+		{"too large", ab, maglev.MaxSize + 2, maglev.ErrSize},
 		{"more hosts than slots", hostsOf([]string{"a", "b", "c", "d"}, nil), 3, maglev.ErrTooManyBackends},
 		{"empty key", []Host{{"a", 1}, {"", 1}}, 7, maglev.ErrEmptyName},
 		{"duplicate key", []Host{{"a", 1}, {"b", 1}, {"a", 2}}, 7, maglev.ErrDuplicateName},
@@ -249,7 +249,7 @@ func TestHasher(t *testing.T) {
 	for k := range 2000 {
 		v := fmt.Sprintf("user-%d", k)
 		h := xxhash.Sum64String(v)
-		want := tab.Owner(int(h % 65537))
+		want := tab.LookupHash(uint64(int(h % 65537)))
 		if got := tab.Lookup(v); got != want {
 			t.Fatalf("Lookup(%q) = %s, slot XXH64 mod M holds %s", v, got, want)
 		}

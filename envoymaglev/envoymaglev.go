@@ -74,7 +74,7 @@ var _ maglev.Hasher = xxh64{}
 // empty list gives an empty table whose Lookup returns "", as Envoy picks
 // no host.
 //
-// New returns an error wrapping maglev.ErrNotPrime or maglev.ErrTooLarge
+// New returns an error wrapping maglev.ErrSize
 // for a bad tableSize, maglev.ErrTooManyBackends if there are more hosts
 // than slots, maglev.ErrEmptyName or maglev.ErrDuplicateName for an empty
 // or repeated key, ErrZeroWeight for a weight of 0 and ErrTotalWeight if
@@ -200,7 +200,7 @@ func newEnvoyFill(slots []uint32, perms []maglev.Permutation, hosts []Host, tota
 		f.cursor[i] = perms[i].Offset
 	}
 	for s := range slots {
-		slots[s] = maglev.NoBackend
+		slots[s] = math.MaxUint32
 	}
 	return f
 }
@@ -226,7 +226,7 @@ type envoyFill struct {
 func (f *envoyFill) take(i int) {
 	m := uint32(len(f.slots))
 	c, skip := f.cursor[i], f.perms[i].Skip
-	for f.slots[c] != maglev.NoBackend {
+	for f.slots[c] != math.MaxUint32 {
 		if c += skip; c >= m {
 			c -= m
 		}

@@ -23,11 +23,11 @@ func ExampleNew() {
 		panic(err)
 	}
 	for s := range t.Size() {
-		fmt.Printf("slot %d: %s\n", s, t.Owner(s))
+		fmt.Printf("slot %d: %s\n", s, t.LookupHash(uint64(s)))
 	}
 	v := "user-42"
 	fmt.Println("x-user", v, "goes to", t.Lookup(v))
-	fmt.Println("which is slot XXH64(v) mod 7:", t.Owner(int(xxhash.Sum64String(v)%7)))
+	fmt.Println("which is slot XXH64(v) mod 7:", t.LookupHash(uint64(int(xxhash.Sum64String(v)%7))))
 	// Output:
 	// slot 0: 127.0.0.1:92
 	// slot 1: 127.0.0.1:94

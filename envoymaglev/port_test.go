@@ -104,7 +104,7 @@ func turns(keys []string, offset, skip []uint64, weights []uint32, m int, exact 
 func owners(t *maglev.Table) []string {
 	out := make([]string, t.Size())
 	for s := range out {
-		out[s] = t.Owner(s)
+		out[s] = t.LookupHash(uint64(s))
 	}
 	return out
 }

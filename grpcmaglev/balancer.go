@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/pickfirst"
@@ -94,7 +95,7 @@ type maglevBalancer struct {
 	down        []string                       // the members that are down, sorted
 	table       *maglev.Table                  // full without down (see rebuildTableLocked)
 	tableCfg    *lbConfig
-	bounded     *maglev.Bounded // over table, with the channel's in-flight counts at cfg's balanceFactor: what pickers acquire on; nil when the factor is 0
+	bounded     *bounded.Picker // over table, with the channel's in-flight counts at cfg's balanceFactor: what pickers acquire on; nil when the factor is 0
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
@@ -214,7 +215,7 @@ func (b *maglevBalancer) syncBoundedLocked() error {
 	case f == 0:
 		b.bounded = nil
 	case b.bounded == nil || b.bounded.Factor() != f:
-		nb, err := maglev.NewBounded(b.table, f)
+		nb, err := bounded.New(b.table, f)
 		if err != nil { // parseConfig vetted f
 			return fmt.Errorf("grpcmaglev: balanceFactor: %w", err)
 		}
@@ -339,7 +340,7 @@ func (b *maglevBalancer) recordFailuresLocked() (members []maglev.Backend, down 
 func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State) {
 	p := &picker{
 		table:   b.table,
-		owners:  make([]*child, b.table.Len()),
+		owners:  make([]*child, b.table.NumBackends()),
 		header:  b.cfg.header,
 		bounded: b.bounded,
 		metrics: b.metrics,

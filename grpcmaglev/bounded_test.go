@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
@@ -175,7 +176,7 @@ func TestBoundedRebuild(t *testing.T) {
 	if p1.table == p0.table || p1.bounded.Table() != p1.table || p0.bounded.Table() != p0.table {
 		t.Fatal("after the rebuild, a picker's Bounded is not over its own table")
 	}
-	loadsOf := func(bd *maglev.Bounded) map[string]int64 {
+	loadsOf := func(bd *bounded.Picker) map[string]int64 {
 		loads := map[string]int64{}
 		for _, l := range bd.Loads(nil) {
 			loads[l.Backend] = l.InFlight

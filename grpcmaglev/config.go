@@ -12,15 +12,16 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"github.com/maglevlb/maglev/envoymaglev"
 	"google.golang.org/grpc/serviceconfig"
 )
 
 // ErrInvalidConfig is wrapped by every error the policy's config parser
 // returns, so that a caller of the parser can match a rejected config with
-// errors.Is. An error about a bad tableSize also wraps maglev.ErrNotPrime or
-// maglev.ErrTooLarge, and one about a bad balanceFactor wraps
-// maglev.ErrBalanceFactor. grpc calls the parser when it parses a service
+// errors.Is. An error about a bad tableSize also wraps maglev.ErrSize or
+// maglev.ErrSize, and one about a bad balanceFactor wraps
+// bounded.ErrBalanceFactor. grpc calls the parser when it parses a service
 // config (grpc.NewClient for the default one) and passes its error on as
 // text: the message names the field, but errors.Is cannot see
 // ErrInvalidConfig through grpc's error. A caller gets the parser with
@@ -37,10 +38,10 @@ type ConfigError struct {
 }
 
 // Error returns "grpcmaglev: invalid config: <field>: <reason>", where a
-// reason from package maglev loses its "maglev: " prefix. It builds the
-// string on each call.
+// reason from package maglev or bounded loses its "maglev: " or
+// "bounded: " prefix. It builds the string on each call.
 func (e *ConfigError) Error() string {
-	reason := strings.TrimPrefix(e.Err.Error(), "maglev: ")
+	reason := strings.TrimPrefix(strings.TrimPrefix(e.Err.Error(), "maglev: "), "bounded: ")
 	if e.Field == "" {
 		return ErrInvalidConfig.Error() + ": " + reason
 	}
@@ -258,13 +259,13 @@ func parseSize(n number) (int, error) {
 	switch {
 	case errors.As(err, &numErr) && numErr.Err == strconv.ErrRange:
 		if m < 0 {
-			return 0, fmt.Errorf("%w: %s", maglev.ErrNotPrime, n)
+			return 0, fmt.Errorf("%w: %s", maglev.ErrSize, n)
 		}
-		return 0, fmt.Errorf("%w: %s > %d", maglev.ErrTooLarge, n, maglev.MaxSize)
+		return 0, fmt.Errorf("%w: %s > %d", maglev.ErrSize, n, maglev.MaxSize)
 	case err != nil:
 		return 0, fmt.Errorf("must be an integer, got %s", n)
 	case m > maglev.MaxSize: // before int(m), which may be 32 bits
-		return 0, fmt.Errorf("%w: %d > %d", maglev.ErrTooLarge, m, maglev.MaxSize)
+		return 0, fmt.Errorf("%w: %d > %d", maglev.ErrSize, m, maglev.MaxSize)
 	}
 	if err := maglev.CheckSize(int(m)); err != nil {
 		return 0, err
@@ -283,12 +284,12 @@ func parseSeed(n number) (uint64, error) {
 }
 
 // parseFactor parses balanceFactor: a number that is 0 (bounded loads off)
-// or finite and at least 1, as maglev.NewBounded requires. An error about
-// its value wraps maglev.ErrBalanceFactor.
+// or finite and at least 1, as bounded.New requires. An error about
+// its value wraps bounded.ErrBalanceFactor.
 func parseFactor(n number) (float64, error) {
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || f != 0 && !(f >= 1 && f <= math.MaxFloat64) { // out of float64's range: JSON has no infinities
-		return 0, fmt.Errorf("%w: %s", maglev.ErrBalanceFactor, n)
+		return 0, fmt.Errorf("%w: %s", bounded.ErrBalanceFactor, n)
 	}
 	return f, nil
 }

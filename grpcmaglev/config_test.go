@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"github.com/maglevlb/maglev/grpcmaglev"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
@@ -73,13 +74,13 @@ func TestParseConfigBad(t *testing.T) {
 		is    error // also wrapped, besides ErrInvalidConfig
 		text  string
 	}{
-		{`{"tableSize": 100}`, "tableSize", maglev.ErrNotPrime, "100"},
-		{`{"tableSize": 65536}`, "tableSize", maglev.ErrNotPrime, "65536"},
-		{`{"tableSize": 1}`, "tableSize", maglev.ErrNotPrime, "1"},
-		{`{"tableSize": 0}`, "tableSize", maglev.ErrNotPrime, "0"},
-		{`{"tableSize": -7}`, "tableSize", maglev.ErrNotPrime, "-7"},
-		{`{"tableSize": 16777289}`, "tableSize", maglev.ErrTooLarge, "16777289"}, // prime > MaxSize
-		{`{"tableSize": 99999999999999999999999}`, "tableSize", maglev.ErrTooLarge, "99999999999999999999999"},
+		{`{"tableSize": 100}`, "tableSize", maglev.ErrSize, "100"},
+		{`{"tableSize": 65536}`, "tableSize", maglev.ErrSize, "65536"},
+		{`{"tableSize": 1}`, "tableSize", maglev.ErrSize, "1"},
+		{`{"tableSize": 0}`, "tableSize", maglev.ErrSize, "0"},
+		{`{"tableSize": -7}`, "tableSize", maglev.ErrSize, "-7"},
+		{`{"tableSize": 16777289}`, "tableSize", maglev.ErrSize, "16777289"}, // prime > MaxSize
+		{`{"tableSize": 99999999999999999999999}`, "tableSize", maglev.ErrSize, "99999999999999999999999"},
 		{`{"tableSize": 65537.5}`, "tableSize", nil, "integer"},
 		{`{"tableSize": 6.5537e4}`, "tableSize", nil, "integer"},
 		{`{"tableSize": "65537"}`, "tableSize", nil, "JSON number"},
@@ -93,10 +94,10 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"seed": 1.5}`, "seed", nil, "integer from 0"},
 		{`{"seed": 18446744073709551616}`, "seed", nil, "integer from 0"},
 		{`{"seed": "1"}`, "seed", nil, "JSON number"},
-		{`{"balanceFactor": 0.5}`, "balanceFactor", maglev.ErrBalanceFactor, "balanceFactor: balance factor must be 0 (off) or a finite number ≥ 1: 0.5"},
-		{`{"balanceFactor": 0.999999}`, "balanceFactor", maglev.ErrBalanceFactor, "0.999999"},
-		{`{"balanceFactor": -1.25}`, "balanceFactor", maglev.ErrBalanceFactor, "-1.25"},
-		{`{"balanceFactor": 1e400}`, "balanceFactor", maglev.ErrBalanceFactor, "1e400"},
+		{`{"balanceFactor": 0.5}`, "balanceFactor", bounded.ErrBalanceFactor, "balanceFactor: balance factor must be 0 (off) or a finite number ≥ 1: 0.5"},
+		{`{"balanceFactor": 0.999999}`, "balanceFactor", bounded.ErrBalanceFactor, "0.999999"},
+		{`{"balanceFactor": -1.25}`, "balanceFactor", bounded.ErrBalanceFactor, "-1.25"},
+		{`{"balanceFactor": 1e400}`, "balanceFactor", bounded.ErrBalanceFactor, "1e400"},
 		{`{"balanceFactor": "1.25"}`, "balanceFactor", nil, "JSON number"},
 		{`{"balanceFactor": true}`, "balanceFactor", nil, "JSON number"},
 		{`{"balancefactor": 1.25}`, "balancefactor", nil, "unknown field (known: balanceFactor, envoyCompatible, "},
@@ -107,7 +108,7 @@ func TestParseConfigBad(t *testing.T) {
 		{`{"TableSize": 65537}`, "TableSize", nil, "unknown field"},
 		{`{"tablesize": "x"}`, "tablesize", nil, "unknown field"},
 		{`{"seed": 1, "x": "y"}`, "x", nil, "unknown field"},
-		{`{"tableSize": -99999999999999999999}`, "tableSize", maglev.ErrNotPrime, "-99999999999999999999"},
+		{`{"tableSize": -99999999999999999999}`, "tableSize", maglev.ErrSize, "-99999999999999999999"},
 		{`{"seed": -99999999999999999999}`, "seed", nil, "integer from 0"},
 		{`{"seed": {}}`, "seed", nil, "JSON number, got a JSON object"},
 		{`{"tableSize": [65537]}`, "tableSize", nil, "JSON number, got a JSON array"},

@@ -68,8 +68,8 @@
 // With a balanceFactor F, a keyed RPC goes to the first of its key's
 // candidates (maglev.Table.Candidates order) whose in-flight count is below
 // its capacity ceil(F × L × w_i/Σw), with L the keyed RPCs in flight on the
-// channel, this one included: maglev.Bounded, one set of counts per
-// channel, which each picker binds to its own table with Bounded.With, so
+// channel, this one included: bounded.Picker, one set of counts per
+// channel, which each picker binds to its own table with Picker.With, so
 // that endpoints that stay across a rebuild keep their counts. An RPC holds
 // its place from the pick until gRPC calls the pick's Done. A chosen
 // candidate that is connecting or idle makes the pick queue, as the key's

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"github.com/maglevlb/maglev/grpcmaglev"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -264,7 +265,7 @@ func movesDown(t *testing.T, ss []*server) []int64 {
 }
 
 // TestMetricsSpills: with balanceFactor 1.25, RPCs of one hot key held at
-// the servers one after another are placed as maglev.Bounded places them,
+// the servers one after another are placed as bounded.Picker places them,
 // and the picks that went past the key's owner are spills, as many as the
 // library's leases that spilled; each is a pick with outcome ok.
 func TestMetricsSpills(t *testing.T) {
@@ -283,7 +284,7 @@ func TestMetricsSpills(t *testing.T) {
 
 	// The library's placement of the same RPCs, each held while the next
 	// is placed.
-	sim, err := maglev.NewBounded(tb, factor)
+	sim, err := bounded.New(tb, factor)
 	if err != nil {
 		t.Fatal(err)
 	}

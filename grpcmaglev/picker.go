@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
@@ -65,8 +66,8 @@ func (c *child) connect() {
 //
 // A pick is three steps: the key (rpcKey), the owner's table index
 // (ownerOf), and the owner's pick (child.pick). With a balanceFactor, the
-// index comes from the picker's maglev.Bounded instead (pickBounded): the
-// channel's counts bound to the picker's own table with Bounded.With, so
+// index comes from the picker's bounded.Picker instead (pickBounded): the
+// channel's counts bound to the picker's own table with Picker.With, so
 // that a lease's index is always one of the picker's owners. The
 // PickResult's Done releases the lease.
 //
@@ -78,7 +79,7 @@ type picker struct {
 	idle    []*child        // IDLE children, asked to connect by keyless picks that find none ready
 	waiting bool            // some child is IDLE or CONNECTING
 	header  string          // the config's requestHashHeader
-	bounded *maglev.Bounded // the channel's counts over table; nil when balanceFactor is 0
+	bounded *bounded.Picker // the channel's counts over table; nil when balanceFactor is 0
 	failed  *child          // the child that last entered TRANSIENT_FAILURE, or nil
 	err     error           // the error when failed is nil and nothing is usable
 	metrics *channelMetrics // the channel's; nil records nothing
@@ -167,7 +168,7 @@ func (p *picker) pickBounded(info balancer.PickInfo, key string) (balancer.PickR
 // it is not nil. gRPC calls a pick's Done exactly once: when the RPC ends,
 // or at once if it drops the pick. The callback is one 48-byte allocation,
 // a closure holding l, which grpc's API (a func value per pick) forces.
-func releaseOnDone(l maglev.Lease, done func(balancer.DoneInfo)) func(balancer.DoneInfo) {
+func releaseOnDone(l bounded.Lease, done func(balancer.DoneInfo)) func(balancer.DoneInfo) {
 	if done == nil {
 		return func(balancer.DoneInfo) { l.Release() }
 	}

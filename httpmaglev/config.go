@@ -25,8 +25,8 @@ var (
 	// ErrInvalidConfig is wrapped by every error the package returns for a
 	// bad Config field or a bad argument (NewTransport, WatchDNS,
 	// WatchSRV): a *ConfigError naming it. An error about a bad TableSize
-	// also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one about a bad
-	// BalanceFactor maglev.ErrBalanceFactor.
+	// also wraps maglev.ErrSize, one about a bad
+	// BalanceFactor bounded.ErrBalanceFactor.
 	ErrInvalidConfig = errors.New("httpmaglev: invalid config")
 
 	// ErrInvalidBackends is wrapped by every error SetBackends (and
@@ -61,9 +61,11 @@ type ConfigError struct {
 }
 
 // Error returns "httpmaglev: invalid config: FIELD: REASON", where a reason
-// from package maglev loses its "maglev: " prefix.
+// from package maglev or bounded loses its "maglev: " or "bounded: "
+// prefix.
 func (e *ConfigError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "maglev: ")
+	reason := strings.TrimPrefix(strings.TrimPrefix(e.Err.Error(), "maglev: "), "bounded: ")
+	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + reason
 }
 
 // Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
@@ -180,7 +182,7 @@ type Config struct {
 	NewTable func(backends []maglev.Backend, size int) (*maglev.Table, error)
 
 	// BalanceFactor turns on bounded loads: 0 is off, otherwise it must be
-	// finite and at least 1 (Envoy's users set 1.25); see maglev.NewBounded.
+	// finite and at least 1 (Envoy's users set 1.25); see bounded.New.
 	BalanceFactor float64
 
 	// Base sends the requests to the backends (as http.Client's and

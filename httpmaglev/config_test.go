@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"github.com/maglevlb/maglev/httpmaglev"
 )
 
@@ -31,12 +32,12 @@ func TestConfigErrors(t *testing.T) {
 		change func(*httpmaglev.Config)
 		also   error
 	}{
-		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = 65536 }, maglev.ErrNotPrime},
-		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = -7 }, maglev.ErrNotPrime},
-		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = maglev.MaxSize + 2 }, maglev.ErrTooLarge},
-		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = 0.5 }, maglev.ErrBalanceFactor},
-		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = math.NaN() }, maglev.ErrBalanceFactor},
-		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = math.Inf(1) }, maglev.ErrBalanceFactor},
+		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = 65536 }, maglev.ErrSize},
+		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = -7 }, maglev.ErrSize},
+		{"TableSize", func(c *httpmaglev.Config) { c.TableSize = maglev.MaxSize + 2 }, maglev.ErrSize},
+		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = 0.5 }, bounded.ErrBalanceFactor},
+		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = math.NaN() }, bounded.ErrBalanceFactor},
+		{"BalanceFactor", func(c *httpmaglev.Config) { c.BalanceFactor = math.Inf(1) }, bounded.ErrBalanceFactor},
 		{"HealthPath", func(c *httpmaglev.Config) { c.HealthPath = "healthz" }, nil},
 		{"HealthInterval", func(c *httpmaglev.Config) { c.HealthInterval = -time.Second }, nil},
 		{"HealthTimeout", func(c *httpmaglev.Config) { c.HealthTimeout = 2 * time.Second }, nil},

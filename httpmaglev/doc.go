@@ -57,8 +57,8 @@
 //
 // With Config.BalanceFactor F, a request goes to the first of its key's
 // candidates holding fewer than ceil(F × L × w/Σw) of the L requests in
-// flight (maglev.Bounded, one per Transport, its table kept in each
-// snapshot with Bounded.With), and holds its place until its response
+// flight (bounded.Picker, one per Transport, its table kept in each
+// snapshot with Picker.With), and holds its place until its response
 // body is closed, it fails, or its context ends.
 //
 // # Costs

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 )
 
 // A member is one configured backend and what is known of its health. A
@@ -52,7 +53,7 @@ func (m *member) healthy() bool { return m.up && !m.ejected.Load() }
 // the first time a retry needs one; a rebuild publishes a new snapshot.
 type snapshot struct {
 	table    *maglev.Table
-	bounded  *maglev.Bounded  // picks from table with the Transport's shared counts; nil when bounded loads are off
+	bounded  *bounded.Picker  // picks from table with the Transport's shared counts; nil when bounded loads are off
 	members  []*member        // members[i] is table backend i
 	backends []maglev.Backend // backends[i] is table backend i, with the weight the table was built with
 	counts   []int            // counts[i] is the number of slots backend i owns
@@ -98,14 +99,13 @@ const maxRetryTables = 16
 // retryTarget is O(1) and does not allocate, but for the first retry away
 // from a backend in a snapshot, which builds the table without it.
 func (s *snapshot) retryTarget(h uint64, failed int) int {
-	slot := s.table.SlotOf(h)
-	owner := s.table.OwnerIndex(slot)
+	owner := s.table.LookupHashIndex(h)
 	if owner != failed {
 		return owner
 	}
 	without := s.withoutTable(failed)
 	if without == nil {
-		if s.table.Len() < 2 {
+		if s.table.NumBackends() < 2 {
 			return -1
 		}
 		for c := range s.table.CandidatesHash(h) {
@@ -117,7 +117,7 @@ func (s *snapshot) retryTarget(h uint64, failed int) int {
 	}
 	// Backend j of the table without failed is backend j of s.table below
 	// failed, and j+1 from failed on: both are sorted by name.
-	o := without.OwnerIndex(slot)
+	o := without.LookupHashIndex(h)
 	if o >= failed {
 		o++
 	}
@@ -208,7 +208,7 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTable, err)
 	}
-	if table == nil || table.Len() != len(backends) {
+	if table == nil || table.NumBackends() != len(backends) {
 		return nil, fmt.Errorf("%w: the table is not over the %d backends it was given", ErrTable, len(backends))
 	}
 	for _, b := range backends {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 )
 
 // A State is a Transport's routing state at one moment, for an admin
@@ -58,7 +58,7 @@ func (t *Transport) State() State {
 	s := t.cur.Load()
 	m := s.table.Size()
 	st := State{
-		Healthy:       s.table.Len(),
+		Healthy:       s.table.NumBackends(),
 		TableSize:     m,
 		BalanceFactor: t.cfg.BalanceFactor,
 		Requests:      t.requests.Load(),
@@ -70,7 +70,7 @@ func (t *Transport) State() State {
 		Rebuilds:      s.rebuilds,
 		Backends:      make([]BackendState, 0, len(s.all)),
 	}
-	loads := map[string]maglev.BackendLoad{}
+	loads := map[string]bounded.Load{}
 	if s.bounded != nil {
 		for _, l := range s.bounded.Loads(nil) {
 			loads[l.Backend] = l

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 )
 
 // A Transport is an http.RoundTripper that sends each request to the
@@ -33,7 +34,7 @@ import (
 type Transport struct {
 	cfg     Config // normalized: Key, Base and Logger are set
 	ipOf    func(*http.Request) string
-	bounded *maglev.Bounded // the shared in-flight counts; nil when bounded loads are off
+	bounded *bounded.Picker // the shared in-flight counts; nil when bounded loads are off
 	probe   *http.Client    // the active health checks' client
 
 	cur       atomic.Pointer[snapshot] // what RoundTrip reads
@@ -83,7 +84,7 @@ func NewTransport(cfg Config) (*Transport, error) {
 		t.ipOf = ForwardedClientIP
 	}
 	if cfg.BalanceFactor != 0 {
-		if t.bounded, err = maglev.NewBounded(nil, cfg.BalanceFactor); err != nil {
+		if t.bounded, err = bounded.New(nil, cfg.BalanceFactor); err != nil {
 			return nil, &ConfigError{Field: "BalanceFactor", Err: err}
 		}
 	}
@@ -256,7 +257,7 @@ func (t *Transport) Table() *maglev.Table { return t.cur.Load().table }
 // on that backend with bounded loads, the key, and for a keyless request
 // (no Key, no client IP) the random hash it was spread by. It does not
 // allocate when the Key function does not, and takes no lock.
-func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease maglev.Lease, key string, h uint64) {
+func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease bounded.Lease, key string, h uint64) {
 	s = t.cur.Load()
 	if t.cfg.Key != nil {
 		key = t.cfg.Key(req)
@@ -271,13 +272,13 @@ func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease maglev.Le
 		// to their slots instead of all landing on the empty key's owner.
 		h = rand.Uint64()
 		if s.bounded == nil {
-			return s, s.table.LookupHashIndex(h), maglev.Lease{}, "", h
+			return s, s.table.LookupHashIndex(h), bounded.Lease{}, "", h
 		}
 		lease = s.bounded.AcquireHash(h)
 		return s, lease.Index, lease, "", h
 	}
 	if s.bounded == nil {
-		return s, s.table.LookupIndex(key), maglev.Lease{}, key, 0
+		return s, s.table.LookupIndex(key), bounded.Lease{}, key, 0
 	}
 	lease = s.bounded.Acquire(key)
 	return s, lease.Index, lease, key, 0
@@ -292,7 +293,7 @@ func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease maglev.Le
 // The key is Config.Key(req), or the client IP if that is empty. With
 // bounded loads off the request goes to the key's owner in the table of
 // the healthy backends; with a BalanceFactor, to the first of the key's
-// candidates below its capacity (see maglev.Bounded), holding its place
+// candidates below its capacity (see bounded.Picker), holding its place
 // there until the response body is closed, the request fails, or its
 // context ends. A request with no key at all (no Key, and no client IP,
 // as an http.Client's outgoing requests have none) goes to the owner of a
@@ -653,7 +654,7 @@ func closeBody(req *http.Request) {
 // the request's context ends, whichever comes first.
 type releaser struct {
 	done  atomic.Bool
-	lease maglev.Lease
+	lease bounded.Lease
 	stop  func() bool // stops the context.AfterFunc; set before the body is returned
 }
 
@@ -674,7 +675,7 @@ func (r *releaser) closed() {
 // holdLease makes resp hold lease until its body is closed or ctx ends.
 // The releaser lives in the body that wraps resp's: one allocation, plus
 // the context.AfterFunc's where ctx can end.
-func holdLease(ctx context.Context, resp *http.Response, lease maglev.Lease) {
+func holdLease(ctx context.Context, resp *http.Response, lease bounded.Lease) {
 	if resp.Body == nil {
 		lease.Release()
 		return

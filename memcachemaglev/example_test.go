@@ -119,7 +119,7 @@ func ExampleNewWeighted() {
 	fmt.Println("user:1 is on", addr)
 
 	_, err = memcachemaglev.NewWeighted(servers, memcachemaglev.Options{TableSize: 10000})
-	fmt.Println("size 10000:", errors.Is(err, memcachemaglev.ErrInvalidConfig), errors.Is(err, maglev.ErrNotPrime))
+	fmt.Println("size 10000:", errors.Is(err, memcachemaglev.ErrInvalidConfig), errors.Is(err, maglev.ErrSize))
 	fmt.Println(err)
 	err = sel.SetWeighted([]memcachemaglev.Server{{Addr: "10.0.0.1:11211", Weight: 0}})
 	fmt.Println("all drained:", errors.Is(err, maglev.ErrNoBackends))
@@ -130,7 +130,7 @@ func ExampleNewWeighted() {
 	// counts:  [2502 7505 0]
 	// user:1 is on 10.0.0.2:11211
 	// size 10000: true true
-	// memcachemaglev: invalid config: TableSize: table size is not prime: 10000
+	// memcachemaglev: invalid config: TableSize: unsupported table size: 10000 is not a prime
 	// all drained: true
 	// memcachemaglev: every server's weight is 0: maglev: no backends to fill the table with
 }

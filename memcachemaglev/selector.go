@@ -20,7 +20,7 @@ var (
 
 	// ErrInvalidConfig is wrapped by the error NewWeighted returns for bad
 	// Options: a *ConfigError naming the field. An error about a bad
-	// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge.
+	// TableSize also wraps maglev.ErrSize.
 	ErrInvalidConfig = errors.New("memcachemaglev: invalid config")
 )
 
@@ -120,7 +120,7 @@ func New(servers ...string) (*Selector, error) {
 // SetServers and SetWeighted. See SetWeighted for the servers and the
 // errors; for a bad opts.TableSize, before anything else is checked,
 // NewWeighted returns a *ConfigError, which errors.Is matches with
-// ErrInvalidConfig and with maglev.ErrNotPrime or maglev.ErrTooLarge. For a list in gomemcache's convention, where a repeat adds
+// ErrInvalidConfig and with maglev.ErrSize. For a list in gomemcache's convention, where a repeat adds
 // weight, pass Weigh(list...).
 //
 // NewWeighted costs what SetWeighted does.
@@ -245,7 +245,7 @@ func (s *Selector) set(servers []Server) error {
 	if err != nil {
 		return fmt.Errorf("memcachemaglev: %w", err)
 	}
-	addrs := make([]net.Addr, t.Len())
+	addrs := make([]net.Addr, t.NumBackends())
 	for i := range addrs {
 		if addrs[i], err = resolve(t.Backend(i)); err != nil {
 			return err

@@ -109,7 +109,7 @@ func TestNoServers(t *testing.T) {
 	if (&memcachemaglev.Selector{}).Table() != nil {
 		t.Error("the zero Selector's Table is not nil")
 	}
-	if n := emptied.Table().Len(); n != 0 {
+	if n := emptied.Table().NumBackends(); n != 0 {
 		t.Errorf("after SetServers(), Table has %d backends", n)
 	}
 	var zero memcachemaglev.Selector

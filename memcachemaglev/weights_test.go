@@ -232,7 +232,7 @@ func TestGolden(t *testing.T) {
 	}
 	var owners []string
 	for slot := range small.Table().Size() {
-		owners = append(owners, strings.TrimSuffix(strings.TrimPrefix(small.Table().Owner(slot), "10.0.0."), ":11211"))
+		owners = append(owners, strings.TrimSuffix(strings.TrimPrefix(small.Table().LookupHash(uint64(slot)), "10.0.0."), ":11211"))
 	}
 	if got, want := strings.Join(owners, " "), goldenSmall; got != want {
 		t.Errorf("13 slots, 1:2:3:0, seed 0x5eed: owners\n%s, want\n%s", got, want)
@@ -336,10 +336,10 @@ func TestBadWeighted(t *testing.T) {
 		{"no port", []S{{"10.0.0.1:11211", 1}, {"127.0.0.1", 1}}, memcachemaglev.Options{}, memcachemaglev.ErrResolve, false},
 		{"drained, no port", []S{{"10.0.0.1:11211", 1}, {"127.0.0.1", 0}}, memcachemaglev.Options{}, memcachemaglev.ErrResolve, false},
 		{"too many", many, memcachemaglev.Options{TableSize: 13}, maglev.ErrTooManyBackends, false},
-		{"size not prime", good, memcachemaglev.Options{TableSize: 65536}, maglev.ErrNotPrime, true},
-		{"size 1", good, memcachemaglev.Options{TableSize: 1}, maglev.ErrNotPrime, true},
-		{"size negative", good, memcachemaglev.Options{TableSize: -7}, maglev.ErrNotPrime, true},
-		{"size too large", good, memcachemaglev.Options{TableSize: maglev.MaxSize + 2}, maglev.ErrTooLarge, true},
+		{"size not prime", good, memcachemaglev.Options{TableSize: 65536}, maglev.ErrSize, true},
+		{"size 1", good, memcachemaglev.Options{TableSize: 1}, maglev.ErrSize, true},
+		{"size negative", good, memcachemaglev.Options{TableSize: -7}, maglev.ErrSize, true},
+		{"size too large", good, memcachemaglev.Options{TableSize: maglev.MaxSize + 2}, maglev.ErrSize, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := memcachemaglev.NewWeighted(tc.servers, tc.opts)
@@ -354,7 +354,7 @@ func TestBadWeighted(t *testing.T) {
 				t.Errorf("NewWeighted: error %q is a *ConfigError: %v, matches ErrInvalidConfig: %v; want %v", err, isConfig, errors.Is(err, memcachemaglev.ErrInvalidConfig), tc.options)
 			}
 			if tc.options {
-				if ce.Field != "TableSize" || !strings.HasPrefix(err.Error(), "memcachemaglev: invalid config: TableSize: table size ") {
+				if ce.Field != "TableSize" || !strings.HasPrefix(err.Error(), "memcachemaglev: invalid config: TableSize: unsupported table size: ") {
 					t.Errorf("NewWeighted: error %q names field %q, want TableSize", err, ce.Field)
 				}
 				return

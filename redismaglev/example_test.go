@@ -89,7 +89,7 @@ func ExampleNewConsistentHashFunc() {
 	fmt.Println("counts: ", t.Counts())
 
 	_, err = redismaglev.NewConsistentHashFunc(redismaglev.Options{TableSize: 10000})
-	fmt.Println("size 10000:", errors.Is(err, redismaglev.ErrInvalidConfig), errors.Is(err, maglev.ErrNotPrime))
+	fmt.Println("size 10000:", errors.Is(err, redismaglev.ErrInvalidConfig), errors.Is(err, maglev.ErrSize))
 	fmt.Println(err)
 	drained := newHash([]string{"shard3"}).(*redismaglev.Hash)
 	fmt.Println("only shard3 up:", errors.Is(drained.Err(), maglev.ErrNoBackends))
@@ -98,6 +98,6 @@ func ExampleNewConsistentHashFunc() {
 	// weights: [3 1 0]
 	// counts:  [7505 2502 0]
 	// size 10000: true true
-	// redismaglev: invalid config: TableSize: table size is not prime: 10000
+	// redismaglev: invalid config: TableSize: unsupported table size: 10000 is not a prime
 	// only shard3 up: true
 }

@@ -15,7 +15,7 @@ var _ redis.ConsistentHash = (*Hash)(nil)
 
 // ErrInvalidConfig is wrapped by the error NewConsistentHashFunc returns
 // for bad Options: a *ConfigError naming the field. An error about a bad
-// TableSize also wraps maglev.ErrNotPrime or maglev.ErrTooLarge, one about
+// TableSize also wraps maglev.ErrSize, one about
 // Weights maglev.ErrEmptyName.
 var ErrInvalidConfig = errors.New("redismaglev: invalid config")
 
@@ -119,8 +119,8 @@ func NewConsistentHash(shards []string) redis.ConsistentHash {
 //
 // For bad options NewConsistentHashFunc returns a *ConfigError, whose
 // text starts with "redismaglev: invalid config: " and which errors.Is
-// matches with ErrInvalidConfig and with the reason: maglev.ErrNotPrime or
-// maglev.ErrTooLarge for a bad TableSize, maglev.ErrEmptyName for a weight
+// matches with ErrInvalidConfig and with the reason: maglev.ErrSize or
+// maglev.ErrSize for a bad TableSize, maglev.ErrEmptyName for a weight
 // given to the name "", which no usable shard has. It is O(√M + w) for w weights; each table the returned
 // function builds costs what NewConsistentHash's does, plus at most
 // O(M log n) for the weights.

@@ -3,6 +3,7 @@ package xdpmaglev
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -474,7 +475,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 	}
 
 	// The table, in a map of its own, swapped in whole.
-	slots := make([]maglevSlot, table.Len())
+	slots := make([]maglevSlot, table.NumBackends())
 	for i := range slots {
 		be := next.backends[netip.MustParseAddr(table.Backend(i))]
 		slots[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
@@ -586,7 +587,7 @@ func writeSlots(m *ebpf.Map, owners []uint32, slots []maglevSlot) error {
 	}
 	for i, o := range owners {
 		v := maglevSlot{Id: noBackend}
-		if o != maglev.NoBackend {
+		if o != math.MaxUint32 {
 			v = slots[o]
 		}
 		binary.NativeEndian.PutUint32(mem[8*i:], v.Id)

@@ -147,8 +147,8 @@ func TestBalanced(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if table.Size() != m || table.Len() != n {
-					t.Fatalf("Size, Len = %d, %d; want %d, %d", table.Size(), table.Len(), m, n)
+				if table.Size() != m || table.NumBackends() != n {
+					t.Fatalf("Size, NumBackends = %d, %d; want %d, %d", table.Size(), table.NumBackends(), m, n)
 				}
 				checkBalanced(t, table.Counts(), n, m)
 			})

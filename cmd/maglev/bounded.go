@@ -4,10 +4,11 @@ import (
 	"fmt"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 )
 
 // This file is the bounded-loads row: a Maglev table behind
-// maglev.NewBounded, through which the requests are simulated with a
+// bounded.New, through which the requests are simulated with a
 // sliding window of C requests in flight.
 //
 // The simulation, exactly: requests are issued one at a time in key-stream
@@ -58,7 +59,7 @@ func (c *compareConfig) boundedAlgorithm(m int, factor float64, inflight int) al
 			if err != nil { // check accepted factor: cannot happen
 				panic(err)
 			}
-			r := &boundedRouter{sim: sim, index: make([]int32, t.Len())}
+			r := &boundedRouter{sim: sim, index: make([]int32, t.NumBackends())}
 			for i, name := range t.Backends() {
 				r.index[i] = index[name]
 			}
@@ -77,16 +78,16 @@ func boundedName(factor float64, inflight int) string {
 // requests in flight.
 type boundedSim struct {
 	t       *maglev.Table
-	b       *maglev.Bounded
+	b       *bounded.Picker
 	c       int
-	window  []maglev.Lease // the leases in flight; once full, oldest at next
+	window  []bounded.Lease // the leases in flight; once full, oldest at next
 	next    int
 	spilled int64 // requests placed past their key's first candidate
 }
 
 // newBoundedSim returns a simulation over t with no request in flight.
 func newBoundedSim(t *maglev.Table, factor float64, c int) (*boundedSim, error) {
-	b, err := maglev.NewBounded(t, factor)
+	b, err := bounded.New(t, factor)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +95,7 @@ func newBoundedSim(t *maglev.Table, factor float64, c int) (*boundedSim, error) 
 }
 
 // pick issues the next request, for key hash h, and returns its lease.
-func (s *boundedSim) pick(h uint64) maglev.Lease {
+func (s *boundedSim) pick(h uint64) bounded.Lease {
 	s.release()
 	return s.hold(s.b.AcquireHash(h))
 }
@@ -108,7 +109,7 @@ func (s *boundedSim) release() {
 }
 
 // hold keeps l, the request just placed, in the window, and returns it.
-func (s *boundedSim) hold(l maglev.Lease) maglev.Lease {
+func (s *boundedSim) hold(l bounded.Lease) bounded.Lease {
 	if len(s.window) < s.c {
 		s.window = append(s.window, l)
 	} else {

@@ -254,7 +254,7 @@ func TestCompareBoundedText(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Bounded loads spill it instead",
-		"bounded F=1.5 C=32: the M=4099 table through maglev.NewBounded(t, 1.5), with a sliding\n" +
+		"bounded F=1.5 C=32: the M=4099 table through bounded.New(t, 1.5), with a sliding\n" +
 			"window of 32 requests in flight: request i is released just before request i+32 is\n" +
 			"placed, so each pick sees L = 32, itself included (i+1 for the first 32).",
 	} {

@@ -87,7 +87,7 @@ the hottest key's share. The K keys are kept in memory.
 
 Giving -inflight C or -balance-factor F adds a row for bounded loads,
 "bounded F=1.25 C=64" at the defaults, beside the first Maglev row: that
-row's table through maglev.NewBounded(t, F), F ≥ 1, which sends a request
+row's table through bounded.New(t, F), F ≥ 1, which sends a request
 to the first of its key's candidates that holds fewer than its capacity
 ceil(F·L·w/Σw) of the L requests in flight. The requests are simulated
 in stream order with a sliding window of C in flight (1 to 1048576):

@@ -255,7 +255,7 @@ func TestCompareErrors(t *testing.T) {
 		{[]string{"-n", "1"}, "error: -n 1: want at least 2 backends\n"},
 		{[]string{"-n", "7", "-m", "7"}, "error: -n 7: a table of -m 7 slots holds at most 7 backends, and compare adds one\n"},
 		{[]string{"-k", "0"}, "error: -k 0: want at least 1 key\n"},
-		{[]string{"-m", "65536"}, "error: -m: maglev: table size is not prime: 65536\n"},
+		{[]string{"-m", "65536"}, "error: -m: maglev: unsupported table size: 65536 is not a prime\n"},
 		{[]string{"-hash", "sha1"}, "error: -hash \"sha1\": want xxh3, farm or fnv1a\n"},
 		{[]string{"-hash", "fnv1a", "-seed", "3"}, "error: -seed works only with -hash xxh3, not fnv1a\n"},
 		{[]string{"-vnodes", "5,0"}, "error: -vnodes \"5,0\": want positive integers separated by commas\n"},

@@ -116,7 +116,7 @@ func newRouter(alg algorithm, l lookuper, index map[string]int32) router {
 // looks its hash up to, with no state.
 func lookupRouter(l lookuper, index map[string]int32) router {
 	if t, ok := l.(*maglev.Table); ok {
-		r := tableRouter{t: t, index: make([]int32, t.Len())}
+		r := tableRouter{t: t, index: make([]int32, t.NumBackends())}
 		for i, name := range t.Backends() {
 			r.index[i] = index[name]
 		}

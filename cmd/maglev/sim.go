@@ -332,14 +332,14 @@ func (s *sim) do(c command) error {
 		_, _ = s.out.WriteString(strconv.Itoa(s.churn))
 		_ = s.out.WriteByte('\n')
 	case opTable:
-		if s.table.Len() == 0 || s.table.Owner(0) == "" {
+		if s.table.NumBackends() == 0 || s.table.LookupHash(0) == "" {
 			return s.noOwner("TABLE")
 		}
 		for slot := range s.table.Size() {
 			if slot > 0 {
 				_ = s.out.WriteByte(' ')
 			}
-			_, _ = s.out.WriteString(s.table.Owner(slot))
+			_, _ = s.out.WriteString(s.table.LookupHash(uint64(slot)))
 		}
 		_ = s.out.WriteByte('\n')
 	case opCounts:

@@ -17,7 +17,7 @@ import (
 func tableLine(t *maglev.Table) string {
 	owners := make([]string, t.Size())
 	for s := range owners {
-		owners[s] = t.Owner(s)
+		owners[s] = t.LookupHash(uint64(s))
 	}
 	return strings.Join(owners, " ") + "\n"
 }
@@ -292,10 +292,10 @@ func TestSimBadFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"-m", "65536"}, "error: -m: maglev: table size is not prime: 65536\n"},
-		{[]string{"-m", "1"}, "error: -m: maglev: table size is not prime: 1\n"},
-		{[]string{"-m", "-7"}, "error: -m: maglev: table size is not prime: -7\n"},
-		{[]string{"-m", "16777291"}, "error: -m: maglev: table size exceeds MaxSize: 16777291 > 16777259\n"},
+		{[]string{"-m", "65536"}, "error: -m: maglev: unsupported table size: 65536 is not a prime\n"},
+		{[]string{"-m", "1"}, "error: -m: maglev: unsupported table size: 1 is not a prime\n"},
+		{[]string{"-m", "-7"}, "error: -m: maglev: unsupported table size: -7 is not a prime\n"},
+		{[]string{"-m", "16777291"}, "error: -m: maglev: unsupported table size: 16777291 is larger than MaxSize (16777259)\n"},
 		{[]string{"-hash", "md5"}, "error: -hash \"md5\": want xxh3, farm or fnv1a\n"},
 		{[]string{"-hash", "farm", "-seed", "1"}, "error: -seed works only with -hash xxh3, not farm\n"},
 	}

@@ -90,7 +90,7 @@ func writeText(w io.Writer, r *report) error {
 // differ from the others'.
 func writeBoundedNote(b *strings.Builder, res result) {
 	c := res.InFlight
-	fmt.Fprintf(b, "%s: the M=%d table through maglev.NewBounded(t, %v), with a sliding\n", res.Name, res.M, res.BalanceFactor)
+	fmt.Fprintf(b, "%s: the M=%d table through bounded.New(t, %v), with a sliding\n", res.Name, res.M, res.BalanceFactor)
 	fmt.Fprintf(b, "window of %d requests in flight: request i is released just before request i+%d is\n", c, c)
 	fmt.Fprintf(b, "placed, so each pick sees L = %d, itself included (i+1 for the first %d). A backend's\n", c, c)
 	b.WriteString("capacity is ceil(F·L·w/Σw). lookup: Acquire and Release, hashing included; spilled:\n")

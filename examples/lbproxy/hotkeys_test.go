@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
 )
@@ -345,8 +346,8 @@ func TestBalanceFactorConfig(t *testing.T) {
 	}
 	for _, f := range []string{"0.5", "-1", "NaN", "+Inf"} {
 		_, err := parseFlags([]string{"-demo", "2", "-balance-factor", f})
-		if !errors.Is(err, maglev.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: -balance-factor: ") {
-			t.Errorf("parseFlags(-balance-factor %s): %v, want an error wrapping maglev.ErrBalanceFactor", f, err)
+		if !errors.Is(err, bounded.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: -balance-factor: ") {
+			t.Errorf("parseFlags(-balance-factor %s): %v, want an error wrapping bounded.ErrBalanceFactor", f, err)
 		}
 	}
 	cfg := config{
@@ -365,8 +366,8 @@ func TestBalanceFactorConfig(t *testing.T) {
 	for _, f := range []float64{0.5, -1, math.NaN(), math.Inf(1)} {
 		cfg.HTTP.BalanceFactor = f
 		_, err := newProxy(cfg, log.New(io.Discard, "", 0))
-		if !errors.Is(err, maglev.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: ") {
-			t.Errorf("balance factor %v: %v, want an lbproxy error wrapping maglev.ErrBalanceFactor", f, err)
+		if !errors.Is(err, bounded.ErrBalanceFactor) || !strings.HasPrefix(err.Error(), "lbproxy: ") {
+			t.Errorf("balance factor %v: %v, want an lbproxy error wrapping bounded.ErrBalanceFactor", f, err)
 		}
 	}
 	for _, f := range []float64{0, 1, 1.25} {

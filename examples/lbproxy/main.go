@@ -98,6 +98,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/bounded"
 )
 
 // options are the flags: the proxy's config and where to serve it.
@@ -178,7 +179,7 @@ func parseFlags(args []string) (options, error) {
 		o.cfg.Backends = append(o.cfg.Backends, specs...)
 	}
 	// Checked here too, before -demo starts anything, as a flag error.
-	if _, err := maglev.NewBounded(nil, o.cfg.HTTP.BalanceFactor); err != nil {
+	if _, err := bounded.New(nil, o.cfg.HTTP.BalanceFactor); err != nil {
 		return o, fmt.Errorf("lbproxy: -balance-factor: %w", err)
 	}
 	o.etcd = etcd

@@ -24,7 +24,7 @@ var (
 	ErrSyntax = errors.New("vectors: not a vector file")
 
 	// ErrSize means a table's m is not a size the maglev package accepts:
-	// the error also wraps maglev.ErrNotPrime, maglev.ErrTooLarge or
+	// the error also wraps maglev.ErrSize or
 	// maglev.ErrTooManyBackends. A composite m would make a plain fill of
 	// the table loop forever.
 	ErrSize = errors.New("vectors: unsupported table size")

@@ -478,7 +478,7 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 	slots := tab.AppendSlots(nil)
 	ints := make([]int, len(slots))
 	for i, v := range slots {
-		ints[i] = int(int32(v)) // NoBackend is -1
+		ints[i] = int(int32(v)) // 0xFFFFFFFF, no backend, is -1
 	}
 	if c.m <= smallM {
 		out.Slots = ints
@@ -488,7 +488,7 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 	out.SlotsSHA256 = SlotsSHA256(slots)
 	orders := make([][]int, len(ks))
 	for i, k := range ks {
-		l := Lookup{Key: i, Slot: tab.SlotOf(tab.Hasher().Hash(k)), Backend: tab.LookupIndex(string(k))}
+		l := Lookup{Key: i, Slot: int(tab.Hasher().Hash(k) % uint64(tab.Size())), Backend: tab.LookupIndex(string(k))}
 		orders[i] = slices.Collect(tab.CandidatesBytes(k))
 		if err := checkOrder(orders[i], l.Backend, len(out.Backends)); err != nil {
 			return nil, fmt.Errorf("%s: key %d: %w", out.ID, i, err)
@@ -552,7 +552,7 @@ func OrdersSHA256(orders [][]int) string {
 
 // SlotsSHA256 is the SHA-256 of a table's slot array, each slot's owner
 // index as 4 bytes, little-endian, 0xffffffff for none (AppendSlots'
-// NoBackend).
+// "no backend").
 func SlotsSHA256(slots []uint32) string {
 	buf := make([]byte, 0, 4*len(slots))
 	for _, s := range slots {

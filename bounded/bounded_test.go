@@ -1,4 +1,4 @@
-package maglev
+package bounded
 
 import (
 	"errors"
@@ -8,29 +8,31 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/maglevlb/maglev"
 )
 
-func mustBounded(t testing.TB, tab *Table, factor float64) *Bounded {
+func mustBounded(t testing.TB, tab *maglev.Table, factor float64) *Picker {
 	t.Helper()
-	b, err := NewBounded(tab, factor)
+	b, err := New(tab, factor)
 	if err != nil {
-		t.Fatalf("NewBounded(factor %v): %v", factor, err)
+		t.Fatalf("New(factor %v): %v", factor, err)
 	}
 	return b
 }
 
-func TestNewBoundedErrors(t *testing.T) {
+func TestNewErrors(t *testing.T) {
 	tab := mustNew(t, names("b", 3), 7, nil)
 	for _, f := range []float64{-1, 0.5, 0.999999, math.SmallestNonzeroFloat64, -1e-300, math.NaN(), math.Inf(1), math.Inf(-1)} {
-		b, err := NewBounded(tab, f)
+		b, err := New(tab, f)
 		if !errors.Is(err, ErrBalanceFactor) || b != nil {
-			t.Errorf("NewBounded(factor %v) = %v, %v; want an error wrapping ErrBalanceFactor", f, b, err)
+			t.Errorf("New(factor %v) = %v, %v; want an error wrapping ErrBalanceFactor", f, b, err)
 		}
 	}
 	for _, f := range []float64{0, 1, 1.25, 2, 1e300} {
-		b, err := NewBounded(tab, f)
+		b, err := New(tab, f)
 		if err != nil || b.Factor() != f || b.Table() != tab {
-			t.Errorf("NewBounded(factor %v) = %v, %v", f, b, err)
+			t.Errorf("New(factor %v) = %v, %v", f, b, err)
 		}
 	}
 }
@@ -52,16 +54,13 @@ func zipfKeys(n, k int, s float64) []string {
 // default hasher (Acquire's own path), another hasher, a seeded XXH3, and
 // 4-byte slots.
 func TestBoundedOffIsLookup(t *testing.T) {
-	tables := []*Table{
-		mustNew(t, names("b", 10), DefaultSize, nil),
-		mustWeighted(t, goldenWeights(20), DefaultSize, Farm()),
-		mustNew(t, names("b", 10), 13, XXH3Seed(7)),
+	tables := []*maglev.Table{
+		mustNew(t, names("b", 10), maglev.DefaultSize, nil),
+		mustWeighted(t, goldenWeights(20), maglev.DefaultSize, maglev.Farm()),
+		mustNew(t, names("b", 10), 13, maglev.XXH3Seed(7)),
 	}
 	if !testing.Short() {
 		big := mustNew(t, names("b", 70000), 70001, nil)
-		if big.slots32 == nil {
-			t.Fatal("70,000 backends are not stored in 4-byte slots")
-		}
 		tables = append(tables, big)
 	}
 	for _, tab := range tables {
@@ -72,12 +71,12 @@ func TestBoundedOffIsLookup(t *testing.T) {
 			if l.Index != tab.LookupIndex(key) || l.Backend() != tab.Lookup(key) || l.Spilled || l.Table != tab {
 				t.Fatalf("factor 0: Acquire(%q) = %+v, Lookup %q (index %d)", key, l, tab.Lookup(key), tab.LookupIndex(key))
 			}
-			if h := tab.h.HashString(key); b.AcquireHash(h).Index != l.Index {
+			if h := tab.Hasher().HashString(key); b.AcquireHash(h).Index != l.Index {
 				t.Fatalf("AcquireHash and Acquire disagree for %q", key)
 			}
 			leases = append(leases, l)
 		}
-		if st := b.Stats(); st != (BoundedStats{}) {
+		if st := b.Stats(); st != (Stats{}) {
 			t.Fatalf("factor 0: stats %+v, want nothing counted", st)
 		}
 		for _, bl := range b.Loads(nil) {
@@ -88,7 +87,7 @@ func TestBoundedOffIsLookup(t *testing.T) {
 		for _, l := range leases {
 			l.Release() // does nothing
 		}
-		if st := b.Stats(); st != (BoundedStats{}) {
+		if st := b.Stats(); st != (Stats{}) {
 			t.Fatalf("after releasing: stats %+v", st)
 		}
 		if n := testing.AllocsPerRun(100, func() { b.Acquire("key7").Release() }); n != 0 {
@@ -163,24 +162,25 @@ type model struct {
 
 // capacity is backend i's capacity in tab at L = total, computed as the
 // documentation states it, in float64.
-func (md *model) capacity(tab *Table, i int, total int64) int64 {
+func (md *model) capacity(tab *maglev.Table, i int, total int64) int64 {
 	var sum float64
-	for j := range tab.Len() {
-		sum += float64(tab.weight(j))
+	ws := tab.Weights()
+	for _, w := range ws {
+		sum += float64(w)
 	}
-	share := md.factor * float64(tab.weight(i)) / sum
+	share := md.factor * float64(ws[i]) / sum
 	return int64(math.Ceil(share * float64(total)))
 }
 
 // pick is where the model places key hash h: the first candidate below
 // its capacity.
-func (md *model) pick(tab *Table, h uint64) (int, bool) {
+func (md *model) pick(tab *maglev.Table, h uint64) (int, bool) {
 	first := -1
 	for i := range tab.CandidatesHash(h) {
 		if first < 0 {
 			first = i
 		}
-		if md.inflight[tab.backends[i]] < md.capacity(tab, i, md.total+1) {
+		if md.inflight[tab.Backend(i)] < md.capacity(tab, i, md.total+1) {
 			return i, i != first
 		}
 	}
@@ -193,9 +193,9 @@ func (md *model) pick(tab *Table, h uint64) (int, bool) {
 // Sequential picks never find every candidate full.
 func TestBoundedSequential(t *testing.T) {
 	for _, factor := range []float64{1, 1.25, 2} {
-		for _, tab := range []*Table{
+		for _, tab := range []*maglev.Table{
 			mustNew(t, names("b", 5), 1009, nil),
-			mustWeighted(t, goldenWeights(12), 4099, FNV1a()),
+			mustWeighted(t, goldenWeights(12), 4099, maglev.FNV1a()),
 		} {
 			b := mustBounded(t, tab, factor)
 			md := &model{factor: factor, inflight: map[string]int64{}}
@@ -212,7 +212,7 @@ func TestBoundedSequential(t *testing.T) {
 					md.inflight[l.Backend()]--
 					md.total--
 				}
-				h := tab.h.HashString(key)
+				h := tab.Hasher().HashString(key)
 				want, wantSpill := md.pick(tab, h)
 				l := b.Acquire(key)
 				if l.Index != want || l.Spilled != wantSpill {
@@ -227,11 +227,12 @@ func TestBoundedSequential(t *testing.T) {
 				held = append(held, l)
 				// The bound, exactly: count·Σw ≤ factor·L·w_i + Σw.
 				var sum float64
-				for j := range tab.Len() {
-					sum += float64(tab.weight(j))
+				ws := tab.Weights()
+				for _, w := range ws {
+					sum += float64(w)
 				}
 				c := float64(md.inflight[l.Backend()])
-				if bound := factor*float64(md.total)*float64(tab.weight(l.Index))/sum + 1; c > bound {
+				if bound := factor*float64(md.total)*float64(ws[l.Index])/sum + 1; c > bound {
 					t.Fatalf("factor %v step %d: %s holds %v requests, bound %v", factor, step, l.Backend(), c, bound)
 				}
 			}
@@ -351,7 +352,7 @@ func TestBoundedUpdate(t *testing.T) {
 
 // TestBoundedEmpty checks tables with nothing to pick.
 func TestBoundedEmpty(t *testing.T) {
-	for name, tab := range map[string]*Table{
+	for name, tab := range map[string]*maglev.Table{
 		"nil":     nil,
 		"empty":   mustNew(t, nil, 7, nil),
 		"drained": mustWeighted(t, weighted(0, 0), 7, nil),
@@ -364,7 +365,7 @@ func TestBoundedEmpty(t *testing.T) {
 			}
 			l.Release()
 			Lease{}.Release()
-			if st := b.Stats(); st != (BoundedStats{}) {
+			if st := b.Stats(); st != (Stats{}) {
 				t.Fatalf("%s: stats %+v", name, st)
 			}
 		}
@@ -405,7 +406,7 @@ func TestBoundedConcurrent(t *testing.T) {
 		}
 		if phase%4 == 1 {
 			wg.Go(func() { // swap tables while releases run
-				b.Update(map[bool]*Table{true: t1, false: t2}[b.Table() == t2])
+				b.Update(map[bool]*maglev.Table{true: t1, false: t2}[b.Table() == t2])
 			})
 		}
 		wg.Wait()
@@ -433,7 +434,7 @@ func TestBoundedConcurrent(t *testing.T) {
 			// capacity at the final L. (All of this phase's picks went
 			// to one table: swaps run in release phases.)
 			c := int64(math.Ceil(1.25 * float64(total) / 4))
-			for _, name := range b.Table().backends {
+			for _, name := range b.Table().Backends() {
 				if got := want[name]; got > max(before[name], c)+int64(st.Forced) {
 					t.Fatalf("phase %d: %s holds %d, started with %d, capacity %d at L = %d (%d forced)",
 						phase, name, got, before[name], c, total, st.Forced)
@@ -450,7 +451,7 @@ func TestBoundedConcurrent(t *testing.T) {
 // TestBoundedZeroAllocs checks that Acquire and Release do not allocate,
 // with bounded loads on and off and a hot key spilling.
 func TestBoundedZeroAllocs(t *testing.T) {
-	tab := mustWeighted(t, goldenWeights(50), DefaultSize, nil)
+	tab := mustWeighted(t, goldenWeights(50), maglev.DefaultSize, nil)
 	for _, f := range []float64{0, 1.25} {
 		b := mustBounded(t, tab, f)
 		held := make([]Lease, 0, 64)
@@ -487,14 +488,14 @@ var boundedSink int
 // Zipf(1.1) over 1,000 keys.
 func BenchmarkBounded(b *testing.B) {
 	for _, n := range []int{10, 100} {
-		tab, err := New(benchBackends(n), DefaultSize, nil)
+		tab, err := maglev.New(benchBackends(n), maglev.DefaultSize, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
 		keys := zipfKeys(1<<12, 1000, 1.1)
 		hs := make([]uint64, len(keys))
 		for i, k := range keys {
-			hs[i] = tab.h.HashString(k)
+			hs[i] = tab.Hasher().HashString(k)
 		}
 		mask := len(hs) - 1
 		b.Run(fmt.Sprintf("N=%d/lookup", n), func(b *testing.B) {
@@ -508,7 +509,7 @@ func BenchmarkBounded(b *testing.B) {
 		for _, f := range []float64{0, 1.25} {
 			for _, held := range []int{0, 64} {
 				b.Run(fmt.Sprintf("N=%d/factor=%v/held=%d", n, f, held), func(b *testing.B) {
-					bd, err := NewBounded(tab, f)
+					bd, err := New(tab, f)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -536,13 +537,13 @@ func BenchmarkBounded(b *testing.B) {
 // Lookup on the same keys, hashing included: with factor 0 an Acquire is a
 // Lookup that returns a Lease.
 func BenchmarkAcquireOff(b *testing.B) {
-	tab, err := New(benchBackends(100), DefaultSize, nil)
+	tab, err := maglev.New(benchBackends(100), maglev.DefaultSize, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	keys := zipfKeys(1<<12, 1000, 1.1)
 	mask := len(keys) - 1
-	bd, err := NewBounded(tab, 0)
+	bd, err := New(tab, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -564,4 +565,36 @@ func BenchmarkAcquireOff(b *testing.B) {
 		}
 		boundedSink = s
 	})
+}
+
+// TestPickerWithout: a Picker over a table from Without never picks a
+// backend out of service, with bounded loads on or off.
+func TestPickerWithout(t *testing.T) {
+	base := mustNew(t, names("c", 40), 1009, nil)
+	down, err := base.Without("c3", "c17", "c31")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, factor := range []float64{0, 1.25} {
+		b := mustBounded(t, down, factor)
+		var leases []Lease
+		for k := range 1000 {
+			l := b.Acquire(fmt.Sprintf("key-%d", k))
+			if n := l.Backend(); n == "c3" || n == "c17" || n == "c31" || n == "" {
+				t.Fatalf("factor %v: key-%d picked %q", factor, k, n)
+			}
+			leases = append(leases, l)
+		}
+		for _, l := range leases {
+			l.Release()
+		}
+	}
+}
+
+func benchBackends(n int) []string {
+	b := make([]string, n)
+	for i := range b {
+		b[i] = fmt.Sprintf("10.%d.%d.%d:8080", i>>16, i>>8&0xff, i&0xff)
+	}
+	return b
 }
