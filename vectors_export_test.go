@@ -10,6 +10,9 @@ var (
 	GoldenSizes   = goldenSizes
 	GoldenKey     = goldenKey
 	LargeBackends = largeBackends
+	// GoldenWithout and GoldenWithoutRemoved are TestGoldenWithout's.
+	GoldenWithout        = goldenWithout
+	GoldenWithoutRemoved = goldenWithoutRemoved
 )
 
 // BuiltinNames returns the names of builtins, in order.

@@ -40,7 +40,9 @@ var (
 	// what it must hold (backends and the set's names, slots and m, lookups
 	// and keys, points and num_points), counts and slots, an ID and the
 	// fields it is made of, a lookup and the slot or point it gives, a
-	// key's candidates in two places.
+	// key's candidates in two places, a removal and its table (a slot
+	// moved that was not freed, a removed or drained backend owning slots,
+	// a freed slot that no removed backend owned).
 	ErrMismatch = errors.New("vectors: fields disagree")
 
 	// ErrName means an ID or a name is empty, repeated, or names nothing:
@@ -64,8 +66,8 @@ func ReadFile(path string) (*File, error) {
 // that everything an implementation computes from is in range and
 // consistent: every m a supported table size (maglev.CheckSize), every
 // offset below m and every skip in 1..m-1, every index naming something,
-// and every length and count agreeing with the others (docs/spec.md,
-// section 11). So a damaged file fails here at once, with an error naming
+// every length and count agreeing with the others, and every removal
+// with its table (docs/spec.md, section 11). So a damaged file fails here at once, with an error naming
 // the field, and never makes a check of the values loop or index out of
 // range. It does not check the values themselves (hashes, slots, points,
 // candidates), which takes an implementation of the spec. Members the
@@ -318,6 +320,11 @@ func (c *checker) checkTable(path string, t *Table) error {
 	if !hexOf(t.SlotsSHA256, 64) {
 		return c.fail(ErrSyntax, path+".slots_sha256", "%q is not 64 hex digits", t.SlotsSHA256)
 	}
+	for k := range t.Removals {
+		if err := c.checkRemoval(fmt.Sprintf("%s.removals[%d]", path, k), t, &t.Removals[k], shown); err != nil {
+			return err
+		}
+	}
 	if len(t.Lookups) != c.keys {
 		return c.fail(ErrMismatch, path+".lookups", "%d lookups, %d keys", len(t.Lookups), c.keys)
 	}
@@ -340,6 +347,119 @@ func (c *checker) checkTable(path string, t *Table) error {
 		heads[k] = l.Candidates
 	}
 	return c.checkOrders(path, t.CandidateOrders, t.CandidatesSHA256, heads, n)
+}
+
+// checkRemoval checks removal r of table t, whose shown slots (slots or
+// first_slots) are base: the removed backends name backends of t, in
+// increasing order; the counts are one per backend, none for a removed or
+// drained backend, and add up to m (0 if no backend is left in service);
+// the shown slots are as many as t's, and every one whose owner in t was
+// not removed keeps it; num_freed is what the removed backends owned; and
+// freed lists the first of those slots, each a slot of a removed backend
+// where t shows it, now owned by a backend left in service.
+func (c *checker) checkRemoval(path string, t *Table, r *Removal, base []int) error {
+	n, m := len(t.Backends), t.M
+	if len(r.Removed) == 0 {
+		return c.fail(ErrMismatch, path+".removed", "empty (a removal takes out at least one backend)")
+	}
+	gone := make([]bool, n)
+	for k, i := range r.Removed {
+		at := fmt.Sprintf("%s.removed[%d]", path, k)
+		switch {
+		case i < 0 || i >= n:
+			return c.fail(ErrRange, at, "%d, want 0..%d", i, n-1)
+		case k > 0 && i <= r.Removed[k-1]:
+			return c.fail(ErrMismatch, at, "%d after %d: not in increasing order", i, r.Removed[k-1])
+		}
+		gone[i] = true
+	}
+	if len(r.Counts) != n {
+		return c.fail(ErrMismatch, path+".counts", "%d counts, %d backends", len(r.Counts), n)
+	}
+	live, sum, freed := false, 0, 0
+	for i, b := range t.Backends {
+		at := fmt.Sprintf("%s.counts[%d]", path, i)
+		switch k := r.Counts[i]; {
+		case k < 0 || k > m:
+			return c.fail(ErrRange, at, "%d, want 0..%d (m %d)", k, m, m)
+		case gone[i] && k != 0:
+			return c.fail(ErrMismatch, at, "%d slots for a removed backend", k)
+		case b.Weight == 0 && k != 0:
+			return c.fail(ErrMismatch, at, "%d slots with weight 0", k)
+		}
+		live = live || !gone[i] && b.Weight > 0
+		sum += r.Counts[i]
+		if gone[i] {
+			freed += b.Count
+		}
+	}
+	total := 0
+	if live {
+		total = m
+	}
+	if sum != total {
+		return c.fail(ErrMismatch, path+".counts", "add up to %d, want %d", sum, total)
+	}
+	shown, field := r.Slots, "slots"
+	switch {
+	case m > smallM:
+		shown, field = r.FirstSlots, "first_slots"
+		if r.Slots != nil {
+			return c.fail(ErrMismatch, path+".slots", "given for m %d > %d (want first_slots)", m, smallM)
+		}
+	case r.FirstSlots != nil:
+		return c.fail(ErrMismatch, path+".first_slots", "given for m %d ≤ %d (want slots)", m, smallM)
+	}
+	if len(shown) != len(base) {
+		return c.fail(ErrMismatch, path+"."+field, "%d entries, want %d (m %d)", len(shown), len(base), m)
+	}
+	counts := make([]int, n)
+	for s, o := range shown {
+		at := fmt.Sprintf("%s.%s[%d]", path, field, s)
+		switch was := base[s]; {
+		case o < -1 || o >= n:
+			return c.fail(ErrRange, at, "%d, want -1..%d", o, n-1)
+		case o >= 0 && gone[o]:
+			return c.fail(ErrMismatch, at, "%d, a removed backend", o)
+		case was >= 0 && !gone[was] && o != was:
+			return c.fail(ErrMismatch, at, "%d, but the table gives it to %d, which was not removed", o, was)
+		}
+		if o >= 0 {
+			counts[o]++
+		}
+	}
+	if field == "slots" && !slices.Equal(counts, r.Counts) {
+		return c.fail(ErrMismatch, path+".counts", "%v, slots give %v", r.Counts, counts)
+	}
+	if !hexOf(r.SlotsSHA256, 64) {
+		return c.fail(ErrSyntax, path+".slots_sha256", "%q is not 64 hex digits", r.SlotsSHA256)
+	}
+	if r.NumFreed != freed {
+		return c.fail(ErrMismatch, path+".num_freed", "%d, but the removed backends own %d slots", r.NumFreed, freed)
+	}
+	if want := min(headFreed, freed); len(r.Freed) != want {
+		return c.fail(ErrMismatch, path+".freed", "%d entries, want %d", len(r.Freed), want)
+	}
+	for k, f := range r.Freed {
+		at := fmt.Sprintf("%s.freed[%d]", path, k)
+		switch {
+		case f.Slot < 0 || f.Slot >= m:
+			return c.fail(ErrRange, at+".slot", "%d, want 0..%d (m %d)", f.Slot, m-1, m)
+		case k > 0 && f.Slot <= r.Freed[k-1].Slot:
+			return c.fail(ErrMismatch, at+".slot", "%d after %d: not in increasing order", f.Slot, r.Freed[k-1].Slot)
+		case f.Slot < len(base) && (base[f.Slot] < 0 || !gone[base[f.Slot]]):
+			return c.fail(ErrMismatch, at+".slot", "%d, but the table gives it to %d, which was not removed", f.Slot, base[f.Slot])
+		case f.Backend < -1 || f.Backend >= n:
+			return c.fail(ErrRange, at+".backend", "%d, want -1..%d", f.Backend, n-1)
+		case (f.Backend == -1) == live:
+			return c.fail(ErrMismatch, at+".backend", "%d, with backends left in service %v", f.Backend, live)
+		case f.Backend >= 0 && (gone[f.Backend] || r.Counts[f.Backend] == 0):
+			return c.fail(ErrMismatch, at+".backend", "%d, which owns no slot afterwards", f.Backend)
+		case f.Slot < len(shown) && shown[f.Slot] != f.Backend:
+			return c.fail(ErrMismatch, at+".backend", "%d, but %s[%d] is %d", f.Backend, field, f.Slot, shown[f.Slot])
+		}
+	}
+	return nil
 }
 
 // checkCandidates checks a list of candidates: at most most of them (-1

@@ -64,13 +64,13 @@ func smallFile(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	f.Tables = slices.DeleteFunc(f.Tables, func(t Table) bool {
-		return !slices.Contains([]string{"empty/M=7", "xyz/M=7", "xyz/M=7/weights=mod5", "a-e/M=13", "a-e/M=13/weights=mod5", "xyz/M=65537"}, t.ID)
+		return !slices.Contains([]string{"empty/M=7", "xyz/M=7", "xyz/M=7/weights=mod5", "a-e/M=13", "a-e/M=13/weights=mod5", "xyz/M=65537", "hosts-100/M=65537"}, t.ID)
 	})
 	f.Rings = slices.DeleteFunc(f.Rings, func(r Ring) bool {
 		return !slices.Contains([]string{"empty/vnodes=3", "a-e/vnodes=3", "xyz/vnodes=256"}, r.ID)
 	})
-	if len(f.Tables) != 6 || len(f.Rings) != 3 {
-		t.Fatalf("%d tables and %d rings kept, want 6 and 3", len(f.Tables), len(f.Rings))
+	if len(f.Tables) != 7 || len(f.Rings) != 3 {
+		t.Fatalf("%d tables and %d rings kept, want 7 and 3", len(f.Tables), len(f.Rings))
 	}
 	small, err := json.Marshal(f)
 	if err != nil {
@@ -120,6 +120,7 @@ func TestParseRejects(t *testing.T) {
 		xyz256  = "(xyz/vnodes=256)"
 		empty3  = "(empty/vnodes=3)"
 		emptyM7 = "(empty/M=7)"
+		h64k    = "(hosts-100/M=65537)"
 	)
 	for _, c := range []struct {
 		name string
@@ -227,6 +228,84 @@ func TestParseRejects(t *testing.T) {
 			tab := tableOf(f, "xyz/M=7")
 			tab.CandidatesSHA256 = strings.ToUpper(tab.CandidatesSHA256)
 		}, want: []error{ErrSyntax}, field: xyz7 + ".candidates_sha256"},
+
+		{name: "nothing removed", edit: func(f *File) { tableOf(f, "xyz/M=7").Removals[0].Removed = []int{} }, want: []error{ErrMismatch}, field: xyz7 + ".removals[0].removed: empty"},
+		{name: "removed out of range", edit: func(f *File) { tableOf(f, "xyz/M=7").Removals[0].Removed = []int{3} }, want: []error{ErrRange}, field: xyz7 + ".removals[0].removed[0]"},
+		{name: "removed not in order", edit: func(f *File) {
+			r := tableOf(f, "a-e/M=13").Removals[1].Removed
+			r[0], r[1] = r[1], r[0]
+		}, want: []error{ErrMismatch}, field: ae13 + ".removals[1].removed[1]"},
+		{name: "removal counts short", edit: func(f *File) { r := &tableOf(f, "xyz/M=7").Removals[0]; r.Counts = r.Counts[:2] }, want: []error{ErrMismatch}, field: xyz7 + ".removals[0].counts: 2 counts, 3 backends"},
+		{name: "removal count above m", edit: func(f *File) { tableOf(f, "xyz/M=7").Removals[0].Counts[0] = 8 }, want: []error{ErrRange}, field: xyz7 + ".removals[0].counts[0]"},
+		{name: "slots left to a removed backend", edit: func(f *File) {
+			r := &tableOf(f, "xyz/M=7").Removals[0] // y removed
+			r.Counts[1]++
+			r.Counts[0]--
+		}, want: []error{ErrMismatch}, field: xyz7 + ".removals[0].counts[1]: 1 slots for a removed backend"},
+		{name: "slots given to a drained backend", edit: func(f *File) {
+			r := &tableOf(f, "a-e/M=13/weights=mod5").Removals
+			*r = append(*r, Removal{Removed: []int{0}, Counts: []int{0, 0, 0, 0, 13}})
+		}, want: []error{ErrMismatch}, field: ae13w + ".removals[0].counts[4]: 13 slots with weight 0"},
+		{name: "removal counts not adding up", edit: func(f *File) { tableOf(f, "xyz/M=7").Removals[0].Counts[0]++ }, want: []error{ErrMismatch}, field: xyz7 + ".removals[0].counts: add up to 8, want 7"},
+		{name: "removal first_slots for a small m", edit: func(f *File) { r := &tableOf(f, "xyz/M=7").Removals[0]; r.FirstSlots = r.Slots }, want: []error{ErrMismatch}, field: xyz7 + ".removals[0].first_slots"},
+		{name: "removal slots for a large m", edit: func(f *File) { r := &tableOf(f, "hosts-100/M=65537").Removals[0]; r.Slots = r.FirstSlots }, want: []error{ErrMismatch}, field: h64k + ".removals[0].slots"},
+		{name: "removal first_slots short", edit: func(f *File) { r := &tableOf(f, "hosts-100/M=65537").Removals[2]; r.FirstSlots = r.FirstSlots[:31] }, want: []error{ErrMismatch}, field: h64k + ".removals[2].first_slots: 31 entries, want 32"},
+		{name: "removal slot owner out of range", edit: func(f *File) { tableOf(f, "hosts-100/M=65537").Removals[1].FirstSlots[4] = 100 }, want: []error{ErrRange}, field: h64k + ".removals[1].first_slots[4]"},
+		{name: "freed slot left to its removed backend", edit: func(f *File) {
+			r := &tableOf(f, "xyz/M=7").Removals[0]
+			r.Slots[r.Freed[0].Slot] = r.Removed[0]
+		}, want: []error{ErrMismatch}, field: "a removed backend"},
+		{name: "slot moved that was not freed", edit: func(f *File) {
+			tab := tableOf(f, "a-e/M=13")
+			r := &tab.Removals[0]
+			for s, o := range tab.Slots {
+				if o != r.Removed[0] {
+					r.Slots[s] = (o + 1) % 5
+					if r.Slots[s] == r.Removed[0] {
+						r.Slots[s] = (o + 2) % 5
+					}
+					break
+				}
+			}
+		}, want: []error{ErrMismatch}, field: "which was not removed"},
+		{name: "removal counts disagreeing with slots", edit: func(f *File) {
+			c := tableOf(f, "a-e/M=13").Removals[0].Counts // c removed: backend 2
+			c[0]--
+			c[1]++
+		}, want: []error{ErrMismatch}, field: ae13 + ".removals[0].counts: "},
+		{name: "removal slots_sha256 short", edit: func(f *File) { tableOf(f, "xyz/M=7").Removals[0].SlotsSHA256 = "ab" }, want: []error{ErrSyntax}, field: xyz7 + ".removals[0].slots_sha256"},
+		{name: "num_freed", edit: func(f *File) { tableOf(f, "hosts-100/M=65537").Removals[0].NumFreed++ }, want: []error{ErrMismatch}, field: h64k + ".removals[0].num_freed"},
+		{name: "a freed slot missing", edit: func(f *File) { r := &tableOf(f, "hosts-100/M=65537").Removals[1]; r.Freed = r.Freed[:7] }, want: []error{ErrMismatch}, field: h64k + ".removals[1].freed: 7 entries, want 8"},
+		{name: "freed slot m", edit: func(f *File) { tableOf(f, "hosts-100/M=65537").Removals[1].Freed[7].Slot = 65537 }, want: []error{ErrRange}, field: h64k + ".removals[1].freed[7].slot"},
+		{name: "freed slots out of order", edit: func(f *File) {
+			fr := tableOf(f, "hosts-100/M=65537").Removals[1].Freed
+			fr[2], fr[3] = fr[3], fr[2]
+		}, want: []error{ErrMismatch}, field: h64k + ".removals[1].freed[3].slot"},
+		{name: "freed slot not a removed backend's", edit: func(f *File) {
+			tab := tableOf(f, "hosts-100/M=65537")
+			r := &tab.Removals[0] // one removed, whose first slot is past 32
+			for s, o := range tab.FirstSlots {
+				if o != r.Removed[0] && s < r.Freed[1].Slot {
+					r.Freed[0].Slot = s
+					break
+				}
+			}
+		}, want: []error{ErrMismatch}, field: h64k + ".removals[0].freed[0].slot"},
+		{name: "freed slot given to no backend", edit: func(f *File) { tableOf(f, "hosts-100/M=65537").Removals[0].Freed[0].Backend = -1 }, want: []error{ErrMismatch}, field: h64k + ".removals[0].freed[0].backend"},
+		{name: "freed slot given to a removed backend", edit: func(f *File) {
+			r := &tableOf(f, "hosts-100/M=65537").Removals[0]
+			r.Freed[0].Backend = r.Removed[0]
+		}, want: []error{ErrMismatch}, field: h64k + ".removals[0].freed[0].backend"},
+		{name: "freed slot disagreeing with slots", edit: func(f *File) {
+			r := &tableOf(f, "a-e/M=13").Removals[0]
+			fr := &r.Freed[0]
+			for i := range 5 {
+				if i != fr.Backend && !slices.Contains(r.Removed, i) {
+					fr.Backend = i
+					break
+				}
+			}
+		}, want: []error{ErrMismatch}, field: ae13 + ".removals[0].freed[0].backend"},
 
 		{name: "ring set unknown", edit: func(f *File) { ringOf(f, "a-e/vnodes=3").Set = "a-f" }, want: []error{ErrName}, field: ae3 + ".set"},
 		{name: "ring ID repeats a table's", edit: func(f *File) { ringOf(f, "a-e/vnodes=3").ID = "a-e/M=13" }, want: []error{ErrName}, field: "rings[1] (a-e/M=13).id"},

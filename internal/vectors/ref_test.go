@@ -18,8 +18,8 @@ import (
 // TestCReference checks the vector files against testdata/ref/maglev_ref.c,
 // the independent C program built on the reference xxHash and FarmHash
 // libraries: key hashes, every table's offsets, skips and slots (weighted
-// too), every ring's points, and every key's candidates in every table and
-// ring. It runs when MAGLEV_REF names a built
+// too), every removal's slots (Without), every ring's points, and every
+// key's candidates in every table and ring. It runs when MAGLEV_REF names a built
 // maglev_ref (.ci/run builds it where a C compiler is present; see
 // testdata/ref/README.md); a maglev_ref built without FarmHash skips the
 // farm file.
@@ -86,7 +86,11 @@ func checkRef(t *testing.T, ref string, f *File) {
 		checkRefRing(t, ref, id, r, sets[r.Set], keys)
 	}
 	if !t.Failed() {
-		t.Logf("%s: %d keys, %d tables and %d rings agree with the C reference", id, len(f.Keys), len(f.Tables), len(f.Rings))
+		removals := 0
+		for _, tab := range f.Tables {
+			removals += len(tab.Removals)
+		}
+		t.Logf("%s: %d keys, %d tables, %d removals and %d rings agree with the C reference", id, len(f.Keys), len(f.Tables), removals, len(f.Rings))
 	}
 }
 
@@ -158,6 +162,58 @@ func checkRefTable(t *testing.T, ref, id string, tab Table, set Set, hashes []st
 		heads[i] = l.Candidates
 	}
 	compareOrders(t, tab.ID, orders, heads, tab.CandidateOrders, tab.CandidatesSHA256)
+	for _, r := range tab.Removals {
+		checkRefRemoval(t, ref, tab, r, set, in.String(), args, owner)
+	}
+}
+
+// checkRefRemoval builds tab without the backends of r with the C
+// reference (-without, the removed backends named in hex) from the same
+// input and arguments as tab, and compares its slots, counts and freed
+// slots with the file's; base is the C reference's table of tab.
+func checkRefRemoval(t *testing.T, ref string, tab Table, r Removal, set Set, in string, args []string, base []int) {
+	t.Helper()
+	var gone []string
+	for _, i := range r.Removed {
+		gone = append(gone, set.Names[tab.Backends[i].Name].Hex)
+	}
+	id := fmt.Sprintf("%s without %v", tab.ID, r.Removed)
+	out := runRef(t, ref, in, append([]string{"-without", strings.Join(gone, ",")}, args...)...)
+	if len(out) != 4*tab.M {
+		t.Fatalf("%s: C table of %d bytes, want %d", id, len(out), 4*tab.M)
+	}
+	sum := sha256.Sum256(out)
+	if got := hex.EncodeToString(sum[:]); got != r.SlotsSHA256 {
+		t.Errorf("%s: C slots SHA-256 %s, file %s", id, got, r.SlotsSHA256)
+	}
+	owner := make([]int, tab.M)
+	counts := make([]int, len(tab.Backends))
+	freed := []Freed{}
+	numFreed := 0
+	for s := range owner {
+		owner[s] = int(int32(binary.LittleEndian.Uint32(out[4*s:])))
+		if owner[s] >= 0 {
+			counts[owner[s]]++
+		}
+		if base[s] >= 0 && slices.Contains(r.Removed, base[s]) {
+			numFreed++
+			if len(freed) < headFreed {
+				freed = append(freed, Freed{Slot: s, Backend: owner[s]})
+			}
+		}
+	}
+	if !slices.Equal(counts, r.Counts) {
+		t.Errorf("%s: C counts %v, file %v", id, counts, r.Counts)
+	}
+	if r.Slots != nil && !slices.Equal(owner, r.Slots) {
+		t.Errorf("%s: C slots %v, file %v", id, owner, r.Slots)
+	}
+	if r.FirstSlots != nil && !slices.Equal(owner[:len(r.FirstSlots)], r.FirstSlots) {
+		t.Errorf("%s: C first slots %v, file %v", id, owner[:len(r.FirstSlots)], r.FirstSlots)
+	}
+	if numFreed != r.NumFreed || !slices.Equal(freed, r.Freed) {
+		t.Errorf("%s: C frees %d slots, the first %v; file %d, %v", id, numFreed, freed, r.NumFreed, r.Freed)
+	}
 }
 
 // refOrders parses the C reference's -candidates output: n lines, each a

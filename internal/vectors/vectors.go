@@ -2,8 +2,9 @@
 // testdata/vectors: one JSON file per built-in hasher, giving for chosen
 // backend sets and table sizes every backend's offset and skip, the tables
 // (in full for small M, as a SHA-256 for large M), the owners of 100 keys
-// and their candidate orders, weighted tables, and the ring's points and
-// candidate orders. docs/spec.md defines every field. Parse and ReadFile
+// and their candidate orders, weighted tables, some tables with backends
+// out of service (Without), and the ring's points and candidate orders.
+// docs/spec.md defines every field. Parse and ReadFile
 // read a file back, checking its ranges, lengths and names before anything
 // is computed from it.
 //
@@ -108,10 +109,13 @@ type Table struct {
 	Backends []Backend `json:"backends"`          // in table order
 	// Slots is the whole table for M ≤ smallM; FirstSlots is its first
 	// headSlots entries otherwise. An entry is a backend index, or -1.
-	Slots       []int    `json:"slots,omitempty"`
-	FirstSlots  []int    `json:"first_slots,omitempty"`
-	SlotsSHA256 string   `json:"slots_sha256"`
-	Lookups     []Lookup `json:"lookups"`
+	Slots       []int  `json:"slots,omitempty"`
+	FirstSlots  []int  `json:"first_slots,omitempty"`
+	SlotsSHA256 string `json:"slots_sha256"`
+	// Removals are the table with some of its backends out of service
+	// (Without), for the tables removalCases names; none for the others.
+	Removals []Removal `json:"removals,omitempty"`
+	Lookups  []Lookup  `json:"lookups"`
 	// CandidateOrders is every candidate of the first fullKeys keys, and
 	// CandidatesSHA256 the SHA-256 of every candidate of every key (see
 	// OrdersSHA256).
@@ -127,6 +131,27 @@ type Backend struct {
 	Offset uint32 `json:"offset"`
 	Skip   uint32 `json:"skip"`
 	Count  int    `json:"count"` // slots owned
+}
+
+// A Removal is a table with some of its backends out of service:
+// maglev.Table.Without, docs/spec.md section 12.
+type Removal struct {
+	Removed []int `json:"removed"` // backend indices, ascending
+	Counts  []int `json:"counts"`  // slots each backend owns afterwards
+	// Slots and FirstSlots are the slots afterwards, as in a Table.
+	Slots       []int  `json:"slots,omitempty"`
+	FirstSlots  []int  `json:"first_slots,omitempty"`
+	SlotsSHA256 string `json:"slots_sha256"`
+	NumFreed    int    `json:"num_freed"` // slots the removed backends owned
+	// Freed is the first headFreed of those slots (all if fewer), in slot
+	// order, with their owners afterwards.
+	Freed []Freed `json:"freed"`
+}
+
+// A Freed is a slot that a removed backend owned, and its owner afterwards.
+type Freed struct {
+	Slot    int `json:"slot"`
+	Backend int `json:"backend"` // or -1
 }
 
 // A Lookup is where a key goes in a table.
@@ -188,6 +213,7 @@ const (
 	// each table and ring every candidate of its first fullKeys keys.
 	headCandidates = 8
 	fullKeys       = 4
+	headFreed      = 8 // each removal gives its first headFreed freed slots
 )
 
 // Hex64 is how the files write a 64-bit value: 16 lowercase hex digits.
@@ -365,6 +391,39 @@ func tableCases(all []namedSet) []tableCase {
 	)
 }
 
+// allBut is 0..n-1 without keep: every name of a set of n but one.
+func allBut(n, keep int) []int {
+	var out []int
+	for k := range n {
+		if k != keep {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// removalCases gives, by table ID, the tables whose removals the files
+// give (Without): each a list of backends to take out of service, as
+// indices into the set's names. Each table takes out one backend, several,
+// and all but one (the set's last name); among them the golden tests'
+// (a-e without c, hosts-100 without 10.0.0.7:80, 10.0.0.42:80 and
+// 10.0.0.99:80), a backend of weight 2^31 (pow2), the one backend that
+// owns nearly every slot (heavy), drained backends, and every backend in
+// service, which leaves an empty table. TestSpec checks that each file
+// shows both tie rules at work (a-e/M=13/weights=1-2-3 without a gives
+// FarmHash's weighted tie).
+var removalCases = map[string][][]int{
+	"xyz/M=7":                          {{1}, {0, 1}, {0, 2}},
+	"a-e/M=13":                         {{1}, {0, 2}, allBut(5, 4)},
+	"a-e/M=13/weights=1-2-3":           {{2}, {0, 1}, allBut(5, 4)},
+	"hostile-10/M=13":                  {{5}, {0, 3, 4, 9}, allBut(10, 9)},
+	"hosts-7/M=7/weights=mod5":         {{4}, {0, 2, 3}, allBut(7, 6), {1, 2, 3, 4, 6}},
+	"hosts-100/M=65537":                {{41}, {6, 41, 98}, allBut(100, 99)},
+	"hosts-100/M=65537/weights=mod5":   {{41}, {6, 41, 98}, allBut(100, 99)},
+	"hosts-100/M=65537/weights=pow2":   {{31}, {6, 31, 41, 98}, allBut(100, 99)},
+	"random-100/M=65537/weights=heavy": {{0}, {0, 10, 20, 30, 40, 50, 60, 70, 80, 90}, allBut(100, 99)},
+}
+
 // A ringCase is one ring the files give.
 type ringCase struct {
 	set    string
@@ -486,6 +545,13 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 		out.FirstSlots = ints[:headSlots]
 	}
 	out.SlotsSHA256 = SlotsSHA256(slots)
+	for _, removed := range removalCases[out.ID] {
+		r, err := buildRemoval(tab, s, removed, slots)
+		if err != nil {
+			return nil, fmt.Errorf("%s: removing %v: %w", out.ID, removed, err)
+		}
+		out.Removals = append(out.Removals, *r)
+	}
 	orders := make([][]int, len(ks))
 	for i, k := range ks {
 		l := Lookup{Key: i, Slot: int(tab.Hasher().Hash(k) % uint64(tab.Size())), Backend: tab.LookupIndex(string(k))}
@@ -498,6 +564,49 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 	}
 	out.CandidateOrders = candidateOrders(orders)
 	out.CandidatesSHA256 = OrdersSHA256(orders)
+	return out, nil
+}
+
+// buildRemoval gives tab without the set's names of the indices removed
+// (Without, given the names in that order); base is tab's slot array.
+func buildRemoval(tab *maglev.Table, set namedSet, removed []int, base []uint32) (*Removal, error) {
+	names := make([]string, len(removed))
+	out := &Removal{}
+	gone := make([]bool, tab.Len())
+	for k, r := range removed {
+		names[k] = set.names[r]
+		i := tab.Index(names[k])
+		gone[i] = true
+		out.Removed = append(out.Removed, i)
+	}
+	slices.Sort(out.Removed)
+	w, err := tab.Without(names...)
+	if err != nil {
+		return nil, err
+	}
+	out.Counts = w.Counts()
+	slots := w.AppendSlots(nil)
+	ints := make([]int, len(slots))
+	for s, v := range slots {
+		ints[s] = int(int32(v)) // NoBackend is -1
+		if base[s] != maglev.NoBackend && gone[base[s]] {
+			out.NumFreed++
+			if len(out.Freed) < headFreed {
+				out.Freed = append(out.Freed, Freed{Slot: s, Backend: ints[s]})
+			}
+		} else if v != base[s] {
+			return nil, fmt.Errorf("slot %d moved from %d to %d, which was not removed", s, base[s], v)
+		}
+	}
+	if out.Freed == nil {
+		out.Freed = []Freed{}
+	}
+	if len(slots) <= smallM {
+		out.Slots = ints
+	} else {
+		out.FirstSlots = ints[:headSlots]
+	}
+	out.SlotsSHA256 = SlotsSHA256(slots)
 	return out, nil
 }
 

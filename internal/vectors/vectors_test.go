@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/big"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -227,17 +229,22 @@ func checkFile(t *testing.T, f *File, H func([]byte) uint64) {
 	// The explicit full candidate orders must show every part of the
 	// order at work.
 	for what, ok := range map[string]bool{
-		"the sweep after 16 backends were yielded":           cov.sweepAfter16,
-		"the sweep after all 64 probes":                      cov.sweepAfter64,
-		"the sweep passing over a drained backend":           cov.sweepDrained,
-		"a ring walk passing an owner met before":            cov.ringRepeat,
-		"a ring walk wrapping past the last point":           cov.ringWrap,
-		"a table key whose candidates are more than 8":       cov.longTable,
-		"a ring key whose candidates are more than 8":        cov.longRing,
-		"a table with no candidates (no backend owns slots)": cov.emptyTable,
+		"the sweep after 16 backends were yielded":                    cov.sweepAfter16,
+		"the sweep after all 64 probes":                               cov.sweepAfter64,
+		"the sweep passing over a drained backend":                    cov.sweepDrained,
+		"a ring walk passing an owner met before":                     cov.ringRepeat,
+		"a ring walk wrapping past the last point":                    cov.ringWrap,
+		"a table key whose candidates are more than 8":                cov.longTable,
+		"a ring key whose candidates are more than 8":                 cov.longRing,
+		"a table with no candidates (no backend owns slots)":          cov.emptyTable,
+		"a freed slot won on equal positions (to the lower index)":    cov.tieEqual,
+		"a freed slot won on equal j·w products of different weights": cov.tieWeighted,
+		"a removal comparing j·w products of 2^32 or more":            cov.wideProduct,
+		"a removal taking out a drained backend":                      cov.removedDrained,
+		"a removal leaving no backend in service (an empty table)":    cov.removedAll,
 	} {
 		if !ok {
-			t.Errorf("no full candidate order shows %s", what)
+			t.Errorf("no full candidate order or removal shows %s", what)
 		}
 	}
 	// What the files must cover, whatever the generator does.
@@ -257,6 +264,25 @@ func checkFile(t *testing.T, f *File, H func([]byte) uint64) {
 		if !ids[id] {
 			t.Errorf("no case %s", id)
 		}
+	}
+	// Removals of one backend, of several and of all but one, in small and
+	// large tables, weighted and not.
+	removing := []string{"a-e/M=13", "a-e/M=13/weights=1-2-3", "hosts-100/M=65537", "hosts-100/M=65537/weights=mod5"}
+	for _, tab := range f.Tables {
+		if !slices.Contains(removing, tab.ID) {
+			continue
+		}
+		removing = slices.DeleteFunc(removing, func(id string) bool { return id == tab.ID })
+		sizes := make(map[int]bool)
+		for _, r := range tab.Removals {
+			sizes[len(r.Removed)] = true
+		}
+		if n := len(tab.Backends); !sizes[1] || !sizes[n-1] || len(sizes) < 3 {
+			t.Errorf("%s: removals of %v backends, want 1, several and %d", tab.ID, slices.Sorted(maps.Keys(sizes)), n-1)
+		}
+	}
+	if len(removing) > 0 {
+		t.Errorf("no tables %v, with removals", removing)
 	}
 	for id, n := range map[string]int{"xyz": 3, "hostile-10": 10, "hosts-100": 100, "random-100": 100} {
 		if len(sets[id]) != n {
@@ -401,6 +427,7 @@ func checkTable(t *testing.T, tab Table, names [][]byte, H func([]byte) uint64, 
 	case !slices.Equal(owner[:headSlots], tab.FirstSlots) || tab.Slots != nil:
 		t.Errorf("%s: first slots %v, file %v", tab.ID, owner[:headSlots], tab.FirstSlots)
 	}
+	checkRemovals(t, tab, owner, offset, skip, weight, cov)
 	if len(tab.Lookups) != len(hashes) {
 		t.Errorf("%s: %d lookups, want %d", tab.ID, len(tab.Lookups), len(hashes))
 	}
@@ -439,11 +466,117 @@ func checkTable(t *testing.T, tab Table, names [][]byte, H func([]byte) uint64, 
 	}
 }
 
-// coverage records what the files' explicit full candidate orders show.
+// coverage records what the files' explicit full candidate orders and
+// their removals show.
 type coverage struct {
 	sweepAfter16, sweepAfter64, sweepDrained bool
 	ringRepeat, ringWrap                     bool
 	longTable, longRing, emptyTable          bool
+	// A freed slot won on a tie of equal positions, or of equal j·w
+	// products between different weights; a product of 2^32 or more; a
+	// drained backend removed; a removal that leaves no backend.
+	tieEqual, tieWeighted, wideProduct, removedDrained, removedAll bool
+}
+
+// checkRemovals checks a table's removals with the rule of docs/spec.md
+// section 12, written out plainly from the table's slot owners, offsets,
+// skips and weights (1 in an unweighted table): for every slot of a removed
+// backend, every backend left in service with a non-zero weight, in
+// backend order, the slot's position j in its permutation from the inverse
+// of its skip mod M (math/big), the smallest j/w winning, compared as
+// 128-bit products j·w' < j'·w, the earlier backend keeping the slot on
+// equal products.
+func checkRemovals(t *testing.T, tab Table, owner []int, offset, skip, weight []uint64, cov *coverage) {
+	t.Helper()
+	m := uint64(tab.M)
+	n := len(offset)
+	for _, r := range tab.Removals {
+		id := fmt.Sprintf("%s without %v", tab.ID, r.Removed)
+		gone := make([]bool, n)
+		for _, i := range r.Removed {
+			gone[i] = true
+			cov.removedDrained = cov.removedDrained || weight[i] == 0
+		}
+		inv := make([]uint64, n)
+		live := false
+		for i := range n {
+			if !gone[i] && weight[i] > 0 {
+				live = true
+				x := new(big.Int).ModInverse(new(big.Int).SetUint64(skip[i]), new(big.Int).SetUint64(m))
+				inv[i] = x.Uint64()
+			}
+		}
+		cov.removedAll = cov.removedAll || !live
+		after := slices.Clone(owner)
+		freed := []Freed{}
+		numFreed := 0
+		for s, o := range owner {
+			if o < 0 || !gone[o] {
+				continue
+			}
+			// tie: the best so far won a tie of equal positions (1) or of
+			// equal products of different weights (2), or none (0).
+			best, bestJ, tie := -1, uint64(0), 0
+			for i := range n {
+				if gone[i] || weight[i] == 0 {
+					continue
+				}
+				j := (uint64(s) + m - offset[i]) % m * inv[i] % m
+				if (offset[i]+j*skip[i])%m != uint64(s) {
+					t.Fatalf("%s: slot %d: position %d of backend %d is slot %d", id, s, j, i, (offset[i]+j*skip[i])%m)
+				}
+				if best < 0 {
+					best, bestJ = i, j
+					continue
+				}
+				// j/weight[i] against bestJ/weight[best], exactly.
+				ahi, alo := bits.Mul64(j, weight[best])
+				bhi, blo := bits.Mul64(bestJ, weight[i])
+				cov.wideProduct = cov.wideProduct || ahi > 0 || alo>>32 > 0 || bhi > 0 || blo>>32 > 0
+				switch {
+				case ahi < bhi || ahi == bhi && alo < blo:
+					best, bestJ, tie = i, j, 0
+				case ahi == bhi && alo == blo && weight[i] == weight[best]:
+					tie = 1
+				case ahi == bhi && alo == blo:
+					tie = 2
+				}
+			}
+			cov.tieEqual = cov.tieEqual || tie == 1
+			cov.tieWeighted = cov.tieWeighted || tie == 2
+			after[s] = best
+			numFreed++
+			if len(freed) < headFreed {
+				freed = append(freed, Freed{Slot: s, Backend: best})
+			}
+		}
+		counts := make([]int, n)
+		buf := make([]byte, 0, 4*m)
+		for _, o := range after {
+			if o >= 0 {
+				counts[o]++
+			}
+			buf = binary.LittleEndian.AppendUint32(buf, uint32(o))
+		}
+		sum := sha256.Sum256(buf)
+		if got := hex.EncodeToString(sum[:]); got != r.SlotsSHA256 {
+			t.Errorf("%s: slots SHA-256 %s, file %s", id, got, r.SlotsSHA256)
+		}
+		if !slices.Equal(counts, r.Counts) {
+			t.Errorf("%s: counts %v, file %v", id, counts, r.Counts)
+		}
+		switch {
+		case tab.M <= smallM:
+			if !slices.Equal(after, r.Slots) || r.FirstSlots != nil {
+				t.Errorf("%s: slots %v, file %v", id, after, r.Slots)
+			}
+		case !slices.Equal(after[:headSlots], r.FirstSlots) || r.Slots != nil:
+			t.Errorf("%s: first slots %v, file %v", id, after[:headSlots], r.FirstSlots)
+		}
+		if numFreed != r.NumFreed || !slices.Equal(freed, r.Freed) {
+			t.Errorf("%s: %d freed slots, the first %v; file %d, %v", id, numFreed, freed, r.NumFreed, r.Freed)
+		}
+	}
 }
 
 // An orderRun says how a table's candidate order was made: how many probes

@@ -6,7 +6,7 @@
  * farm_fp64.cc when built with -DWITH_FARM).
  *
  * Usage:
- *   maglev_ref [-names] [-hex] [-weighted] [-perms] HASHER M < names.txt
+ *   maglev_ref [-names] [-hex] [-weighted] [-perms] [-without LIST] HASHER M < names.txt
  *       names.txt holds one backend name per line (with -hex, each name's
  *       bytes in hex; with -weighted, the name is followed by a space and
  *       its weight). Prints the table: by default each slot's owner index
@@ -15,10 +15,14 @@
  *       spaces, then a newline. With -weighted, backends take turns by
  *       Envoy's rule (see below). With -perms, prints instead one line per
  *       backend in sorted order: the name in hex, its offset and its skip.
+ *       With -without, the table printed (or whose candidates -candidates
+ *       prints) is the table with the backends of LIST out of service
+ *       (Table.Without): LIST is their names, each in hex (with or without
+ *       -hex), separated by commas.
  *   maglev_ref -ring [-hex] HASHER VNODES < names.txt
  *       Prints the consistent-hash ring's points in ring order, one a line:
  *       position (hex), backend index (in sorted order), j.
- *   maglev_ref -candidates [-hex] [-weighted] HASHER M KEYS < names.txt
+ *   maglev_ref -candidates [-hex] [-weighted] [-without LIST] HASHER M KEYS < names.txt
  *   maglev_ref -ring -candidates [-hex] HASHER VNODES KEYS < names.txt
  *       KEYS is a file of keys, one a line in hex (an empty line is the
  *       empty key). Prints, for each key, one line: every candidate of the
@@ -49,6 +53,15 @@
  * backends go in sorted order and backend i (weight w_i > 0, counter t_i
  * from 0) takes a turn iff k*w_i >= t_i, then adds W to t_i. Weight 0 takes
  * no turns; if every weight is 0 the table is empty.
+ *
+ * Without (docs/spec.md section 12): every slot that a backend of LIST
+ * owns goes to the backend i, not in LIST and of non-zero weight, whose
+ * preferences reach the slot first: the smallest j/w_i, where j is the
+ * slot's position in i's preferences, (slot - offset_i) * skip_i^-1 mod M,
+ * compared as j*w_best < j_best*w_i; on equal products the lower index
+ * keeps it. Weights are 1 without -weighted. No such backend: the slot is
+ * nobody's. Every other slot keeps its owner; the backends of LIST then
+ * count as drained (weight 0) for the candidates.
  *
  * Ring: point j (0 <= j < VNODES) of backend name is at H(le64(j) + name),
  * le64(j) being j as 8 bytes, little-endian. Points are sorted by position,
@@ -380,6 +393,95 @@ static uint64_t parse_m(const char *s)
 	return m;
 }
 
+/* ---- removing backends (Without) ---- */
+
+/* x^e mod m, for m < 2^32: every product is below 2^64. */
+static uint64_t pow_mod(uint64_t x, uint64_t e, uint64_t m)
+{
+	uint64_t r = 1 % m;
+	x %= m;
+	while (e > 0) {
+		if (e & 1)
+			r = r * x % m;
+		x = x * x % m;
+		e >>= 1;
+	}
+	return r;
+}
+
+/*
+ * Marks in gone[] the backends named in list: names in hex, separated by
+ * commas (an empty list names none). Dies on a name that is not a backend,
+ * or one named twice.
+ */
+static void parse_without(const char *list, const struct backend *bs, size_t n, unsigned char *gone)
+{
+	size_t len = strlen(list);
+	char *buf = malloc(len + 1);
+	if (!buf)
+		die("out of memory");
+	memcpy(buf, list, len + 1);
+	for (char *p = buf; *p != '\0';) {
+		char *comma = strchr(p, ',');
+		size_t k = comma ? (size_t)(comma - p) : strlen(p);
+		size_t nl = unhex(p, k);
+		size_t i = 0;
+		while (i < n && (bs[i].len != nl || memcmp(bs[i].name, p, nl) != 0))
+			i++;
+		if (i == n)
+			die("-without: a name that is not a backend");
+		if (gone[i])
+			die("-without: a name given twice");
+		gone[i] = 1;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	free(buf);
+}
+
+/*
+ * Takes the backends with gone[i] out of service in the table owner, by
+ * the rule of docs/spec.md section 12, each freed slot looked at by itself:
+ * every backend left (not gone, weight > 0) in sorted order, the slot's
+ * position in its preferences from the inverse of its skip (skip^(M-2)
+ * mod M, M being prime), the smallest j/w winning. Then sets the weight of
+ * the backends taken out to 0.
+ */
+static void remove_backends(struct backend *bs, size_t n, uint64_t m, int64_t *owner,
+			    const unsigned char *gone)
+{
+	uint64_t *inv = malloc((n ? n : 1) * sizeof *inv);
+	if (!inv)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		inv[i] = pow_mod(bs[i].skip, m - 2, m);
+	for (uint64_t s = 0; s < m; s++) {
+		if (owner[s] < 0 || !gone[owner[s]])
+			continue;
+		int64_t best = -1;
+		uint64_t best_j = 0, best_w = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (gone[i] || bs[i].weight == 0)
+				continue;
+			uint64_t j = (s + m - bs[i].offset) % m * inv[i] % m;
+			if ((bs[i].offset + j * bs[i].skip) % m != s)
+				die("internal error: a position that is not the slot's");
+			/* j < 2^25, w < 2^32: the products fit in 64 bits */
+			if (best < 0 || j * best_w < best_j * bs[i].weight) {
+				best = (int64_t)i;
+				best_j = j;
+				best_w = bs[i].weight;
+			}
+		}
+		owner[s] = best;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (gone[i])
+			bs[i].weight = 0;
+	free(inv);
+}
+
 /* ---- candidates ---- */
 
 struct key {
@@ -578,9 +680,9 @@ static int run_hashes(hash_fn h)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: maglev_ref [-names] [-hex] [-weighted] [-perms] HASHER M < names.txt\n"
+		"usage: maglev_ref [-names] [-hex] [-weighted] [-perms] [-without LIST] HASHER M < names.txt\n"
 		"       maglev_ref -ring [-hex] HASHER VNODES < names.txt\n"
-		"       maglev_ref -candidates [-hex] [-weighted] HASHER M KEYS < names.txt\n"
+		"       maglev_ref -candidates [-hex] [-weighted] [-without LIST] HASHER M KEYS < names.txt\n"
 		"       maglev_ref -ring -candidates [-hex] HASHER VNODES KEYS < names.txt\n"
 		"       maglev_ref -perm M NAME:OFFSET:SKIP ...\n"
 		"       maglev_ref -hash HASHER STRING\n"
@@ -622,6 +724,7 @@ static int run_perm(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	int names = 0, hex = 0, weighted = 0, perms = 0, ring = 0, candidates = 0;
+	const char *without = NULL;
 	int i = 1;
 
 	if (argc >= 3 && strcmp(argv[1], "-perm") == 0)
@@ -647,11 +750,13 @@ int main(int argc, char **argv)
 			ring = 1;
 		else if (strcmp(argv[i], "-candidates") == 0)
 			candidates = 1;
+		else if (strcmp(argv[i], "-without") == 0 && i + 1 < argc)
+			without = argv[++i];
 		else
 			usage();
 	}
-	if (argc - i != 2 + candidates || (ring && (names || weighted || perms)) ||
-	    (candidates && (names || perms)))
+	if (argc - i != 2 + candidates || (ring && (names || weighted || perms || without)) ||
+	    (candidates && (names || perms)) || (perms && without))
 		usage();
 	hash_fn h = pick_hasher(argv[i]);
 	struct key *ks = NULL;
@@ -693,6 +798,15 @@ int main(int argc, char **argv)
 		fill_weighted(bs, n, m, owner);
 	else
 		fill(bs, n, m, owner);
+	if (without) {
+		unsigned char *gone = calloc(n ? n : 1, 1);
+		if (!gone)
+			die("out of memory");
+		parse_without(without, bs, n, gone);
+		remove_backends(bs, n, m, owner, gone);
+		weighted = 1; /* the removed backends are drained now */
+		free(gone);
+	}
 	if (candidates)
 		return run_candidates(h, bs, n, m, owner, weighted, ks, nk);
 	if (names)
