@@ -234,8 +234,8 @@ func checkRemoval(t *testing.T, what string, base, w *maglev.Table, r vectors.Re
 		t.Errorf("%s: first slots %v, file %v", what, ints[:len(r.FirstSlots)], r.FirstSlots)
 	}
 	for _, fr := range r.Freed {
-		if got := ints[fr.Slot]; got != fr.Backend || !slices.Contains(r.Removed, base.OwnerIndex(fr.Slot)) {
-			t.Errorf("%s: freed slot %d: owner %d (base %d), file %d", what, fr.Slot, got, base.OwnerIndex(fr.Slot), fr.Backend)
+		if got := ints[fr.Slot]; got != fr.Backend || !slices.Contains(r.Removed, base.LookupHashIndex(uint64(fr.Slot))) {
+			t.Errorf("%s: freed slot %d: owner %d (base %d), file %d", what, fr.Slot, got, base.LookupHashIndex(uint64(fr.Slot)), fr.Backend)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unicode"
@@ -572,7 +573,7 @@ func buildTable(h Hasher, s namedSet, c tableCase, ks [][]byte) (*Table, error) 
 func buildRemoval(tab *maglev.Table, set namedSet, removed []int, base []uint32) (*Removal, error) {
 	names := make([]string, len(removed))
 	out := &Removal{}
-	gone := make([]bool, tab.Len())
+	gone := make([]bool, tab.NumBackends())
 	for k, r := range removed {
 		names[k] = set.names[r]
 		i := tab.Index(names[k])
@@ -588,8 +589,8 @@ func buildRemoval(tab *maglev.Table, set namedSet, removed []int, base []uint32)
 	slots := w.AppendSlots(nil)
 	ints := make([]int, len(slots))
 	for s, v := range slots {
-		ints[s] = int(int32(v)) // NoBackend is -1
-		if base[s] != maglev.NoBackend && gone[base[s]] {
+		ints[s] = int(int32(v)) // 0xFFFFFFFF, no backend, is -1
+		if base[s] != math.MaxUint32 && gone[base[s]] {
 			out.NumFreed++
 			if len(out.Freed) < headFreed {
 				out.Freed = append(out.Freed, Freed{Slot: s, Backend: ints[s]})
