@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -578,6 +579,24 @@ func TestFloodGuard(t *testing.T) {
 	// most 10 entries each, the rest flooded.
 	if d["conntrack_insert"] < rate/8 || d["conntrack_insert"] > 3*rate/8 || d["conntrack_insert"]+d["conntrack_flood"] != n {
 		t.Errorf("counters moved %v: want %d to %d inserts and the rest of %d flooded", d, rate/8, 3*rate/8, n)
+	}
+	// The guard holds for a second after the rate was last exceeded, then
+	// new flows get entries again.
+	one := func(port uint16) map[string]uint64 {
+		t.Helper()
+		before := counters(t, lb)
+		c := client(false, port)
+		if v, _ := f.run(t, lb.objs.XdpMaglev, packet(c, svc.VIP, 6, nil)); v != xdpTX {
+			t.Fatalf("flow from port %d: verdict %d", port, v)
+		}
+		return delta(before, counters(t, lb))
+	}
+	if d := one(20000); d["conntrack_flood"] != 1 {
+		t.Errorf("a new flow right after the flood: %v, want it routed without an entry", d)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the hold
+	if d := one(20001); d["conntrack_insert"] != 1 || d["conntrack_flood"] != 0 {
+		t.Errorf("a new flow a second after the flood: %v, want an entry", d)
 	}
 	if lb.opts.FloodRate != rate {
 		t.Errorf("FloodRate %d", lb.opts.FloodRate)

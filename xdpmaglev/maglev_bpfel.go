@@ -71,7 +71,8 @@ type maglevFlood struct {
 	Start uint64
 	Count uint64
 	Ns    uint64
-	On    uint64
+	Over  uint64
+	Last  uint64
 }
 
 type maglevFlow struct {

@@ -113,14 +113,15 @@ struct backend {
 };
 
 // A CPU's flood guard: new flows counted in windows of 1/FLOOD_WINDOWS s.
-// Once a window has seen more than flood_rate/FLOOD_WINDOWS, and through
-// the window after it, new flows are routed by the table without a
-// conntrack entry.
+// Once a window has seen more than flood_rate/FLOOD_WINDOWS new flows, and
+// for FLOOD_HOLD ns after the last new flow over that share, new flows are
+// routed by the table without a conntrack entry.
 struct flood {
 	__u64 start; // the window's start, bpf_ktime_get_ns
 	__u64 count; // new flows in the window
-	__u64 ns;    // time spent in windows over the rate, summed at each window's end
-	__u64 on;    // 1 while the guard is on
+	__u64 ns;    // time spent with the guard on, summed from new flow to new flow
+	__u64 over;  // when a new flow last went over the window's share; 0: never
+	__u64 last;  // the last new flow's time
 };
 
 struct stats {
@@ -261,7 +262,8 @@ struct {
 } nexthops SEC(".maps");
 
 #define PARSED (-1)
-#define FLOOD_WINDOWS 8 // windows a second
+#define FLOOD_WINDOWS 8            // windows a second
+#define FLOOD_HOLD 1000000000ULL // ns the guard stays on after the rate was last exceeded
 #define NEXTHOP_TTL 500000000ULL // ns
 #define TX_ICMP 100 // forward's verdict for an ICMP answer sent back: XDP_TX, not counted as forwarded
 
@@ -592,10 +594,11 @@ static __always_inline __u16 ip4_csum(struct iphdr *ip)
 
 // flood_guard counts a new flow on this CPU and says whether the CPU is
 // over flood_rate: then the flow is routed without a conntrack entry, so
-// a flood of new tuples cannot evict the entries of established flows. A
-// window over the rate keeps the guard on through the next window too, so
-// a flood that lasts inserts at most one window's share of entries per
-// CPU, once, however long it lasts.
+// a flood of new tuples cannot evict the entries of established flows.
+// The guard stays on for FLOOD_HOLD after the rate was last exceeded, so
+// that a flood with pauses (a sender descheduled, bursts) writes at most
+// one window's share of entries per CPU, once, unless it pauses for longer
+// than that.
 static __always_inline int flood_guard(void)
 {
 	if (flood_rate == 0)
@@ -606,17 +609,18 @@ static __always_inline int flood_guard(void)
 		return 0;
 	__u64 limit = flood_rate / FLOOD_WINDOWS;
 	__u64 now = bpf_ktime_get_ns();
+	int was_on = s->over && now - s->over < FLOOD_HOLD;
+	if (was_on)
+		s->ns += now - s->last;
+	s->last = now;
 	if (now - s->start >= 1000000000ULL / FLOOD_WINDOWS) {
-		if (s->on)
-			s->ns += now - s->start;
-		s->on = s->count > limit;
 		s->start = now;
 		s->count = 0;
 	}
 	s->count++;
 	if (s->count > limit)
-		s->on = 1;
-	return s->on;
+		s->over = now;
+	return s->over && now - s->over < FLOOD_HOLD;
 }
 
 // forward_l2 rewrites the frame's MACs to the backend's and the load
