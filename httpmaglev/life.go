@@ -70,8 +70,9 @@ const (
 //     when a count reaches its threshold.
 //   - lifeMu is held for O(N) at most (the ejection cap counts the
 //     ejected), never across a network wait, a table build or a log write,
-//     and never while taking Transport.mu, which rebuilds hold: a request
-//     never waits for a rebuild, nor a rebuild for a request.
+//     and never together with Transport.mu, which membership changes and
+//     publications hold: a request never waits for a rebuild, nor a
+//     rebuild for a request.
 type life struct {
 	phase   atomic.Pointer[phase] // never nil
 	faults  atomic.Int32          // consecutive backend faults (see faultOf)
@@ -95,8 +96,12 @@ type phase struct {
 	back    int64  // when it was last readmitted, in Unix nanoseconds; 0 if never
 }
 
+// fresh is the phase every backend starts in: serving, never ejected.
+// Phases are immutable, so all share it.
+var fresh = new(phase)
+
 // init starts l serving.
-func (l *life) init() { l.phase.Store(new(phase)) }
+func (l *life) init() { l.phase.Store(fresh) }
 
 // status says where m, a member of ms, is at now (Unix nanoseconds): the
 // one function the table (serving or not), State and the metrics read a

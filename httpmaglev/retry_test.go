@@ -68,8 +68,9 @@ var sinkIndex int
 
 // BenchmarkRetryTarget measures where a retry away from a failed backend
 // goes, at M = 65,537 over N equal backends, by each way there is to
-// know: op=rebuild is the way before issue 32, for the first retry away
-// from a backend in a snapshot (one maglev.NewWeighted over the others);
+// know: op=rebuild and op=kept are the way before issue 32, for the first
+// retry away from a backend in a snapshot (one maglev.NewWeighted over the
+// others) and for every later one (the slot's owner in that kept table);
 // op=without is Table.Without on every retry (and the slot's owner in
 // it); op=fill is the first retry now (one Without, and the owners of the
 // failed backend's slots kept); op=cached is every later retry now (a
@@ -105,6 +106,21 @@ func BenchmarkRetryTarget(b *testing.B) {
 					b.Fatal(err)
 				}
 				sinkIndex = t.Len()
+			}
+		})
+		b.Run(fmt.Sprintf("N=%d/op=kept", n), func(b *testing.B) {
+			kept, err := maglev.NewWeighted(rest, maglev.DefaultSize, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				// Backend j of kept is j of the table below failed, j+1 from it on.
+				o := kept.OwnerIndex(kept.SlotOf(hashes[i%len(hashes)]))
+				if o >= failed {
+					o++
+				}
+				sinkIndex = o
 			}
 		})
 		b.Run(fmt.Sprintf("N=%d/op=without", n), func(b *testing.B) {

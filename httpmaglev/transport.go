@@ -43,7 +43,7 @@ type Transport struct {
 	rounds    atomic.Int64             // health rounds started (State.HealthRounds)
 
 	mu      sync.Mutex     // serializes membership changes and publications, across table builds: never taken on the request path
-	lifeMu  sync.Mutex     // guards the backends' health: see life for the discipline; taken with mu held or alone, never before it
+	lifeMu  sync.Mutex     // guards changes of the backends' health (see life); never held together with mu
 	scratch backendScratch // SetBackends' memory for checking a list, guarded by mu
 
 	metrics *metrics // the instruments; see docs/metrics.md
