@@ -170,15 +170,15 @@ type Config struct {
 	// NewTable, if set, builds the table instead of maglev.NewWeighted
 	// (maglev.New for equal weights) with Hasher: a hook for a builder that
 	// follows other rules, such as an Envoy-compatible one in another
-	// module. It is given the healthy, undrained backends, sorted by name,
-	// with their weights (all 1 for an unweighted list), and TableSize;
-	// Hasher is not passed, since the table carries its own, and keys are
-	// hashed with the table's Hasher(). It must return a table over exactly
-	// those names, or an error. It runs once for every rebuild, off the
-	// request path, and once more for each backend a request is retried
-	// away from (the table without it, built by the first such retry in a
-	// snapshot; see RoundTrip), so it must be safe to call from several
-	// goroutines.
+	// module. It is given the configured, undrained backends, sorted by
+	// name, with their weights (all 1 for an unweighted list), and
+	// TableSize; Hasher is not passed, since the table carries its own, and
+	// keys are hashed with the table's Hasher(). It must return a table
+	// over exactly those names, or an error. It runs when the membership
+	// changes (NewTransport, SetBackends), on that caller's goroutine, one
+	// call at a time. Failures never call it: the backends out of service
+	// are taken out of its table with maglev.Table.Without, and retries go
+	// where that table sends their keys (see Transport.Table).
 	NewTable func(backends []maglev.Backend, size int) (*maglev.Table, error)
 
 	// BalanceFactor turns on bounded loads: 0 is off, otherwise it must be
@@ -215,7 +215,7 @@ type Config struct {
 
 	// EjectAfter consecutive failed requests to a backend eject it from
 	// the table until Rise probes pass, or, with active checks off, for
-	// EjectionTime. 0 means 3; -1 turns passive ejection off. Only the
+	// EjectionTime; its Reason is the kind of the last failure. 0 means 3; -1 turns passive ejection off. Only the
 	// backend's faults count: a failed dial or TLS handshake, the
 	// connection reset or closed before the response headers, a timeout
 	// awaiting them; never the caller's (its request body failing or
@@ -223,6 +223,14 @@ type Config struct {
 	// net/http rejects). See Transport.RoundTrip. Passive ejection never
 	// takes out more than half the configured backends.
 	EjectAfter int
+
+	// Consecutive5xx answers in a row with a 5xx status from a backend
+	// eject it (Reason5xx), as Envoy's outlier detection's consecutive_5xx
+	// does; 0 (the default) is off. An answer of any other status resets
+	// the count; a backend fault (see EjectAfter) neither counts nor resets
+	// it. The ejection backs off, is readmitted and is capped as
+	// EjectAfter's is.
+	Consecutive5xx int
 
 	// EjectionTime is the base of passive ejection's backoff, as in
 	// Envoy's outlier detection: the n-th consecutive ejection of a
@@ -319,6 +327,9 @@ func (c Config) normalize() (Config, error) {
 		return c, bad("EjectAfter", "%d is neither -1 (off) nor positive", c.EjectAfter)
 	case c.EjectAfter == 0:
 		c.EjectAfter = defaultEjectAfter
+	}
+	if c.Consecutive5xx < 0 {
+		return c, bad("Consecutive5xx", "negative: %d", c.Consecutive5xx)
 	}
 	switch {
 	case c.EjectionTime < 0:

@@ -7,7 +7,8 @@
 //
 // and one http.RoundTripper, a [Transport], which sends each request to the
 // backend that owns the request's key in the Maglev table of
-// github.com/maglevlb/maglev over the healthy backends:
+// github.com/maglevlb/maglev over the configured backends, with those that
+// failed taken out of it:
 //
 //	t, err := httpmaglev.NewTransport(httpmaglev.Config{
 //		Backends: backends,                         // []httpmaglev.Backend{{Name, URL, Weight}}
@@ -20,11 +21,11 @@
 //
 // # Routing
 //
-// The table is maglev.NewWeighted over the healthy backends' names and
-// weights (maglev.New's table when every weight is 0), with Config's
-// TableSize and Hasher, or whatever Config.NewTable builds. With every
-// backend healthy and bounded loads off, a request whose key is k goes to
-// that table's Lookup(k): the owner every process that knows the same
+// The table is maglev.NewWeighted over the configured, undrained backends'
+// names and weights (maglev.New's table when every weight is 0), with
+// Config's TableSize and Hasher, or whatever Config.NewTable builds. With
+// every backend healthy and bounded loads off, a request whose key is k
+// goes to that table's Lookup(k): the owner every process that knows the same
 // backends computes, with no coordination. A request whose Key is empty
 // is keyed by its client IP, never rejected; one with neither (an
 // http.Client's own requests have no client IP) goes to a random slot's
@@ -32,26 +33,31 @@
 //
 // # Membership and health
 //
-// [Transport.SetBackends] replaces the membership; active health checks
-// (Config.HealthPath, every HealthInterval, Fall and Rise) and passive
-// ejection (EjectAfter consecutive backend faults, backing off as Envoy's
-// outlier detection does) take backends out of the table and put them
-// back. Only the backend's faults count: a failed dial or TLS handshake,
-// the connection lost before the response headers, a timeout awaiting
-// them; never the caller's own (a failing request body, a wrong
-// ContentLength, a cancelled context). Every change builds a new
-// immutable snapshot off the request path and publishes it with an atomic
-// pointer; requests never wait for a rebuild.
+// [Transport.SetBackends] replaces the membership, which builds the table.
+// Active health checks (Config.HealthPath, every HealthInterval, Fall and
+// Rise) and passive ejection (EjectAfter consecutive backend faults, or
+// Consecutive5xx answers with a 5xx status, backing off as Envoy's outlier
+// detection does) take backends out of service and put them back. A
+// failure is not a membership change: the backend stays configured, and
+// the Transport routes by the table without it (maglev.Table.Without), in
+// which only its keys moved; once readmitted it takes back exactly those.
+// Only the backend's faults count: a failed dial or TLS handshake, the
+// connection lost before the response headers, a timeout awaiting them;
+// never the caller's own (a failing request body, a wrong ContentLength,
+// a cancelled context). A backend's [Status] and the [Reason] it is out
+// are in [Transport.State]. Every change publishes a new immutable
+// snapshot, made off the request path, with an atomic pointer; requests
+// never wait for a rebuild.
 //
 // # Retries
 //
 // An idempotent request whose backend fails before answering is sent once
-// more, to where its key will live once that backend is dropped: the
-// owner of its slot in the table built without it. The snapshot builds
-// that table when a request to the backend is first retried, and keeps
-// it: the first retry waits for one build, later ones cost a hash and an
-// array index. Requests that are not idempotent are never sent twice. See
-// [Transport.RoundTrip].
+// more, to the owner of its slot in the table without the failed backend
+// (Without on the table it was routed by): where its key lives once that
+// backend is ejected. The first retry away from a backend in a snapshot
+// computes that table once and keeps the owners of the backend's slots;
+// later ones cost a hash and a binary search. Requests that are not
+// idempotent are never sent twice. See [Transport.RoundTrip].
 //
 // # Bounded loads
 //
@@ -66,9 +72,10 @@
 // The pick (key to backend, bounded loads off) is one hash and one array
 // index, takes no lock and does not allocate; RoundTrip adds a shallow
 // copy of the request (two allocations) and, with bounded loads, a few
-// atomic operations and a body wrapper. A rebuild over N healthy backends
-// builds one table, off the request path; a snapshot keeps the tables
-// without a backend that retries needed. Through httputil.ReverseProxy on
+// atomic operations and a body wrapper. A membership change over N
+// backends builds one table, off the request path; a failure or a
+// readmission builds none, only the table without the backends out of
+// service (maglev.Table.Without, a fraction of a build). Through httputil.ReverseProxy on
 // loopback the Transport costs about as much as a plain single-backend
 // transport; see docs/http.md for the measured figures.
 //

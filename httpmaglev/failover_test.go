@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -23,14 +24,15 @@ import (
 
 // TestRetryTarget kills a backend that nothing has noticed yet (no active
 // checks, no ejection): an idempotent request for one of its keys is
-// retried on the key's owner in the table without it, which is where the
-// key goes once the backend is dropped; a POST is not retried.
+// retried on the key's owner in the table without it (Table.Without),
+// which is where the key goes once the backend is ejected
+// (TestEjectionMovesOnlyItsKeys); a POST is not retried.
 func TestRetryTarget(t *testing.T) {
 	servers := startServers(t, 4)
 	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectAfter: -1}, servers)
 	client := &http.Client{Transport: tr}
 	all := table(t, "s0", "s1", "s2", "s3")
-	without := table(t, "s0", "s2", "s3")
+	without := tableWithout(t, all, "s1")
 	servers[1].srv.Close()
 	var onS1 []string
 	for _, k := range keys(400) {
@@ -77,13 +79,15 @@ func TestRetryTarget(t *testing.T) {
 		t.Errorf("POST with Idempotency-Key on dead s1: %q, want %q", body, want)
 	}
 
-	// Once s1 is dropped, its keys live exactly where the retries went.
+	// Dropping s1 from the membership is not a failure: the table is then
+	// built over the others, as for any membership change.
 	if err := tr.SetBackends(backendsOf([]*server{servers[0], servers[2], servers[3]})); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range onS1 {
-		if b, _ := tr.Lookup(k); b.Name != without.Lookup(k) {
-			t.Errorf("after dropping s1: key %q on %s, want %s", k, b.Name, without.Lookup(k))
+	rest := table(t, "s0", "s2", "s3")
+	for _, k := range keys(400) {
+		if b, _ := tr.Lookup(k); b.Name != rest.Lookup(k) {
+			t.Errorf("after dropping s1: key %q on %s, want %s", k, b.Name, rest.Lookup(k))
 		}
 	}
 }
@@ -219,7 +223,8 @@ func TestActiveHealth(t *testing.T) {
 		Fall:           2,
 		Rise:           3,
 	}, servers)
-	three, two := table(t, "s0", "s1", "s2"), table(t, "s0", "s2")
+	three := table(t, "s0", "s1", "s2")
+	two := tableWithout(t, three, "s1") // a failure: only s1's keys move
 	servers[1].down.Store(true)
 	waitFor(t, "s1 dropped", func() bool { return slices.Equal(healthyNames(tr), []string{"s0", "s2"}) })
 	client := &http.Client{Transport: tr}
@@ -323,12 +328,12 @@ func readAll(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// TestRetryTableBuiltOnce: a rebuild builds one table; the table without a
-// backend is built when a request to it is first retried, once however
-// many requests are retried away from it at once, and the backend's
-// ejection then publishes that table instead of building it again. The
-// retries go where the keys live once the backend is dropped.
-func TestRetryTableBuiltOnce(t *testing.T) {
+// TestRetryThenEjection: failures never build a table. Retries away from a
+// failing backend, 30 at once, go to the owner of their key in the table
+// without it (Table.Without); its ejection then publishes that table, so
+// the keys stay where the retries sent them. A retry away from a second
+// backend, with the first ejected, goes to the table without both.
+func TestRetryThenEjection(t *testing.T) {
 	servers := startServers(t, 4)
 	var calls atomic.Int64
 	hook := func(backends []maglev.Backend, size int) (*maglev.Table, error) {
@@ -340,12 +345,15 @@ func TestRetryTableBuiltOnce(t *testing.T) {
 		t.Fatalf("NewTransport built %d tables, want 1", n)
 	}
 	all := table(t, "s0", "s1", "s2", "s3")
-	without := table(t, "s0", "s2", "s3")
+	without := tableWithout(t, all, "s1")
 	servers[1].broken.Store(true)
-	var onS1 []string
+	var onS1, onS2 []string
 	for _, k := range keys(400) {
-		if all.Lookup(k) == "s1" {
+		switch all.Lookup(k) {
+		case "s1":
 			onS1 = append(onS1, k)
+		case "s2":
+			onS2 = append(onS2, k)
 		}
 	}
 	client := &http.Client{Transport: tr}
@@ -359,31 +367,36 @@ func TestRetryTableBuiltOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := calls.Load(); n != 2 {
-		t.Errorf("%d tables built after 30 concurrent retries away from s1, want 2", n)
-	}
-	// Ten more failures eject s1: its table without it is published as is.
+	// Ten more failures eject s1.
 	for _, k := range onS1[30:40] {
 		if _, _, err := get(t, client, "http://x", http.MethodGet, k); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, "s1 out of the table", func() bool { return tr.State().Healthy == 3 })
-	if n := calls.Load(); n != 2 {
-		t.Errorf("%d tables built after s1's ejection, want 2: the retries' table is the new one", n)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d tables built after retries and an ejection, want 1: failures take backends out with Without", n)
 	}
 	for _, k := range onS1 {
 		if b, _ := tr.Lookup(k); b.Name != without.Lookup(k) {
 			t.Errorf("after s1's ejection: key %q on %s, want %s", k, b.Name, without.Lookup(k))
 		}
 	}
+	// s2 fails too: its keys are retried on the table without s1 and s2.
+	both := tableWithout(t, without, "s2")
+	servers[2].broken.Store(true)
+	for _, k := range onS2[:10] {
+		if _, got, err := get(t, client, "http://x", http.MethodGet, k); err != nil || got != both.Lookup(k) {
+			t.Errorf("key %q on broken s2, s1 ejected: from %q, %v; want %s", k, got, err, both.Lookup(k))
+		}
+	}
 }
 
-// TestRetryTablesCapped: a snapshot builds at most 16 tables without one
-// backend for retries; past that (17 backends failing under one table,
-// which is more than backends failing one by one), a retry goes to the
-// key's next candidate, with no build.
-func TestRetryTablesCapped(t *testing.T) {
+// TestRetryManyFailing: with 17 of 20 backends failing one after another
+// under one table, each retry goes to the owner of its key in the table
+// without the backend that failed, and nothing is built: there is no cap
+// and no second rule.
+func TestRetryManyFailing(t *testing.T) {
 	servers := startServers(t, 20)
 	var calls atomic.Int64
 	hook := func(backends []maglev.Backend, size int) (*maglev.Table, error) {
@@ -401,19 +414,7 @@ func TestRetryTablesCapped(t *testing.T) {
 				break
 			}
 		}
-		want := ""
-		if i < 16 {
-			names := slices.DeleteFunc(tab.Backends(), func(n string) bool { return n == s.name })
-			without := table(t, names...)
-			want = without.Lookup(k)
-		} else {
-			for c := range tab.Candidates(k) {
-				if tab.Backend(c) != s.name {
-					want = tab.Backend(c)
-					break
-				}
-			}
-		}
+		want := tableWithout(t, tab, s.name).Lookup(k)
 		s.broken.Store(true)
 		_, got, err := get(t, client, "http://x", http.MethodGet, k)
 		s.broken.Store(false)
@@ -421,7 +422,90 @@ func TestRetryTablesCapped(t *testing.T) {
 			t.Fatalf("backend %d of 17 failing: key %q retried on %q, %v; want %s", i+1, k, got, err, want)
 		}
 	}
-	if n := calls.Load(); n != 1+16 {
-		t.Errorf("%d tables built, want 17: the table and 16 for retries", n)
+	if n := calls.Load(); n != 1 {
+		t.Errorf("%d tables built, want 1: the table, and none for retries", n)
+	}
+}
+
+// TestEjectionMovesOnlyItsKeys: an ejection moves exactly the ejected
+// backend's keys, and its readmission moves exactly those back. Over 20,000
+// keys, each key the victim did not own keeps its backend, each it owned
+// goes to its owner in the table without it (Table.Without), and the churn
+// is the victim's slots, no more; once it is readmitted every key is where
+// it was, and the table is the first one again. Equal weights and weights;
+// a sample of the keys is sent through HTTP to check that the servers that
+// answer are those.
+func TestEjectionMovesOnlyItsKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights []uint32
+	}{{"equal", nil}, {"weighted", []uint32{1, 2, 3, 1, 5}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			servers := startServers(t, 5)
+			// The victim is ejected by requests, and kept out by its failed
+			// checks until they pass again: no timing in the test.
+			tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectAfter: 2, DisableRetries: true,
+				HealthPath: "/healthz", HealthInterval: 50 * time.Millisecond, HealthTimeout: 50 * time.Millisecond}, servers, tc.weights...)
+			base := tr.Table()
+			ks := keys(20000)
+			owners := func() map[string]string {
+				m := make(map[string]string, len(ks))
+				for _, k := range ks {
+					b, _ := tr.Lookup(k)
+					m[k] = b.Name
+				}
+				return m
+			}
+			before := owners()
+			victim := servers[2]
+			moved := tableWithout(t, base, victim.name)
+			var onVictim []string
+			for _, k := range ks {
+				if before[k] == victim.name {
+					onVictim = append(onVictim, k)
+				}
+			}
+			if len(onVictim) < 1000 {
+				t.Fatalf("only %d of %d keys on %s", len(onVictim), len(ks), victim.name)
+			}
+			victim.down.Store(true)
+			victim.broken.Store(true)
+			client := &http.Client{Transport: tr}
+			for _, k := range onVictim[:2] {
+				if _, _, err := get(t, client, "http://x", http.MethodGet, k); err == nil {
+					t.Fatal("a GET to the broken backend succeeded")
+				}
+			}
+			waitFor(t, victim.name+" out", func() bool { return tr.State().Healthy == 4 })
+			after := owners()
+			for _, k := range ks {
+				want := before[k]
+				if want == victim.name {
+					want = moved.Lookup(k)
+				}
+				if after[k] != want {
+					t.Fatalf("key %q: on %s before, %s after %s's ejection; want %s", k, before[k], after[k], victim.name, want)
+				}
+			}
+			slots := base.Counts()[base.Index(victim.name)]
+			if st := tr.State(); st.LastChurn.Slots != slots || tr.Table().Diff(base) != slots {
+				t.Errorf("ejection moved %d slots (Diff %d), want %s's %d", st.LastChurn.Slots, tr.Table().Diff(base), victim.name, slots)
+			}
+			for i, k := range ks[:200] {
+				if _, got, err := get(t, client, "http://x", http.MethodGet, k); err != nil || got != after[k] {
+					t.Fatalf("GET %d, key %q: from %s, %v; want %s", i, k, got, err, after[k])
+				}
+			}
+
+			victim.broken.Store(false)
+			victim.down.Store(false)
+			waitFor(t, victim.name+" back", func() bool { return tr.State().Healthy == 5 })
+			if back := owners(); !maps.Equal(back, before) {
+				t.Errorf("after %s's readmission keys are not where they were", victim.name)
+			}
+			if d := tr.Table().Diff(base); d != 0 {
+				t.Errorf("after %s's readmission the table differs from the first in %d slots", victim.name, d)
+			}
+		})
 	}
 }

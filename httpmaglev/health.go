@@ -12,9 +12,8 @@ import (
 // loop runs the health checks and the rebuilds passive ejections ask for,
 // until ctx ends. With active checks on, it probes every backend at once
 // every HealthInterval (NewTransport ran the first round); with them off,
-// it readmits
-// ejected backends EjectionTime after their ejection, checking every
-// HealthInterval.
+// it readmits ejected backends EjectionTime after their ejection, checking
+// every HealthInterval.
 func (t *Transport) loop(ctx context.Context) {
 	defer close(t.done)
 	tick := time.NewTicker(t.cfg.HealthInterval)
@@ -27,45 +26,33 @@ func (t *Transport) loop(ctx context.Context) {
 			if t.cfg.HealthPath != "" {
 				t.round(ctx)
 			} else {
-				t.readmit()
+				t.readmitAll()
 			}
 		case <-t.wake:
-			t.mu.Lock()
-			if t.staleLocked() { // the health checks may have dropped it already
-				if err := t.publishLocked(t.members, "ejection"); err != nil {
-					t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
-				}
-			}
-			t.mu.Unlock()
+			t.republish(rebuildEjection) // the health checks may have dropped it already
 		}
 	}
 }
 
-// staleLocked reports whether the current table is not over exactly the
-// healthy members. Call it with t.mu held.
-func (t *Transport) staleLocked() bool {
-	s := t.cur.Load()
-	n := 0
-	for _, m := range t.members {
-		if !m.healthy() {
-			continue
-		}
-		n++
-		if i := s.table.Index(m.b.Name); i < 0 || s.members[i] != m {
-			return true
+// republish publishes a new snapshot of the current membership if the
+// current one is stale (see staleLocked). A publication that failed
+// before (not expected: see serve) is tried again at the next change.
+func (t *Transport) republish(why rebuildReason) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.staleLocked() {
+		if err := t.publishLocked(t.cur.Load().ms, why); err != nil {
+			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
 		}
 	}
-	return n != len(s.members)
 }
 
 // round probes every configured backend concurrently, applies the results
-// and, if a backend went in or out, rebuilds the table. A round cut short
-// by Close changes nothing.
+// and, if a backend went in or out, publishes the new table. A round cut
+// short by Close changes nothing.
 func (t *Transport) round(ctx context.Context) {
 	t.rounds.Add(1)
-	t.mu.Lock()
-	members := t.members
-	t.mu.Unlock()
+	members := t.cur.Load().ms.all
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
@@ -75,90 +62,49 @@ func (t *Transport) round(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	changed := false
-	for i, m := range members {
-		if !m.removed {
-			changed = t.observe(m, errs[i]) || changed
-		}
-	}
-	// A rebuild that failed before (a NewTable error, say) is tried again
-	// every round until the table matches the healthy backends.
-	if changed || t.staleLocked() {
-		if err := t.publishLocked(t.members, "health"); err != nil {
-			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
-		}
-	}
-}
-
-// observe records the result of a probe of m and reports whether m went
-// in or out of the table. Call it with t.mu held. The first probe of a
-// backend decides its health; later, Fall consecutive failures take it
-// out and Rise consecutive passes put it back, and also readmit it after
-// a passive ejection.
-func (t *Transport) observe(m *member, err error) bool {
-	was := m.healthy()
-	if gen := m.ejectGen.Load(); gen != m.seenGen {
-		m.seenGen, m.passes = gen, 0
-	}
-	if err == nil {
-		m.fails, m.passes = 0, m.passes+1
-	} else {
-		m.fails, m.passes = m.fails+1, 0
-	}
-	switch {
-	case !m.known:
-		m.known, m.up = true, err == nil
-		if err != nil {
-			t.cfg.Logger.Warn("httpmaglev: backend down at its first check", "backend", m.b.Name, "err", err)
-		}
-	case m.up && err != nil && m.fails >= t.cfg.Fall:
-		m.up = false
-		t.metrics.health.Add(context.Background(), 1, m.mm.downAdd...)
-		t.cfg.Logger.Warn("httpmaglev: backend down", "backend", m.b.Name, "failed", m.fails, "err", err)
-	case !m.up && err == nil && m.passes >= t.cfg.Rise:
-		m.up = true
-		t.metrics.health.Add(context.Background(), 1, m.mm.upAdd...)
-		t.cfg.Logger.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", m.passes)
-	}
-	// An ejection counts its generation before it sets ejected, so one
-	// that happened while this probe was out shows here as a new
-	// generation: its passes do not count toward readmitting it.
-	if m.ejected.Load() && err == nil && m.passes >= t.cfg.Rise && m.ejectGen.Load() == m.seenGen &&
-		time.Now().UnixNano()-m.ejectedAt.Load() >= m.ejectFor.Load() {
-		t.readmitMember(m)
-		t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", m.passes)
-	}
-	return m.healthy() != was
-}
-
-// readmit puts back the backends whose ejection has lasted its time, with
-// active checks off, and rebuilds the table if there were any.
-func (t *Transport) readmit() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	now := time.Now().UnixNano()
-	changed := false
-	for _, m := range t.members {
-		if m.ejected.Load() && now-m.ejectedAt.Load() >= m.ejectFor.Load() {
-			t.readmitMember(m)
-			changed = true
-			t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", time.Duration(m.ejectFor.Load()))
+	verdicts := make([]verdict, len(members))
+	t.lifeMu.Lock()
+	for i, m := range members {
+		if !m.life.removed.Load() {
+			verdicts[i] = t.observeLocked(m, errs[i], now)
 		}
 	}
-	if changed || t.staleLocked() {
-		if err := t.publishLocked(t.members, "readmission"); err != nil {
-			t.cfg.Logger.Error("httpmaglev: rebuild failed", "err", err)
-		}
+	t.lifeMu.Unlock()
+	for i, v := range verdicts {
+		t.logVerdict(members[i], v, errs[i])
+	}
+	t.republish(rebuildHealth)
+}
+
+// logVerdict logs and counts what a probe of m did (v), err being its
+// result.
+func (t *Transport) logVerdict(m *member, v verdict, err error) {
+	ctx := context.Background()
+	if v.did&downFirst != 0 {
+		t.cfg.Logger.Warn("httpmaglev: backend down at its first check", "backend", m.b.Name, "err", err)
+	}
+	if v.did&wentDown != 0 {
+		t.metrics.health.Add(ctx, 1, m.mm.downAdd...)
+		t.cfg.Logger.Warn("httpmaglev: backend down", "backend", m.b.Name, "failed", v.fails, "err", err)
+	}
+	if v.did&cameUp != 0 {
+		t.metrics.health.Add(ctx, 1, m.mm.upAdd...)
+		t.cfg.Logger.Info("httpmaglev: backend up", "backend", m.b.Name, "passed", v.passes)
+	}
+	if v.did&readmitted != 0 {
+		t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "passed", v.passes)
 	}
 }
 
-// readmitMember ends m's ejection. Call it with t.mu held.
-func (t *Transport) readmitMember(m *member) {
-	m.connFails.Store(0)
-	m.readmittedAt.Store(time.Now().UnixNano())
-	m.ejected.Store(false)
+// readmitAll puts back the backends whose ejection has lasted its time,
+// with active checks off, and publishes the new table if there were any.
+func (t *Transport) readmitAll() {
+	for _, m := range t.readmitDue(t.cur.Load().ms.all, time.Now().UnixNano()) {
+		p := m.life.phase.Load()
+		t.cfg.Logger.Info("httpmaglev: ejected backend readmitted", "backend", m.b.Name, "after", time.Duration(p.until-p.at))
+	}
+	t.republish(rebuildReadmission)
 }
 
 // check GETs m's health URL and returns nil on a 2xx answer within

@@ -199,11 +199,16 @@ func TestCancelledCallerEjectsNothing(t *testing.T) {
 }
 
 // TestBackendFaultsCount: what says something about the backend still
-// ejects it: a refused dial, a failed TLS handshake (an https URL for a
-// server that speaks plain HTTP), a connection closed before the response
-// headers, and a timeout awaiting them.
+// ejects it, each for its reason: a refused dial, a failed TLS handshake
+// (an https URL for a server that speaks plain HTTP), a connection closed
+// before the response headers, and a timeout awaiting them.
 func TestBackendFaultsCount(t *testing.T) {
-	for _, fault := range []string{"refused", "tls", "closed", "header timeout"} {
+	for fault, reason := range map[string]httpmaglev.Reason{
+		"refused":        httpmaglev.ReasonConnect,
+		"tls":            httpmaglev.ReasonTLS,
+		"closed":         httpmaglev.ReasonLost,
+		"header timeout": httpmaglev.ReasonTimeout,
+	} {
 		t.Run(fault, func(t *testing.T) {
 			servers := startServers(t, 3)
 			base := http.DefaultTransport.(*http.Transport).Clone()
@@ -242,6 +247,11 @@ func TestBackendFaultsCount(t *testing.T) {
 			}
 			if out := ejected(tr); len(out) != 1 || out[0] != victim.name {
 				t.Errorf("ejected %v, want [%s]", out, victim.name)
+			}
+			for _, b := range tr.State().Backends {
+				if b.Name == victim.name && (b.Status != httpmaglev.StatusEjected || b.Reason != reason) {
+					t.Errorf("%s: status %q, reason %q; want ejected for %q", b.Name, b.Status, b.Reason, reason)
+				}
 			}
 		})
 	}

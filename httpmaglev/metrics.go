@@ -3,8 +3,9 @@ package httpmaglev
 import (
 	"context"
 	"fmt"
-	"slices"
+	"math"
 	"sync/atomic"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -29,9 +30,6 @@ const (
 	outcomeRequestError = "request_error" // the caller's own fault, or a failure of no known kind
 )
 
-// The reasons a table is rebuilt (maglev.reason), as publishLocked is told.
-var rebuildReasons = []string{"backends set", "health", "ejection", "readmission"}
-
 // metrics holds the Transport's instruments. What every request updates
 // (requests by outcome, in flight, retries) is counted in atomics of the
 // backend's member (memberMetrics) and observed when the MeterProvider
@@ -44,7 +42,7 @@ type metrics struct {
 	rebuilds  metric.Int64Counter // maglev.table.rebuilds
 	moved     metric.Int64Counter // maglev.table.slots.moved
 
-	reasons map[string][]metric.AddOption // rebuilds by reason
+	reasons map[rebuildReason][]metric.AddOption // rebuilds by reason
 
 	reg metric.Registration // the observable instruments' callback
 }
@@ -84,9 +82,9 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 		mp = otel.GetMeterProvider()
 	}
 	meter := mp.Meter(meterName)
-	m := &metrics{reasons: make(map[string][]metric.AddOption, len(rebuildReasons))}
+	m := &metrics{reasons: make(map[rebuildReason][]metric.AddOption, len(rebuildReasons))}
 	for _, r := range rebuildReasons {
-		m.reasons[r] = addOptions(attribute.NewSet(attrReason.String(r)))
+		m.reasons[r] = addOptions(attribute.NewSet(attrReason.String(string(r))))
 	}
 	noBackend := metric.WithAttributeSet(attribute.NewSet(attrOutcome.String("no_backend")))
 	var err error
@@ -134,7 +132,7 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := t.cur.Load()
 		o.ObserveInt64(requests, t.noBackend.Load(), noBackend)
-		for _, mb := range s.all {
+		for _, mb := range s.ms.all {
 			mm := &mb.mm
 			o.ObserveInt64(requests, mm.ok.Load(), metric.WithAttributeSet(mm.okSet))
 			o.ObserveInt64(requests, mm.backendErr.Load(), metric.WithAttributeSet(mm.backendErrSet))
@@ -142,23 +140,30 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 			o.ObserveInt64(retries, mm.retries.Load(), metric.WithAttributeSet(mm.backend))
 			o.ObserveInt64(inFlight, mm.inFlight.Load(), metric.WithAttributeSet(mm.backend))
 		}
+		lo, hi := math.MaxInt, -1
 		for i, c := range s.counts {
-			o.ObserveInt64(slots, int64(c), metric.WithAttributes(attrBackend.String(s.table.Backend(i))))
+			if s.serving[i] {
+				o.ObserveInt64(slots, int64(c), metric.WithAttributes(attrBackend.String(s.table.Backend(i))))
+				lo, hi = min(lo, c), max(hi, c)
+			}
 		}
-		if len(s.counts) > 0 {
-			o.ObserveInt64(minSlots, int64(slices.Min(s.counts)))
-			o.ObserveInt64(maxSlots, int64(slices.Max(s.counts)))
+		if hi >= 0 {
+			o.ObserveInt64(minSlots, int64(lo))
+			o.ObserveInt64(maxSlots, int64(hi))
 		}
+		// By status, in the gauge's own names: serving is healthy, and a
+		// backend out of service is ejected for a passive reason, down
+		// for its failed active checks.
 		byState := map[string]int64{"healthy": 0, "down": 0, "ejected": 0, "drained": 0}
-		weighted := slices.ContainsFunc(s.all, func(m *member) bool { return m.b.Weight > 0 })
-		for _, mb := range s.all {
-			switch {
-			case s.table.Index(mb.b.Name) >= 0:
+		now := time.Now().UnixNano()
+		for _, mb := range s.ms.all {
+			switch status, reason := t.status(s.ms, mb, now); {
+			case status == StatusServing:
 				byState["healthy"]++
-			case mb.ejected.Load():
-				byState["ejected"]++
-			case weighted && mb.b.Weight == 0:
+			case status == StatusDraining:
 				byState["drained"]++
+			case reason.passive():
+				byState["ejected"]++
 			default:
 				byState["down"]++
 			}
@@ -180,7 +185,7 @@ func newMetrics(t *Transport, mp metric.MeterProvider) (*metrics, error) {
 }
 
 // rebuilt records a published rebuild.
-func (m *metrics) rebuilt(why string, churn int) {
+func (m *metrics) rebuilt(why rebuildReason, churn int) {
 	ctx := context.Background()
 	m.rebuilds.Add(ctx, 1, m.reasons[why]...)
 	m.moved.Add(ctx, int64(churn))

@@ -26,6 +26,8 @@ type server struct {
 	// broken makes it drop every request but /healthz: it closes the
 	// connection without an answer.
 	broken atomic.Bool
+	// failing makes it answer every request but /healthz with a 500.
+	failing atomic.Bool
 
 	gate     chan struct{} // if not nil, requests wait for it to close
 	hold     time.Duration // how long each request is held, as real work would
@@ -50,6 +52,12 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
 			_ = c.Close()
 		}
+		return
+	}
+	if s.failing.Load() {
+		s.served.Add(1)
+		w.Header().Set("X-Backend", s.name)
+		http.Error(w, "failing", http.StatusInternalServerError)
 		return
 	}
 	n := s.inflight.Add(1)
@@ -137,6 +145,17 @@ func table(t testing.TB, names ...string) *maglev.Table {
 		t.Fatal(err)
 	}
 	return tab
+}
+
+// tableWithout returns tab.Without(names...): the table a Transport over
+// tab's backends routes by while names are out of service.
+func tableWithout(t testing.TB, tab *maglev.Table, names ...string) *maglev.Table {
+	t.Helper()
+	w, err := tab.Without(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 const keyHeader = "X-Key"

@@ -14,174 +14,189 @@ import (
 	"github.com/maglevlb/maglev/bounded"
 )
 
-// A member is one configured backend and what is known of its health. A
-// member is replaced, not changed, when SetBackends changes its URL or
-// weight, so b is immutable.
+// A member is one configured backend and its health. A member is
+// replaced, not changed, when SetBackends changes its URL or weight, so b
+// is immutable.
 type member struct {
 	b      Backend
 	health string        // the URL the active check GETs; "" with active checks off
 	mm     memberMetrics // its metrics' recording options
-
-	// Active health, guarded by Transport.mu.
-	known   bool   // probed at least once
-	up      bool   // by the active checks (true until the first probe says otherwise)
-	fails   int    // consecutive failed probes
-	passes  int    // consecutive passed probes since the last ejection
-	seenGen uint64 // ejectGen when passes was last reset
-	removed bool   // no longer configured: its probes are ignored
-
-	// Passive ejection, written on the request path.
-	connFails atomic.Int32  // consecutive failed requests
-	ejected   atomic.Bool   // out of the table until readmitted
-	ejectGen  atomic.Uint64 // ejections so far
-	ejectedAt atomic.Int64  // when it was last ejected, in Unix nanoseconds
-	ejectFor  atomic.Int64  // how long that ejection lasts at least, in nanoseconds
-
-	// The backoff of consecutive ejections: streak is written under
-	// Transport.ejectMu, readmittedAt on readmission.
-	streak       atomic.Int64 // consecutive ejections, less one for every EjectionTime spent in since
-	readmittedAt atomic.Int64 // when it was last readmitted, in Unix nanoseconds; 0 if never
+	life   life          // its health: see life
 }
 
-// healthy reports whether m belongs in the table. Call it with
-// Transport.mu held.
-func (m *member) healthy() bool { return m.up && !m.ejected.Load() }
+// A membership is the configured backends and the base: the table over
+// those not drained, which failures take backends out of with
+// maglev.Table.Without. SetBackends (and NewTransport) makes one, with one
+// table build; every snapshot until the next shares it. It is immutable.
+type membership struct {
+	all      []*member        // every configured backend, sorted by name
+	weighted bool             // the list gives weights, so weight 0 drains (see weightedList)
+	base     *maglev.Table    // the table over members
+	members  []*member        // members[i] is base backend i: the members not drained
+	backends []maglev.Backend // backends[i] is base backend i, with the weight the table was built with
+}
 
-// A snapshot is the routing state RoundTrip reads: the table over the
-// healthy backends, their members, and the retry targets. It is immutable
-// once published, but for the tables without one backend, which it builds
-// the first time a retry needs one; a rebuild publishes a new snapshot.
+// weightedList reports whether a backend list gives weights: one that
+// gives none (every Weight 0) is unweighted, each backend weighing 1; in a
+// weighted list, weight 0 is drained. It is the one place that says so.
+func weightedList(all []*member) bool {
+	return slices.ContainsFunc(all, func(m *member) bool { return m.b.Weight > 0 })
+}
+
+// drained reports whether ms drains m: weight 0 in a weighted list.
+func (ms *membership) drained(m *member) bool { return ms.weighted && m.b.Weight == 0 }
+
+// newMembership returns the membership of all, which is sorted by name,
+// building its base with the table builder (see newTable), or reusing
+// old's if the undrained backends and their weights are old's. It runs off
+// the request path.
+func (t *Transport) newMembership(all []*member, old *membership) (*membership, error) {
+	ms := &membership{all: all, weighted: weightedList(all), members: make([]*member, 0, len(all))}
+	ms.backends = make([]maglev.Backend, 0, len(all))
+	for _, m := range all {
+		if !ms.drained(m) {
+			ms.members = append(ms.members, m)
+			ms.backends = append(ms.backends, maglev.Backend{Name: m.b.Name, Weight: max(m.b.Weight, 1)})
+		}
+	}
+	if old != nil && slices.Equal(ms.backends, old.backends) {
+		ms.base = old.base
+		return ms, nil
+	}
+	var err error
+	if ms.base, err = t.newTable(ms.backends); err != nil {
+		return nil, err
+	}
+	return ms, nil
+}
+
+// A snapshot is the routing state RoundTrip reads: a membership, the table
+// of its base without the backends out of service, and where retries go.
+// It is immutable once published but for retry, a memo of a function of
+// table alone, which changes how fast a retry target is found, never
+// which; a change of health or membership publishes a new snapshot.
 type snapshot struct {
-	table    *maglev.Table
-	bounded  *bounded.Picker  // picks from table with the Transport's shared counts; nil when bounded loads are off
-	members  []*member        // members[i] is table backend i
-	backends []maglev.Backend // backends[i] is table backend i, with the weight the table was built with
-	counts   []int            // counts[i] is the number of slots backend i owns
+	ms      *membership
+	table   *maglev.Table   // ms.base.Without(the members out of service): what requests route by
+	bounded *bounded.Picker // picks from table with the Transport's shared counts; nil when bounded loads are off
+	serving []bool          // serving[i]: ms.members[i] is in service in table
+	healthy int             // how many are
+	counts  []int           // counts[i] is the number of slots backend i of table owns (0 out of service)
 
-	// without[i] is the table built without backend i: where the keys of
-	// i's slots live once i is dropped. It is built the first time a
-	// request to i fails and is retried, by that request, and kept for
-	// the snapshot's life.
-	without     []atomic.Pointer[lazyTable]
-	retryTables atomic.Int32 // how many of without are made, at most maxRetryTables
-	t           *Transport   // builds them, with its table builder, and logs a failure
+	// retry[i] holds where the requests that fail on backend i of table
+	// are retried: filled the first time one is, and kept for the
+	// snapshot's life (see retryTarget).
+	retry []atomic.Pointer[retryTargets]
 
-	all      []*member // every configured backend, sorted by name
 	built    time.Time // when the table was built
 	round    int64     // health rounds started when it was built
 	churn    int       // slots whose owner changed from the previous snapshot
 	rebuilds int64     // snapshots published before this one
 }
 
-// A lazyTable is a table built once, by the first caller that needs it;
-// callers that come while it is being built wait for that build.
-type lazyTable struct {
-	once  sync.Once
-	table *maglev.Table // nil if the build failed
-	built atomic.Bool   // set once table is written
+// serve returns the snapshot of ms with its members' health now: the base
+// without the members not serving (see Transport.status), O(M + F·n) for F
+// slots freed and n backends left, a fraction of a build; no build. It
+// runs off the request path.
+func (t *Transport) serve(ms *membership) (*snapshot, error) {
+	now := time.Now().UnixNano()
+	serving := make([]bool, len(ms.members))
+	var out []string
+	for i, m := range ms.members {
+		st, _ := t.status(ms, m, now)
+		if serving[i] = st == StatusServing; !serving[i] {
+			out = append(out, m.b.Name)
+		}
+	}
+	// Without keeps the base's backends and their indexes: backend i of
+	// table is ms.members[i], in service or not.
+	table, err := ms.base.Without(out...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrTable, err) // not expected: out names distinct backends of the base
+	}
+	s := &snapshot{
+		ms:      ms,
+		table:   table,
+		serving: serving,
+		healthy: len(serving) - len(out),
+		counts:  table.Counts(),
+		retry:   make([]atomic.Pointer[retryTargets], len(ms.members)),
+		built:   time.Now(),
+		round:   t.rounds.Load(),
+	}
+	// Bound last: With forgets the counts of backends not in table, which
+	// must not happen for a snapshot that is then not published.
+	if t.bounded != nil {
+		s.bounded = t.bounded.With(table)
+	}
+	return s, nil
 }
 
-// maxRetryTables is how many tables without one backend a snapshot builds
-// for retries. Past that many backends failing under one snapshot,
-// something larger than a backend is failing (the network, a zone), and a
-// retry goes to the key's next candidate instead: no more builds, nor
-// memory, while the failure lasts.
-const maxRetryTables = 16
-
-// retryTarget returns the backend a request whose key hashes to h should be
-// retried on after backend failed failed: the owner of the key's slot in
-// the table without failed, or -1 if there is none. When failed owns the
-// key's slot, that is the slot's owner in s.withoutTable(failed) (or, once
-// the snapshot has built maxRetryTables of those, the key's next candidate
-// after failed); otherwise (a request that bounded loads spilled past its
-// owner) it is the slot's owner, which keeps the slot when failed is
-// dropped unless the slot is one of the few that move besides failed's.
-// retryTarget is O(1) and does not allocate, but for the first retry away
-// from a backend in a snapshot, which builds the table without it.
+// retryTarget returns the backend a request whose key hashes to h is
+// retried on after backend failed of s.table failed, or -1 if there is
+// none: the owner of the key's slot in s.table.Without(failed), which is
+// where the key lives once failed is ejected. (With the backends out of
+// service already, E, that is the base without E and failed: it depends
+// only on the base and the failed set.) When failed owns the slot, that
+// is its entry in s.retry; otherwise (a request that bounded loads spilled
+// past its owner to failed) it is the slot's owner, which Without never
+// moves.
+//
+// The first retry away from a backend in a snapshot fills its entry with
+// one Table.Without, O(M + F·n) for its F slots (a fraction of a build,
+// see BenchmarkRetryTarget), and concurrent ones away from it wait for
+// that one; later ones cost a binary search over its slots, and none
+// allocates. The entries of all the backends together hold at most one
+// (slot, owner) pair per slot: 8 bytes a slot however many fail.
 func (s *snapshot) retryTarget(h uint64, failed int) int {
-	owner := s.table.LookupHashIndex(h)
-	if owner != failed {
+	slot := int(h % uint64(s.table.Size()))
+	if owner := s.table.LookupHashIndex(h); owner != failed {
 		return owner
 	}
-	without := s.withoutTable(failed)
-	if without == nil {
-		if s.table.NumBackends() < 2 {
-			return -1
-		}
-		for c := range s.table.CandidatesHash(h) {
-			if c != failed {
-				return c
-			}
-		}
+	if s.healthy < 2 {
+		return -1 // failed is the only backend in service
+	}
+	rt := s.retry[failed].Load()
+	if rt == nil {
+		s.retry[failed].CompareAndSwap(nil, new(retryTargets))
+		rt = s.retry[failed].Load()
+	}
+	rt.once.Do(func() { rt.fill(s.table, failed, s.counts[failed]) })
+	return rt.owner(slot)
+}
+
+// retryTargets are the slots one backend of a table owns and their owners
+// in the table without it. They are filled once, by fill.
+type retryTargets struct {
+	once   sync.Once
+	slots  []uint32 // the backend's slots, ascending
+	owners []int32  // owners[k] owns slots[k] in the table without the backend
+}
+
+// fill computes rt for backend i of table, which owns n slots and is in
+// service with another: one Without, whose changes from table are exactly
+// i's slots.
+func (rt *retryTargets) fill(table *maglev.Table, i, n int) {
+	without, err := table.Without(table.Backend(i))
+	if err != nil {
+		return // not expected: i is in service in table; rt stays empty, and owner says -1
+	}
+	rt.slots, rt.owners = make([]uint32, 0, n), make([]int32, 0, n)
+	for slot, owner := range table.Changes(without) {
+		rt.slots = append(rt.slots, uint32(slot))
+		rt.owners = append(rt.owners, int32(owner))
+	}
+}
+
+// owner returns the owner of slot in the table without rt's backend, or -1
+// if slot is not one of its slots. It is O(log F) for its F slots and does
+// not allocate.
+func (rt *retryTargets) owner(slot int) int {
+	k, ok := slices.BinarySearch(rt.slots, uint32(slot))
+	if !ok {
 		return -1
 	}
-	// Backend j of the table without failed is backend j of s.table below
-	// failed, and j+1 from failed on: both are sorted by name.
-	o := without.LookupHashIndex(h)
-	if o >= failed {
-		o++
-	}
-	return o
-}
-
-// withoutTable returns the table over s's backends without backend i,
-// building it on the first call for i; nil if s has one backend, if s has
-// built maxRetryTables already, or if the build failed (which it logs at
-// Error). Concurrent callers for the same i wait for one build; callers for
-// other backends do not wait for it.
-func (s *snapshot) withoutTable(i int) *maglev.Table {
-	if len(s.backends) < 2 {
-		return nil
-	}
-	lt := s.without[i].Load()
-	if lt == nil {
-		if s.retryTables.Add(1) > maxRetryTables {
-			s.retryTables.Add(-1)
-			return nil
-		}
-		if !s.without[i].CompareAndSwap(nil, new(lazyTable)) {
-			s.retryTables.Add(-1) // another request made it first
-		}
-		lt = s.without[i].Load()
-	}
-	lt.once.Do(func() {
-		rest := make([]maglev.Backend, 0, len(s.backends)-1)
-		rest = append(append(rest, s.backends[:i]...), s.backends[i+1:]...)
-		table, err := s.t.newTable(rest)
-		if err == nil && table.Size() != s.table.Size() {
-			err = fmt.Errorf("%w: the table without %q has %d slots, not %d", ErrTable, s.backends[i].Name, table.Size(), s.table.Size())
-		}
-		if err != nil {
-			s.t.cfg.Logger.Error("httpmaglev: no retry target: building the table without a backend failed", "backend", s.backends[i].Name, "err", err)
-		} else {
-			lt.table = table
-		}
-		lt.built.Store(true)
-	})
-	return lt.table
-}
-
-// builtWithout returns the table without one backend that old built for a
-// retry, if it is the table over exactly backends, and nil otherwise. A
-// backend ejected after failing requests was retried away from first, so
-// its ejection publishes that table instead of building it again.
-func builtWithout(old *snapshot, backends []maglev.Backend) *maglev.Table {
-	if old == nil || len(backends) != len(old.backends)-1 {
-		return nil
-	}
-	// The one backend of old's missing from backends: the first index
-	// where they differ (both are sorted by name).
-	i := 0
-	for i < len(backends) && backends[i] == old.backends[i] {
-		i++
-	}
-	if !slices.Equal(backends[i:], old.backends[i+1:]) {
-		return nil
-	}
-	if lt := old.without[i].Load(); lt != nil && lt.built.Load() {
-		return lt.table
-	}
-	return nil
+	return int(rt.owners[k])
 }
 
 // newTable builds the table over backends, which are sorted by name, with
@@ -219,66 +234,32 @@ func (t *Transport) newTable(backends []maglev.Backend) (*maglev.Table, error) {
 	return table, nil
 }
 
-// build returns a snapshot over the healthy members of all that are not
-// drained (weight 0 in a weighted list), which is sorted by name: one table build, O(M log M) for N backends when
-// maglev.NewWeighted builds it, or none when old built that table for its
-// retries already (see builtWithout). The tables without each backend,
-// which retries go to, are built later, one at a time, when a retry first
-// needs one. It runs off the request path.
-func (t *Transport) build(all []*member, old *snapshot) (*snapshot, error) {
-	// A list that gives no weight (every Weight 0) is unweighted: each
-	// backend weighs 1. In a weighted list, weight 0 is drained: the
-	// backend stays configured and checked, but is not in the table.
-	weighted := slices.ContainsFunc(all, func(m *member) bool { return m.b.Weight > 0 })
-	healthy := make([]*member, 0, len(all))
-	backends := make([]maglev.Backend, 0, len(all))
-	for _, m := range all {
-		if m.healthy() && (!weighted || m.b.Weight > 0) {
-			healthy = append(healthy, m)
-			backends = append(backends, maglev.Backend{Name: m.b.Name, Weight: max(m.b.Weight, 1)})
-		}
-	}
-	table := builtWithout(old, backends)
-	if table == nil {
-		var err error
-		if table, err = t.newTable(backends); err != nil {
-			return nil, err
-		}
-	}
-	// newTable checked that the table is over exactly these backends, and
-	// a table lists its backends sorted by name, as all is: backend i of
-	// the table is healthy[i].
-	s := &snapshot{
-		table:    table,
-		members:  healthy,
-		backends: backends,
-		counts:   table.Counts(),
-		without:  make([]atomic.Pointer[lazyTable], len(backends)),
-		t:        t,
-		all:      all,
-		built:    time.Now(),
-		round:    t.rounds.Load(),
-	}
-	// Bound last: With forgets the counts of backends not in table, which
-	// must not happen for a snapshot that is then not published.
-	if t.bounded != nil {
-		s.bounded = t.bounded.With(table)
-	}
-	return s, nil
-}
+// A rebuildReason says why a snapshot was published, in the log and the
+// metrics (maglev.reason).
+type rebuildReason string
 
-// publishLocked builds the snapshot over all, publishes it and makes all
-// the membership, logging the change. Call it with t.mu held. On error
+// The reasons a snapshot is published.
+const (
+	rebuildBackends    rebuildReason = "backends set" // SetBackends changed the membership
+	rebuildHealth      rebuildReason = "health"       // an active health round changed a backend's health
+	rebuildEjection    rebuildReason = "ejection"     // a passive ejection took a backend out
+	rebuildReadmission rebuildReason = "readmission"  // an ejection ended, with active checks off
+)
+
+// rebuildReasons are all of them, for the metrics.
+var rebuildReasons = []rebuildReason{rebuildBackends, rebuildHealth, rebuildEjection, rebuildReadmission}
+
+// publishLocked publishes the snapshot of ms with its members' health now
+// (see serve), logging the change. Call it with t.mu held. On error
 // nothing changes.
-func (t *Transport) publishLocked(all []*member, why string) error {
+func (t *Transport) publishLocked(ms *membership, why rebuildReason) error {
 	old := t.cur.Load()
-	s, err := t.build(all, old)
+	s, err := t.serve(ms)
 	if err != nil {
 		return err
 	}
 	s.churn = old.table.Diff(s.table)
 	s.rebuilds = old.rebuilds + 1
-	t.members = all
 	t.metrics.rebuilt(why, s.churn) // first, so that whoever sees the new table sees it counted
 	t.cur.Store(s)
 
@@ -288,15 +269,38 @@ func (t *Transport) publishLocked(all []*member, why string) error {
 	return nil
 }
 
+// staleLocked reports whether the current snapshot does not serve exactly
+// the members whose status is serving. Call it with t.mu held.
+func (t *Transport) staleLocked() bool {
+	s := t.cur.Load()
+	for i, m := range s.ms.members {
+		if st, _ := t.status(s.ms, m, 0); (st == StatusServing) != s.serving[i] {
+			return true
+		}
+	}
+	return false
+}
+
+// inService returns the names of the backends s serves, sorted.
+func (s *snapshot) inService() []string {
+	names := make([]string, 0, s.healthy)
+	for i, m := range s.ms.members {
+		if s.serving[i] {
+			names = append(names, m.b.Name)
+		}
+	}
+	return names
+}
+
 // maxLoggedChanges is how many joined and left backends a rebuild's log
 // line names; the rest it counts.
 const maxLoggedChanges = 8
 
 // logRebuild logs the rebuild from old to s: the backends that joined and
-// left the table (from the two tables' backends, both sorted by name: one
-// merge, O(N)), and the slots that moved.
-func (t *Transport) logRebuild(old, s *snapshot, why string) {
-	was, now := old.backends, s.backends
+// left the table (from the two snapshots' backends in service, both sorted
+// by name: one merge, O(N)), and the slots that moved.
+func (t *Transport) logRebuild(old, s *snapshot, why rebuildReason) {
+	was, now := old.inService(), s.inService()
 	var change []string
 	more := 0
 	note := func(sign, name string) {
@@ -308,11 +312,11 @@ func (t *Transport) logRebuild(old, s *snapshot, why string) {
 	}
 	for len(was) > 0 || len(now) > 0 {
 		switch {
-		case len(was) == 0 || (len(now) > 0 && now[0].Name < was[0].Name):
-			note("+", now[0].Name)
+		case len(was) == 0 || (len(now) > 0 && now[0] < was[0]):
+			note("+", now[0])
 			now = now[1:]
-		case len(now) == 0 || was[0].Name < now[0].Name:
-			note("-", was[0].Name)
+		case len(now) == 0 || was[0] < now[0]:
+			note("-", was[0])
 			was = was[1:]
 		default:
 			was, now = was[1:], now[1:]
@@ -322,7 +326,7 @@ func (t *Transport) logRebuild(old, s *snapshot, why string) {
 		change = append(change, fmt.Sprintf("(and %d more)", more))
 	}
 	m := s.table.Size()
-	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", len(s.backends), "backends", len(s.all),
+	t.cfg.Logger.Info("httpmaglev: table rebuilt", "why", why, "healthy", s.healthy, "backends", len(s.ms.all),
 		"change", strings.Join(change, " "), "moved", s.churn, "slots", m,
 		"percent", fmt.Sprintf("%.1f", 100*float64(s.churn)/float64(m)))
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/maglevlb/maglev/bounded"
@@ -35,9 +34,11 @@ type BackendState struct {
 	Name      string `json:"name"`
 	URL       string `json:"url"`
 	Weight    uint32 `json:"weight"`    // as configured: 0 in an unweighted list, else 0 is drained
-	Drained   bool   `json:"drained"`   // weight 0 in a weighted list: out of the table, still checked
+	Status    Status `json:"status"`    // where it is in its life cycle: serving, ejected, probing or draining
+	Reason    Reason `json:"reason"`    // why it is out of service, when ejected or probing; else ""
+	Drained   bool   `json:"drained"`   // weight 0 in a weighted list: out of the table, still checked (status draining)
 	Healthy   bool   `json:"healthy"`   // in the table
-	Ejected   bool   `json:"ejected"`   // out by passive ejection, until readmitted
+	Ejected   bool   `json:"ejected"`   // out by passive ejection, until readmitted (a passive Reason)
 	Ejections int64  `json:"ejections"` // consecutive ejections, the backoff's n (see Config.EjectionTime)
 	Slots     int    `json:"slots"`     // slots owned; 0 when not healthy
 	InFlight  int64  `json:"in_flight"` // requests holding a lease on it; 0 with bounded loads off
@@ -52,13 +53,15 @@ type Churn struct {
 }
 
 // State returns the Transport's routing state. It reads the current
-// snapshot and the counters without a lock; it is O(N log N) for N
-// backends and allocates the result.
+// snapshot, the backends' health (Transport.status) and the counters
+// without a lock; it is O(N log N) for N backends and allocates the
+// result.
 func (t *Transport) State() State {
 	s := t.cur.Load()
 	m := s.table.Size()
+	now := time.Now().UnixNano()
 	st := State{
-		Healthy:       s.table.NumBackends(),
+		Healthy:       s.healthy,
 		TableSize:     m,
 		BalanceFactor: t.cfg.BalanceFactor,
 		Requests:      t.requests.Load(),
@@ -68,7 +71,7 @@ func (t *Transport) State() State {
 		RebuildRound:  s.round,
 		LastChurn:     Churn{Slots: s.churn, Fraction: float64(s.churn) / float64(m)},
 		Rebuilds:      s.rebuilds,
-		Backends:      make([]BackendState, 0, len(s.all)),
+		Backends:      make([]BackendState, 0, len(s.ms.all)),
 	}
 	loads := map[string]bounded.Load{}
 	if s.bounded != nil {
@@ -78,11 +81,11 @@ func (t *Transport) State() State {
 		stats := s.bounded.Stats()
 		st.InFlight, st.Spilled, st.Forced = stats.InFlight, stats.Spilled, stats.Forced
 	}
-	weighted := slices.ContainsFunc(s.all, func(m *member) bool { return m.b.Weight > 0 })
-	for _, mb := range s.all {
-		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight, Drained: weighted && mb.b.Weight == 0,
-			Ejected: mb.ejected.Load(), Ejections: mb.streak.Load()}
-		if i := s.table.Index(mb.b.Name); i >= 0 {
+	for _, mb := range s.ms.all {
+		status, reason := t.status(s.ms, mb, now)
+		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight, Status: status, Reason: reason,
+			Drained: status == StatusDraining, Ejected: reason.passive(), Ejections: mb.life.phase.Load().streak}
+		if i := s.table.Index(mb.b.Name); i >= 0 && s.serving[i] {
 			b.Healthy, b.Slots = true, s.counts[i]
 			l := loads[mb.b.Name]
 			b.InFlight, b.Capacity, b.Spilled = l.InFlight, l.Capacity, l.Spilled

@@ -3,18 +3,15 @@ package httpmaglev
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/bounded"
@@ -29,8 +26,10 @@ import (
 // A Transport is safe for concurrent use by multiple goroutines. RoundTrip
 // reads an immutable snapshot through an atomic pointer: it never waits
 // for, nor does, a table build, and takes no lock that rebuilds hold.
-// SetBackends, health checks and passive ejection build a new snapshot
-// and publish it.
+// SetBackends builds a new table and publishes a new snapshot; health
+// checks and passive ejection publish one with the same table without the
+// backends out of service (maglev.Table.Without), which moves only their
+// keys.
 type Transport struct {
 	cfg     Config // normalized: Key, Base and Logger are set
 	ipOf    func(*http.Request) string
@@ -44,9 +43,8 @@ type Transport struct {
 	noBackend atomic.Int64             // requests that found no healthy backend
 	rounds    atomic.Int64             // health rounds started (State.HealthRounds)
 
-	mu      sync.Mutex     // serializes rebuilds; guards members and the members' active health
-	ejectMu sync.Mutex     // makes passive ejection's count and flag one step; on the failure path only, never held with mu
-	members []*member      // every configured backend, sorted by name
+	mu      sync.Mutex     // serializes membership changes and publications, across table builds: never taken on the request path
+	lifeMu  sync.Mutex     // guards changes of the backends' health (see life); never held together with mu
 	scratch backendScratch // SetBackends' memory for checking a list, guarded by mu
 
 	metrics *metrics // the instruments; see docs/metrics.md
@@ -102,11 +100,14 @@ func NewTransport(cfg Config) (*Transport, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := t.build(members, nil)
+	ms, err := t.newMembership(members, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidBackends, err)
 	}
-	t.members = members
+	s, err := t.serve(ms)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidBackends, err)
+	}
 	t.cur.Store(s)
 	if t.metrics, err = newMetrics(t, cfg.MeterProvider); err != nil {
 		return nil, err
@@ -137,7 +138,8 @@ func (t *Transport) members0(backends []Backend) ([]*member, error) {
 // URL reduced to a copy of its scheme and host.
 func (t *Transport) newMember(b Backend) *member {
 	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
-	m := &member{b: b, up: true}
+	m := &member{b: b}
+	m.life.init()
 	m.mm.init(b.Name)
 	if t.cfg.HealthPath != "" {
 		m.health = b.URL.String() + t.cfg.HealthPath
@@ -156,10 +158,10 @@ func (t *Transport) newMember(b Backend) *member {
 // SetBackends returns an error wrapping ErrInvalidBackends and the reason
 // (maglev.ErrEmptyName, maglev.ErrDuplicateName, ErrBadURL,
 // or ErrTable if the table builder fails), and keeps the previous membership, if the
-// list is bad. It costs one table build over the N healthy backends
-// (maglev.NewWeighted's, about a millisecond at M = 65,537) plus O(N log N
-// + M) to check, merge and compare; the tables a retry needs are built
-// later, when a retry first needs one (see RoundTrip).
+// list is bad. It costs one table build over the N undrained backends
+// (maglev.NewWeighted's, about a millisecond at M = 65,537; none if only
+// URLs changed), one maglev.Table.Without of it for the backends out of
+// service, plus O(N log N + M) to check, merge and compare.
 func (t *Transport) SetBackends(backends []Backend) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -169,8 +171,9 @@ func (t *Transport) SetBackends(backends []Backend) error {
 	}
 	// A backend that keeps its name, URL and weight keeps its member: one
 	// merge of two lists sorted by name.
+	old := t.cur.Load().ms
 	members := make([]*member, len(bs))
-	rest := t.members
+	rest := old.all
 	for i, b := range bs {
 		for len(rest) > 0 && rest[0].b.Name < b.Name {
 			rest = rest[1:]
@@ -182,23 +185,26 @@ func (t *Transport) SetBackends(backends []Backend) error {
 		}
 		members[i] = t.newMember(b)
 	}
-	if slices.Equal(members, t.members) {
+	if slices.Equal(members, old.all) {
 		return nil // the same backends, URLs and weights: nothing to rebuild
 	}
-	was := t.members
-	if err := t.publishLocked(members, "backends set"); err != nil {
+	ms, err := t.newMembership(members, old)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidBackends, err)
+	}
+	if err := t.publishLocked(ms, rebuildBackends); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidBackends, err)
 	}
 	// The members no longer configured: their probes in flight are
 	// ignored. Both lists are sorted by name, and a kept member is the
 	// same pointer in both.
 	now := members
-	for _, m := range was {
+	for _, m := range old.all {
 		for len(now) > 0 && now[0].b.Name < m.b.Name {
 			now = now[1:]
 		}
 		if len(now) == 0 || now[0] != m {
-			m.removed = true
+			m.life.removed.Store(true)
 		}
 	}
 	return nil
@@ -233,7 +239,7 @@ func (t *Transport) CloseIdleConnections() {
 
 // Lookup returns the backend key goes to with every backend healthy as the
 // current table says and bounded loads off: the owner of key in the table
-// of the healthy backends, hashed with the table's Hasher; an empty key
+// the Transport routes by (see Table), hashed with the table's Hasher; an empty key
 // means the empty string's owner (RoundTrip would use the client IP).
 // ok is false if no backend is healthy. Lookup is O(1) and does not
 // allocate; the Backend's URL must not be modified.
@@ -243,13 +249,16 @@ func (t *Transport) Lookup(key string) (b Backend, ok bool) {
 	if i < 0 {
 		return Backend{}, false
 	}
-	return s.members[i].b, true
+	return s.ms.members[i].b, true
 }
 
-// Table returns the table the Transport routes by now: the healthy,
-// undrained backends' (see Backend.Weight). Tables are immutable: a later
-// rebuild publishes a new one and leaves this one as it is. Table is O(1)
-// and does not allocate.
+// Table returns the table the Transport routes by now: the table of the
+// configured, undrained backends (see Backend.Weight) with those out of
+// service taken out by maglev.Table.Without. Its Backends are therefore
+// every undrained backend, and those out of service (ejected, or failing
+// their active checks) have weight 0 and own no slot: only their keys
+// moved. Tables are immutable: a later change publishes a new one and
+// leaves this one as it is. Table is O(1) and does not allocate.
 func (t *Transport) Table() *maglev.Table { return t.cur.Load().table }
 
 // pick places a request: it returns the snapshot it routes by, the index
@@ -302,8 +311,8 @@ func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease bounded.L
 // healthy backend RoundTrip returns ErrNoHealthyBackend.
 //
 // Backend faults: only a failure that says something about the backend
-// counts toward its passive ejection (Config.EjectAfter) or causes a
-// retry: a failed dial or TLS handshake, the connection reset or closed
+// counts toward its passive ejection (Config.EjectAfter, and its Reason)
+// or causes a retry: a failed dial or TLS handshake, the connection reset or closed
 // before the response headers, a timeout awaiting them (a *net.OpError,
 // io.EOF or io.ErrUnexpectedEOF, a TLS error, a net.Error whose Timeout
 // is true). The caller's own faults never do: an error reading the
@@ -317,14 +326,18 @@ func (t *Transport) pick(req *http.Request) (s *snapshot, i int, lease bounded.L
 // with an Idempotency-Key or X-Idempotency-Key header) and its body
 // replayable (none, GetBody set, or at most Config.MaxRetryBody bytes,
 // which RoundTrip then buffers), it is sent once more: to the owner of the
-// key's slot in the table built without the failed backend, that is where
-// the key will live once that backend is dropped. The snapshot builds that
-// table the first time a request to the backend is retried, and keeps it:
-// the first retry away from a backend waits for one table build, later
-// ones cost a hash and an array index. A retried request keeps its place
-// in its first backend's count. Any other request is sent at most once. A
-// backend failure returns a *BackendError naming the backend that failed
-// last.
+// key's slot in Table().Without(the failed backend), that is where the
+// key lives once that backend is ejected. The first retry away from a
+// backend in a snapshot computes that table once (a fraction of a build)
+// and keeps the owners of the backend's slots; later ones cost a hash and
+// a binary search. A retried request keeps its place in its first
+// backend's count. Any other request is sent at most once. A backend
+// failure returns a *BackendError naming the backend that failed last.
+//
+// Answers: with Config.Consecutive5xx on, Consecutive5xx answers in a row
+// with a 5xx status eject the backend (Reason5xx); an answer of any other
+// status resets that count, a backend fault neither counts nor resets it.
+// An answer is returned as it is, whatever its status, never retried.
 //
 // RoundTrip allocates the request copy, with a request body a wrapper
 // that tells the caller's faults from the backend's, and with bounded
@@ -341,7 +354,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, ErrNoHealthyBackend
 	}
 	t.requests.Add(1)
-	m := s.members[i]
+	m := s.ms.members[i]
 	out := outgoing(req, m)
 	retry := !t.cfg.DisableRetries && idempotent(req)
 	buffered := false
@@ -357,12 +370,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		checkBody(out)
 	}
 	resp, err := t.send(out, m)
-	if err != nil && retry && backendFault(req, err) {
+	if err != nil && retry && faultOf(req, err) != "" {
 		if key != "" {
 			h = s.table.Hasher().HashString(key)
 		}
 		if j := s.retryTarget(h, i); j >= 0 {
-			next := s.members[j]
+			next := s.ms.members[j]
 			again := outgoing(req, next)
 			if out.GetBody != nil {
 				body, berr := out.GetBody()
@@ -384,7 +397,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if err != nil {
 		lease.Release()
-		if !backendFault(req, err) {
+		if faultOf(req, err) == "" {
 			return nil, err
 		}
 		return nil, &BackendError{Backend: m.b.Name, Err: err}
@@ -397,129 +410,44 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 var errNilURL = errors.New("httpmaglev: nil Request.URL")
 
-// send sends out to m's backend and keeps m's count of consecutive
-// failures, ejecting it when backend faults reach Config.EjectAfter.
+// send sends out to m's backend and keeps m's counts of consecutive
+// faults and 5xx answers, ejecting it when one reaches its threshold
+// (Config.EjectAfter, Config.Consecutive5xx). On the way of a request that
+// succeeds it does atomic adds and loads and takes no lock.
 func (t *Transport) send(out *http.Request, m *member) (*http.Response, error) {
 	m.mm.inFlight.Add(1)
 	resp, err := t.cfg.Base.RoundTrip(out)
 	m.mm.inFlight.Add(-1)
+	l := &m.life
 	if err == nil {
 		m.mm.ok.Add(1)
-		if m.connFails.Load() != 0 {
-			m.connFails.Store(0)
+		if l.faults.Load() != 0 {
+			l.faults.Store(0)
+		}
+		// The one place that detects consecutive 5xx answers.
+		if t.cfg.Consecutive5xx > 0 {
+			if resp.StatusCode >= 500 && resp.StatusCode <= 599 {
+				if n := l.fives.Add(1); int(n) >= t.cfg.Consecutive5xx && l.phase.Load().ejected == "" {
+					t.eject(m, Reason5xx, n, fmt.Errorf("answered %s", resp.Status))
+				}
+			} else if l.fives.Load() != 0 {
+				l.fives.Store(0)
+			}
 		}
 		return resp, nil
 	}
-	if !backendFault(out, err) {
+	reason := faultOf(out, err)
+	if reason == "" {
 		m.mm.requestErr.Add(1)
 		return nil, err
 	}
 	m.mm.backendErr.Add(1)
-	if t.cfg.EjectAfter > 0 && int(m.connFails.Add(1)) >= t.cfg.EjectAfter && !m.ejected.Load() {
-		t.eject(m, err)
-	}
-	return nil, err
-}
-
-// eject takes m out of the table after EjectAfter consecutive failures,
-// unless half of the configured backends are ejected already: a failure
-// that hits every backend at once (the client's own network, say) must not
-// empty the table. Active health checks, which see each backend on its
-// own, may still take the rest out. Each consecutive ejection of m lasts
-// longer (see Config.EjectionTime). It is O(N), on the failure path only.
-func (t *Transport) eject(m *member, err error) {
-	// Counting and ejecting are one step: two requests failing at once on
-	// different backends must not both see room for one more. The
-	// membership is read under the same lock, not from the snapshot the
-	// request routed by: a newer one may have readmitted others.
-	t.ejectMu.Lock()
-	if m.ejected.Load() {
-		t.ejectMu.Unlock()
-		return // another request ejected it meanwhile
-	}
-	all := t.cur.Load().all
-	out := 0
-	for _, o := range all {
-		if o.ejected.Load() {
-			out++
+	if t.cfg.EjectAfter > 0 {
+		if n := l.faults.Add(1); int(n) >= t.cfg.EjectAfter && l.phase.Load().ejected == "" {
+			t.eject(m, reason, n, err)
 		}
 	}
-	if out+1 > len(all)/2 {
-		t.ejectMu.Unlock()
-		t.cfg.Logger.Warn("httpmaglev: backend not ejected: half the backends are out already", "backend", m.b.Name, "err", err)
-		return
-	}
-	now := time.Now().UnixNano()
-	// The streak of consecutive ejections, less one for every
-	// EjectionTime the backend has stayed in since its last readmission,
-	// as Envoy's outlier detection decrements its multiplier.
-	streak := m.streak.Load()
-	if at := m.readmittedAt.Load(); at != 0 {
-		streak = max(0, streak-(now-at)/int64(t.cfg.EjectionTime))
-	}
-	streak++
-	m.streak.Store(streak)
-	// The time and generation first, so that a health round or readmit
-	// that sees ejected also sees this ejection's.
-	m.ejectedAt.Store(now)
-	m.ejectFor.Store(int64(t.ejectionTime(streak)))
-	m.ejectGen.Add(1)
-	m.ejected.Store(true)
-	t.ejectMu.Unlock()
-	t.metrics.ejections.Add(context.Background(), 1, m.mm.backendAdd...)
-	t.cfg.Logger.Warn("httpmaglev: backend ejected", "backend", m.b.Name, "failures", m.connFails.Load(),
-		"ejections", streak, "for", time.Duration(m.ejectFor.Load()), "err", err)
-	select {
-	case t.wake <- struct{}{}:
-	default: // a rebuild is already due
-	}
-}
-
-// ejectionTime returns how long the n-th consecutive ejection of a backend
-// lasts at least: n·EjectionTime, at most MaxEjectionTime, with active
-// checks off; with them on, (n-1)·EjectionTime (the first ejection ends
-// with Rise passed probes alone), and Rise passed probes besides.
-func (t *Transport) ejectionTime(n int64) time.Duration {
-	if t.cfg.HealthPath != "" {
-		n--
-	}
-	d := t.cfg.MaxEjectionTime
-	if n < int64(d/t.cfg.EjectionTime) {
-		d = time.Duration(n) * t.cfg.EjectionTime
-	}
-	return d
-}
-
-// backendFault reports whether err, from sending req, says something
-// about the backend: a failed dial or TLS handshake, a connection reset or
-// closed before the response headers, a timeout awaiting them. It tells
-// by the error's types, never its text. The caller's own faults are not
-// the backend's: req's context ending (cancelled, or its deadline), an
-// error of the request body or a body whose length disagrees with its
-// ContentLength (ErrRequestBody), and anything else net/http returns
-// without reaching the backend (an invalid header or method, which it
-// rejects before it connects, is a plain error of no such type).
-func backendFault(req *http.Request, err error) bool {
-	// The context first: net/http's and net's own timeouts match
-	// context.DeadlineExceeded with errors.Is, and are the backend's.
-	if req.Context().Err() != nil || errors.Is(err, ErrRequestBody) {
-		return false
-	}
-	var (
-		op  *net.OpError                      // dial, read or write on the connection: refused, unreachable, reset, a TLS alert from the backend
-		rh  tls.RecordHeaderError             // the backend does not speak TLS
-		cv  *tls.CertificateVerificationError // the backend's certificate is not trusted
-		tmo interface{ Timeout() bool }       // the response-header or TLS handshake timeout
-	)
-	switch {
-	case errors.As(err, &op), errors.As(err, &rh), errors.As(err, &cv):
-		return true
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return true // the connection closed before the response headers
-	case errors.As(err, &tmo):
-		return tmo.Timeout()
-	}
-	return false
+	return nil, err
 }
 
 // ErrRequestBody is wrapped, together with the reason, by the error

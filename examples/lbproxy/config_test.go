@@ -83,7 +83,7 @@ func TestParseFlags(t *testing.T) {
 func TestFlagsCoverConfig(t *testing.T) {
 	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001",
 		"-health-path", "/up", "-health-interval", "3s", "-health-timeout", "1s", "-fall", "4", "-rise", "5",
-		"-eject-after", "6", "-ejection-time", "7s", "-max-ejection-time", "70s", "-max-retry-body", "8",
+		"-eject-after", "6", "-consecutive-5xx", "9", "-ejection-time", "7s", "-max-ejection-time", "70s", "-max-retry-body", "8",
 		"-no-retries", "-trust-forwarded-for", "-m", "65537", "-balance-factor", "1.5"})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestFlagsCoverConfig(t *testing.T) {
 		}
 	}
 	want := httpmaglev.Config{HealthPath: "/up", HealthInterval: 3 * time.Second, HealthTimeout: time.Second, Fall: 4, Rise: 5,
-		EjectAfter: 6, EjectionTime: 7 * time.Second, MaxEjectionTime: 70 * time.Second, MaxRetryBody: 8,
+		EjectAfter: 6, Consecutive5xx: 9, EjectionTime: 7 * time.Second, MaxEjectionTime: 70 * time.Second, MaxRetryBody: 8,
 		DisableRetries: true, TrustForwardedFor: true, TableSize: 65537, BalanceFactor: 1.5}
 	if !reflect.DeepEqual(o.cfg.HTTP, want) {
 		t.Errorf("config %+v, want %+v", o.cfg.HTTP, want)

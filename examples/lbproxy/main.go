@@ -144,6 +144,7 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.cfg.HTTP.Fall, "fall", 2, "consecutive failed checks that drop a backend")
 	fs.IntVar(&o.cfg.HTTP.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
 	fs.IntVar(&o.cfg.HTTP.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -rise checks pass; -1 for off")
+	fs.IntVar(&o.cfg.HTTP.Consecutive5xx, "consecutive-5xx", 0, "consecutive answers with a 5xx status that eject a backend, as Envoy's consecutive_5xx; 0 for off")
 	fs.DurationVar(&o.cfg.HTTP.EjectionTime, "ejection-time", 10*time.Second, "the base of an ejection's backoff: the n-th ejection in a row lasts at least (n-1) times it, and until -rise checks pass")
 	fs.DurationVar(&o.cfg.HTTP.MaxEjectionTime, "max-ejection-time", 300*time.Second, "the longest one ejection's backoff lasts; at least -ejection-time")
 	fs.Int64Var(&o.cfg.HTTP.MaxRetryBody, "max-retry-body", 1<<20, "the largest request body, in `bytes`, buffered so that an idempotent request can be retried on another backend; -1 buffers none")
