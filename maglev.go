@@ -159,6 +159,10 @@ func build(names []string, weights []uint32, m int, h Hasher) *Table {
 // mean), while there is one no larger than MaxSize, and MaxSize beyond
 // that; New accepts MaxSize for up to MaxSize backends. SizeFor is
 // O(√M log M) and does not allocate.
+//
+// Call it once, with the most backends planned for, and keep the size:
+// tables of different sizes share no slots, so a membership change that
+// also changed M would move nearly every key (docs/peers.md).
 func SizeFor(n int) int {
 	if n <= DefaultSize/100 {
 		return DefaultSize
