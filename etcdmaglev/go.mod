@@ -11,6 +11,7 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -41,3 +42,5 @@ require (
 replace github.com/maglevlb/maglev => ../
 
 replace github.com/maglevlb/maglev/httpmaglev => ../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../membership

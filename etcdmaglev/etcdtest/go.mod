@@ -12,6 +12,7 @@ require (
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
@@ -81,3 +82,5 @@ replace github.com/maglevlb/maglev => ../../
 replace github.com/maglevlb/maglev/etcdmaglev => ../
 
 replace github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -36,6 +36,7 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
@@ -135,3 +136,5 @@ replace (
 	github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
 	github.com/maglevlb/maglev/k8smaglev => ../../k8smaglev
 )
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/k8smaglev"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -98,7 +98,7 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		}
 		return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
 	case o.dns != "":
-		w, err := httpmaglev.WatchDNS(ctx, o.dns, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
+		w, err := membership.WatchDNS(ctx, o.dns, p.t.SetEndpoints, membership.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
@@ -119,7 +119,7 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		}
 		return func() { _ = w.Close() }, nil
 	case o.dnsSRV != "":
-		w, err := httpmaglev.WatchSRV(ctx, o.dnsSRV, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
+		w, err := membership.WatchSRV(ctx, o.dnsSRV, p.t.SetEndpoints, membership.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

@@ -7,6 +7,7 @@ require k8s.io/kubernetes v1.37.2 // indirect
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
@@ -200,3 +201,5 @@ replace github.com/maglevlb/maglev/k8smaglev => ../
 replace github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
 
 replace github.com/maglevlb/maglev/envoymaglev => ../../envoymaglev
+
+replace github.com/maglevlb/maglev/membership => ../../membership
