@@ -2,7 +2,10 @@ module github.com/maglevlb/maglev/etcdmaglev
 
 go 1.26.0
 
-require go.etcd.io/etcd/client/v3 v3.7.3
+require (
+	github.com/maglevlb/maglev/membership v0.1.0
+	go.etcd.io/etcd/client/v3 v3.7.3
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -11,7 +14,6 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0 // indirect
-	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect

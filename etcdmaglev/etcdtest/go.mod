@@ -3,6 +3,7 @@ module github.com/maglevlb/maglev/etcdmaglev/etcdtest
 go 1.26.0
 
 require (
+	github.com/maglevlb/maglev/membership v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/zap v1.28.0
@@ -12,7 +13,6 @@ require (
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )

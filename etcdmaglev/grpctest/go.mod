@@ -8,6 +8,7 @@ require (
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
 	github.com/maglevlb/maglev/grpcmaglev v0.1.0
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	google.golang.org/grpc v1.85.0
 )
@@ -33,7 +34,6 @@ require (
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev/envoymaglev v0.1.0 // indirect
-	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect

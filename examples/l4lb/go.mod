@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/maglevlb/maglev/xdpmaglev v0.1.0
 	github.com/vishvananda/netns v0.0.5
 )
@@ -36,7 +37,6 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/json-iterator/go v1.1.12 // indirect
-	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
@@ -113,7 +113,7 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
-	github.com/maglevlb/maglev/httpmaglev v0.1.0
+	github.com/maglevlb/maglev/httpmaglev v0.1.0 // indirect
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect

@@ -91,7 +91,7 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: etcd: %w", err)
 		}
-		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, etcdmaglev.WatchOptions{Logger: p.slog})
+		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetEndpoints, etcdmaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			_ = c.Close() // the Watch error is the one to report
 			return nil, fmt.Errorf("lbproxy: %w", err)
