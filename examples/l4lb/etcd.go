@@ -21,7 +21,7 @@ const startTimeout = 10 * time.Second
 
 // watchEtcd feeds the pool the endpoints registered under prefix, once
 // the first list has been read; stop ends it. While etcd cannot be
-// reached the last list stays (etcdmaglev.Watcher's promise).
+// reached the last list stays (the membership.Watcher's promise).
 func watchEtcd(ctx context.Context, urls []string, prefix string, p *pool, logger *slog.Logger) (stop func(), err error) {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   urls,

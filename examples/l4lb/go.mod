@@ -113,7 +113,6 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
-	github.com/maglevlb/maglev/httpmaglev v0.1.0 // indirect
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect

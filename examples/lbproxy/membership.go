@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
-	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -113,7 +113,7 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
-		w, err := k8smaglev.Watch(ctx, c, svc, p.t.SetBackends, k8smaglev.WatchOptions{Logger: p.slog})
+		w, err := k8smaglev.Watch(ctx, c, svc, p.t.SetEndpoints, k8smaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

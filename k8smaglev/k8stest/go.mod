@@ -7,7 +7,6 @@ require k8s.io/kubernetes v1.37.2 // indirect
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
@@ -65,6 +64,7 @@ require (
 	github.com/maglevlb/maglev/grpcmaglev v0.1.0
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/term v0.5.2 // indirect
