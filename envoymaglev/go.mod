@@ -10,6 +10,7 @@ require (
 require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -28,3 +29,5 @@ require (
 replace github.com/maglevlb/maglev => ../
 
 replace github.com/maglevlb/maglev/httpmaglev => ../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../membership

@@ -1,17 +1,21 @@
 // Package etcdmaglev feeds Maglev tables from etcd: the backends of an
-// HTTP client or proxy, and the servers of a gRPC channel, are the
-// endpoints registered under a key prefix, in the format of etcd's own
-// gRPC naming (go.etcd.io/etcd/client/v3/naming/endpoints). A service
-// gets it with one import:
+// HTTP client or proxy, of an XDP load balancer, and the servers of a gRPC
+// channel, are the endpoints registered under a key prefix, in the format
+// of etcd's own gRPC naming (go.etcd.io/etcd/client/v3/naming/endpoints).
+// A service gets it with one import:
 //
 //	import "github.com/maglevlb/maglev/etcdmaglev"
 //
-// and one Watcher, which hands every new backend list to a
-// httpmaglev.Transport (or any function taking the list):
+// and one Watcher, which hands every new list of membership.Endpoint to a
+// httpmaglev.Transport's SetEndpoints (or any function taking the list;
+// xdpmaglev.FromEndpoints adapts it to an XDP service's backends):
 //
 //	t, _ := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-User")})
-//	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, etcdmaglev.WatchOptions{Logger: logger})
+//	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetEndpoints, etcdmaglev.WatchOptions{Logger: logger})
 //	defer w.Close()
+//
+// The package imports no HTTP code: a program that takes its backends
+// from etcd and routes packets builds no httpmaglev.
 //
 // A backend registers itself with Register, under a lease it keeps alive,
 // and leaves with Deregister:
@@ -29,12 +33,14 @@
 // grpcmaglev gives the endpoint etcd's gRPC resolver makes of the same
 // key, so HTTP and gRPC clients of one registry, and every proxy of a
 // fleet, compute the same table with no coordination. An Addr without a
-// scheme (HOST:PORT) is reached at http://Addr; one with http:// or
-// https:// at that URL. See Backend.
+// scheme (HOST:PORT) is reached by a Transport at http://Addr; one with
+// http:// or https:// at that URL (the scheme is the endpoint's
+// Meta["scheme"]). See Endpoint.
 //
-// Endpoints have equal weights unless one of them has a Metadata object
-// with a "weight" field (an integer from 1 to 2^32-1); then the table is
-// weighted, and an endpoint without one weighs 1. etcd's gRPC resolver
+// An endpoint weighs 1 unless its Metadata object has a "weight" field
+// (an integer from 0 to 2^32-1; 0 drains it), so a registry that gives no
+// weight builds maglev.New's table. Several keys naming one Addr are one
+// endpoint, of the greatest weight among them. etcd's gRPC resolver
 // drops Metadata, so grpcmaglev gives every endpoint the weight 1: a
 // registry shared by HTTP and gRPC clients that must agree leaves weights
 // out.
@@ -48,7 +54,7 @@
 // force: the backends never drop to zero because the registry is down
 // (active health checks and passive ejection in httpmaglev still take
 // dead backends out). A value that is not an endpoint is left out and
-// logged with its key. A change that changes no backend causes no call,
+// logged with its key. A change that changes no endpoint causes no call,
 // and so no rebuild.
 //
 // # gRPC

@@ -1,15 +1,19 @@
 package etcdmaglev
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
 
@@ -25,11 +29,12 @@ var (
 	// Deprecated: use ErrInvalidConfig.
 	ErrInvalidArgument = ErrInvalidConfig
 
-	// ErrBadEndpoint is wrapped by the error Backend returns, and by the
+	// ErrBadEndpoint is wrapped by the error Endpoint returns, and by the
 	// error a Watcher logs, for a value under the prefix that is not the
-	// JSON of an endpoints.Endpoint naming an HTTP backend: not JSON, an
-	// empty Addr, an Addr that is not HOST:PORT or http(s)://HOST[:PORT],
-	// or a Metadata weight that is not an integer from 0 to 2^32-1.
+	// JSON of an endpoints.Endpoint naming an endpoint: not JSON, an
+	// empty Addr, an Addr that is not HOST[:PORT] or
+	// http(s)://HOST[:PORT] (a port from 1 to 65535), or a Metadata
+	// weight that is not an integer from 0 to 2^32-1.
 	ErrBadEndpoint = errors.New("etcdmaglev: bad endpoint")
 )
 
@@ -62,64 +67,72 @@ func configError(field, format string, args ...any) error {
 	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
 }
 
-// HTTPBackend returns the httpmaglev backend an endpoint names: its Name is
-// the endpoint's Addr, verbatim, the name grpcmaglev gives the endpoint
-// that etcd's gRPC resolver makes of it, so HTTP and gRPC clients of one
-// registry build the same table; its URL is the Addr if it has a scheme
-// (http or https), else http://Addr; its Weight is the "weight" field of
-// the Metadata if that is a JSON object with one (0 drains the backend),
-// else 1.
+// Endpoint returns the membership endpoint an etcd endpoint names: its
+// Name is the endpoint's Addr, verbatim, the name grpcmaglev gives the
+// endpoint that etcd's gRPC resolver makes of it, so HTTP, gRPC and L4
+// clients of one registry build the same table. Its Host and Port are the
+// Addr's: HOST:PORT, HOST (no port: Port 0), or http(s)://HOST[:PORT][/],
+// whose scheme is then Meta["scheme"] (and an HTTP Transport reaches the
+// endpoint with it). Its Weight is the "weight" field of the Metadata if
+// that is a JSON object with one (0 drains the endpoint), else 1. Meta
+// holds the Metadata object's fields, a JSON string's as its text and any
+// other value as its JSON; an Addr's scheme overrides a field "scheme".
 //
-// HTTPBackend returns an error wrapping ErrBadEndpoint for an endpoint that
-// names no HTTP backend. It is O(len(Addr) + len(Metadata)).
-func HTTPBackend(ep endpoints.Endpoint) (httpmaglev.Backend, error) {
+// Endpoint returns an error wrapping ErrBadEndpoint for an endpoint that
+// names none. It is O(len(Addr) + len(Metadata)).
+func Endpoint(ep endpoints.Endpoint) (membership.Endpoint, error) {
 	var meta json.RawMessage
 	if ep.Metadata != nil {
 		b, err := json.Marshal(ep.Metadata)
 		if err != nil {
-			return httpmaglev.Backend{}, fmt.Errorf("%w: metadata: %w", ErrBadEndpoint, err)
+			return membership.Endpoint{}, fmt.Errorf("%w: metadata: %w", ErrBadEndpoint, err)
 		}
 		meta = b
 	}
-	return backendOf(value{Addr: ep.Addr, Metadata: meta})
+	return endpointOf(value{Addr: ep.Addr, Metadata: meta})
 }
 
-// Backend is HTTPBackend, its name before the project's packages agreed
-// that a function's name says what it returns.
-//
-// Deprecated: use HTTPBackend.
-func Backend(ep endpoints.Endpoint) (httpmaglev.Backend, error) { return HTTPBackend(ep) }
-
-// parseValue returns the backend a stored value names.
-func parseValue(v []byte) (httpmaglev.Backend, error) {
+// parseValue returns the endpoint a stored value names.
+func parseValue(v []byte) (membership.Endpoint, error) {
 	var val value
 	if err := json.Unmarshal(v, &val); err != nil {
-		return httpmaglev.Backend{}, fmt.Errorf("%w: %w", ErrBadEndpoint, err)
+		return membership.Endpoint{}, fmt.Errorf("%w: %w", ErrBadEndpoint, err)
 	}
-	return backendOf(val)
+	return endpointOf(val)
 }
 
-func backendOf(v value) (httpmaglev.Backend, error) {
+func endpointOf(v value) (membership.Endpoint, error) {
 	if v.Addr == "" {
-		return httpmaglev.Backend{}, fmt.Errorf("%w: empty Addr", ErrBadEndpoint)
+		return membership.Endpoint{}, fmt.Errorf("%w: empty Addr", ErrBadEndpoint)
 	}
-	raw := v.Addr
-	if !strings.Contains(raw, "://") {
+	raw, scheme := v.Addr, strings.Contains(v.Addr, "://")
+	if !scheme {
 		raw = "http://" + raw
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return httpmaglev.Backend{}, fmt.Errorf("%w: Addr %q: %w", ErrBadEndpoint, v.Addr, err)
+		return membership.Endpoint{}, fmt.Errorf("%w: Addr %q: %w", ErrBadEndpoint, v.Addr, err)
 	}
-	base, err := httpmaglev.BaseURL(u) // the Transport's rule, one backend at a time
-	if err != nil {
-		return httpmaglev.Backend{}, fmt.Errorf("%w: Addr %q is not HOST:PORT or http(s)://HOST[:PORT]", ErrBadEndpoint, v.Addr)
+	port, perr := strconv.ParseUint(cmp.Or(u.Port(), "0"), 10, 16)
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") ||
+		u.RawPath != "" || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" || perr != nil || (port == 0 && u.Port() != "") {
+		return membership.Endpoint{}, fmt.Errorf("%w: Addr %q is not HOST:PORT or http(s)://HOST[:PORT]", ErrBadEndpoint, v.Addr)
 	}
 	w, err := weightOf(v.Metadata)
 	if err != nil {
-		return httpmaglev.Backend{}, err
+		return membership.Endpoint{}, err
 	}
-	return httpmaglev.Backend{Name: v.Addr, URL: base, Weight: w}, nil
+	e := membership.Endpoint{Name: v.Addr, Host: u.Hostname(), Port: uint16(port), Weight: w, Meta: metaOf(v.Metadata)}
+	if ip, err := netip.ParseAddr(e.Host); err == nil && ip.Zone() == "" {
+		e.Host = ip.Unmap().String()
+	}
+	if scheme {
+		if e.Meta == nil {
+			e.Meta = map[string]string{}
+		}
+		e.Meta["scheme"] = u.Scheme
+	}
+	return e, nil
 }
 
 // weightOf returns the "weight" field of metadata, if it is a JSON object
@@ -140,41 +153,34 @@ func weightOf(meta json.RawMessage) (uint32, error) {
 	return uint32(f), nil
 }
 
-// backendList returns the backends named by the endpoints stored under
-// keys (parsed by key): one per name, the one under the smallest key when
-// several keys name one Addr, sorted by name, each with its weight (1 for
-// an endpoint that gives none, 0 for a drained one). A list in which every
-// backend is drained is empty: httpmaglev would read a list of weights all
-// 0 as unweighted. It is O(n log n).
-func backendList(byKey map[string]httpmaglev.Backend) []httpmaglev.Backend {
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
+// metaOf returns the fields of metadata if it is a JSON object with any:
+// a string's text, any other value's JSON. It returns nil otherwise.
+func metaOf(meta json.RawMessage) map[string]string {
+	var m map[string]json.RawMessage
+	if len(meta) == 0 || json.Unmarshal(meta, &m) != nil || len(m) == 0 {
+		return nil
 	}
-	slices.Sort(keys)
-	seen := make(map[string]bool, len(keys))
-	out := make([]httpmaglev.Backend, 0, len(keys))
-	live := false
-	for _, k := range keys {
-		b := byKey[k]
-		if seen[b.Name] {
-			continue
+	out := make(map[string]string, len(m))
+	for k, raw := range m {
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			out[k] = s
+		} else {
+			out[k] = string(raw)
 		}
-		seen[b.Name] = true
-		live = live || b.Weight > 0
-		out = append(out, b)
 	}
-	if !live {
-		return out[:0] // none, or every backend drained
-	}
-	slices.SortFunc(out, func(a, b httpmaglev.Backend) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// sameBackends reports whether a and b, both sorted by name, list the same
-// names, URLs and weights.
-func sameBackends(a, b []httpmaglev.Backend) bool {
-	return slices.EqualFunc(a, b, func(x, y httpmaglev.Backend) bool {
-		return x.Name == y.Name && x.Weight == y.Weight && *x.URL == *y.URL
-	})
+// endpointList returns the endpoints stored under keys (parsed by key), in
+// the order of their keys: membership.Canonical (which a Watcher applies)
+// then keeps, of several keys naming one Addr, the one of the greatest
+// weight, and of those the one under the smallest key. It is O(n log n).
+func endpointList(byKey map[string]membership.Endpoint) []membership.Endpoint {
+	keys := slices.Sorted(maps.Keys(byKey))
+	out := make([]membership.Endpoint, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k]
+	}
+	return out
 }

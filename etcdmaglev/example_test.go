@@ -34,7 +34,7 @@ func ExampleWatch() {
 	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetBackends, etcdmaglev.WatchOptions{Logger: slog.Default()})
+	w, err := etcdmaglev.Watch(ctx, client, "services/web", t.SetEndpoints, etcdmaglev.WatchOptions{Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err) // etcd could not be read at start
 	}

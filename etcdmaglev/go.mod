@@ -2,7 +2,10 @@ module github.com/maglevlb/maglev/etcdmaglev
 
 go 1.26.0
 
-require go.etcd.io/etcd/client/v3 v3.7.3
+require (
+	github.com/maglevlb/maglev/membership v0.1.0
+	go.etcd.io/etcd/client/v3 v3.7.3
+)
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -41,3 +44,5 @@ require (
 replace github.com/maglevlb/maglev => ../
 
 replace github.com/maglevlb/maglev/httpmaglev => ../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../membership

@@ -35,3 +35,5 @@ replace github.com/maglevlb/maglev => ../
 replace github.com/maglevlb/maglev/envoymaglev => ../envoymaglev
 
 replace github.com/maglevlb/maglev/httpmaglev => ../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../membership

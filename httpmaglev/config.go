@@ -23,8 +23,8 @@ import (
 // the request's context ending).
 var (
 	// ErrInvalidConfig is wrapped by every error the package returns for a
-	// bad Config field or a bad argument (NewTransport, WatchDNS,
-	// WatchSRV): a *ConfigError naming it. An error about a bad TableSize
+	// bad Config field or a bad argument (NewTransport):
+	// a *ConfigError naming it. An error about a bad TableSize
 	// also wraps maglev.ErrSize, one about a bad
 	// BalanceFactor bounded.ErrBalanceFactor.
 	ErrInvalidConfig = errors.New("httpmaglev: invalid config")

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/maglevlb/maglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
@@ -25,3 +26,5 @@ require (
 )
 
 replace github.com/maglevlb/maglev => ../
+
+replace github.com/maglevlb/maglev/membership => ../membership

@@ -110,7 +110,7 @@ func (l *life) init() { l.phase.Store(fresh) }
 // with active checks on, probing until Rise checks pass; one that failed
 // its active checks is probing. It reads m's phase with one atomic load,
 // takes no lock and does not allocate.
-func (t *Transport) status(ms *membership, m *member, now int64) (Status, Reason) {
+func (t *Transport) status(ms *roster, m *member, now int64) (Status, Reason) {
 	if ms.drained(m) {
 		return StatusDraining, ""
 	}

@@ -24,11 +24,11 @@ type member struct {
 	life   life          // its health: see life
 }
 
-// A membership is the configured backends and the base: the table over
+// A roster is the configured backends and the base: the table over
 // those not drained, which failures take backends out of with
 // maglev.Table.Without. SetBackends (and NewTransport) makes one, with one
 // table build; every snapshot until the next shares it. It is immutable.
-type membership struct {
+type roster struct {
 	all      []*member        // every configured backend, sorted by name
 	weighted bool             // the list gives weights, so weight 0 drains (see weightedList)
 	base     *maglev.Table    // the table over members
@@ -44,14 +44,14 @@ func weightedList(all []*member) bool {
 }
 
 // drained reports whether ms drains m: weight 0 in a weighted list.
-func (ms *membership) drained(m *member) bool { return ms.weighted && m.b.Weight == 0 }
+func (ms *roster) drained(m *member) bool { return ms.weighted && m.b.Weight == 0 }
 
 // newMembership returns the membership of all, which is sorted by name,
 // building its base with the table builder (see newTable), or reusing
 // old's if the undrained backends and their weights are old's. It runs off
 // the request path.
-func (t *Transport) newMembership(all []*member, old *membership) (*membership, error) {
-	ms := &membership{all: all, weighted: weightedList(all), members: make([]*member, 0, len(all))}
+func (t *Transport) newMembership(all []*member, old *roster) (*roster, error) {
+	ms := &roster{all: all, weighted: weightedList(all), members: make([]*member, 0, len(all))}
 	ms.backends = make([]maglev.Backend, 0, len(all))
 	for _, m := range all {
 		if !ms.drained(m) {
@@ -76,7 +76,7 @@ func (t *Transport) newMembership(all []*member, old *membership) (*membership, 
 // table alone, which changes how fast a retry target is found, never
 // which; a change of health or membership publishes a new snapshot.
 type snapshot struct {
-	ms      *membership
+	ms      *roster
 	table   *maglev.Table   // ms.base.Without(the members out of service): what requests route by
 	bounded *bounded.Picker // picks from table with the Transport's shared counts; nil when bounded loads are off
 	serving []bool          // serving[i]: ms.members[i] is in service in table
@@ -98,7 +98,7 @@ type snapshot struct {
 // without the members not serving (see Transport.status), O(M + F·n) for F
 // slots freed and n backends left, a fraction of a build; no build. It
 // runs off the request path.
-func (t *Transport) serve(ms *membership) (*snapshot, error) {
+func (t *Transport) serve(ms *roster) (*snapshot, error) {
 	now := time.Now().UnixNano()
 	serving := make([]bool, len(ms.members))
 	var out []string
@@ -252,7 +252,7 @@ var rebuildReasons = []rebuildReason{rebuildBackends, rebuildHealth, rebuildEjec
 // publishLocked publishes the snapshot of ms with its members' health now
 // (see serve), logging the change. Call it with t.mu held. On error
 // nothing changes.
-func (t *Transport) publishLocked(ms *membership, why rebuildReason) error {
+func (t *Transport) publishLocked(ms *roster, why rebuildReason) error {
 	old := t.cur.Load()
 	s, err := t.serve(ms)
 	if err != nil {

@@ -4,14 +4,15 @@
 //
 //	import "github.com/maglevlb/maglev/k8smaglev"
 //
-// and one Watcher, which hands every new backend list to a
-// httpmaglev.Transport (or any function taking the list):
+// and one Watcher, which hands every new list of membership.Endpoint to a
+// httpmaglev.Transport's SetEndpoints (or any function taking the list;
+// xdpmaglev.FromEndpoints adapts it to an XDP service's backends):
 //
 //	t, _ := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-User")})
 //	cfg, _ := k8smaglev.RESTConfig("") // in a pod: its service account
 //	client := kubernetes.NewForConfigOrDie(cfg)
 //	svc := k8smaglev.Service{Namespace: "prod", Name: "users", Port: "http"}
-//	w, err := k8smaglev.Watch(ctx, client, svc, t.SetBackends, k8smaglev.WatchOptions{Logger: logger})
+//	w, err := k8smaglev.Watch(ctx, client, svc, t.SetEndpoints, k8smaglev.WatchOptions{Logger: logger})
 //	defer w.Close()
 //
 // The client needs get, list and watch on endpointslices
@@ -20,7 +21,7 @@
 // # Names, drain and families
 //
 // An endpoint's name in the table is "IP:PORT" ("[IP]:PORT" for IPv6):
-// the name httpmaglev.WatchDNS gives the same address from the Service's
+// the name membership.WatchDNS gives the same address from the Service's
 // headless name, and gRPC's resolvers give it, so every Watcher, DNS-fed
 // client and gRPC channel (through the resolver in k8sresolver) that knows
 // the same endpoints builds the same table. A ready endpoint weighs 1. A
@@ -28,7 +29,8 @@
 // which drains it: it takes no new keys, and the requests already routed
 // to it finish. An endpoint neither ready nor serving is left out. An
 // address in several slices of the Service is one endpoint. A dual-stack
-// Service is read in one family, WatchOptions.AddressType.
+// Service is read in one family, WatchOptions.AddressType. An endpoint's
+// Meta has its "zone" and "node" when the slice gives them.
 //
 // # Consistency and outages
 //

@@ -2,14 +2,12 @@ package k8smaglev
 
 import (
 	"cmp"
-	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -69,33 +67,30 @@ func (s Service) check() error {
 	return nil
 }
 
-// An Endpoint is one backend of a Service, as its EndpointSlices say.
-type Endpoint struct {
-	// Addr is "IP:PORT" ("[IP]:PORT" for IPv6, in RFC 5952 form): the
-	// name every Watcher, httpmaglev.WatchDNS on the Service's headless
-	// name, and gRPC's resolvers give the backend.
-	Addr string
-
-	// Draining is true for an endpoint that is terminating but still
-	// serving (its pod is being deleted, and still passes its readiness
-	// probe): it takes no new keys, but the requests already routed to
-	// it finish.
-	Draining bool
-}
-
 // endpoints returns the endpoints of port in slices of the address type
-// at, sorted by Addr, each once. An endpoint is in the list when it is
-// ready (a nil Ready counts as ready, as the API says), or when it is
-// terminating and serving (Draining). An address listed in several slices
-// (as while the EndpointSlice controller moves it) is one endpoint, ready
-// if any slice says so. Only an endpoint's first address is used, as
-// kube-proxy does. Slices of another address type, and endpoints without
-// the port, are left out. It is O(n log n) in the n endpoints.
-func endpoints(slices_ []*discoveryv1.EndpointSlice, port string, at discoveryv1.AddressType) []Endpoint {
+// at, in canonical order (membership.Canonical), each address once: an
+// endpoint is named "IP:PORT" ("[IP]:PORT" for IPv6, in RFC 5952 form),
+// the name membership.WatchDNS on the Service's headless name, and gRPC's
+// resolvers, give it. It is in the list when it is ready (a nil Ready
+// counts as ready, as the API says), with weight 1, or when it is
+// terminating and serving (a pod being deleted that still passes its
+// readiness probe), with weight 0, which drains it: it takes no new keys,
+// but the requests already routed to it finish. An address listed in
+// several slices (as while the EndpointSlice controller moves it) is one
+// endpoint, ready if any slice says so. Its Meta has the endpoint's
+// "zone" and "node" (its nodeName), when the slice gives them. Only an
+// endpoint's first address is used, as kube-proxy does. Slices of another
+// address type, and endpoints without the port, are left out. It is
+// O(n log n) in the n endpoints.
+func endpoints(all []*discoveryv1.EndpointSlice, port string, at discoveryv1.AddressType) []membership.Endpoint {
 	num, err := strconv.Atoi(port)
 	byNumber := err == nil
-	state := make(map[string]bool) // Addr -> ready (false: draining)
-	for _, s := range slices_ {
+	// By name: an address in two slices keeps the Meta of the first, the
+	// same whatever order the store held them in.
+	all = slices.Clone(all)
+	slices.SortFunc(all, func(a, b *discoveryv1.EndpointSlice) int { return cmp.Compare(a.Name, b.Name) })
+	var list []membership.Endpoint
+	for _, s := range all {
 		if s.AddressType != at {
 			continue
 		}
@@ -123,39 +118,22 @@ func endpoints(slices_ []*discoveryv1.EndpointSlice, port string, at discoveryv1
 			if err != nil || ip.Zone() != "" || (at == discoveryv1.AddressTypeIPv4) != ip.Is4() {
 				continue
 			}
-			addr := net.JoinHostPort(ip.String(), strconv.Itoa(int(p)))
-			state[addr] = state[addr] || ready
+			ap := netip.AddrPortFrom(ip, uint16(p))
+			ep := membership.Endpoint{Name: ap.String(), Host: ip.Unmap().String(), Port: uint16(p), Weight: 1}
+			if !ready {
+				ep.Weight = 0
+			}
+			if e.Zone != nil && *e.Zone != "" {
+				ep.Meta = map[string]string{"zone": *e.Zone}
+			}
+			if e.NodeName != nil && *e.NodeName != "" {
+				if ep.Meta == nil {
+					ep.Meta = map[string]string{}
+				}
+				ep.Meta["node"] = *e.NodeName
+			}
+			list = append(list, ep)
 		}
 	}
-	list := make([]Endpoint, 0, len(state))
-	for addr, ready := range state {
-		list = append(list, Endpoint{Addr: addr, Draining: !ready})
-	}
-	slices.SortFunc(list, func(a, b Endpoint) int { return cmp.Compare(a.Addr, b.Addr) })
-	return list
-}
-
-// HTTPBackends returns the httpmaglev backends of a list of endpoints:
-// each is named by its Addr, at http://Addr, weight 1, and a draining one
-// has weight 0, which in httpmaglev drains it (it stays configured and
-// health-checked, its requests in flight finish, and it owns no slots).
-// A list with no endpoint that is not draining gives an empty list:
-// httpmaglev would read all-zero weights as no weights. The list is in the
-// order of eps (sorted by name, as a Watcher gives them). It is O(n).
-func HTTPBackends(eps []Endpoint) []httpmaglev.Backend {
-	bs := make([]httpmaglev.Backend, 0, len(eps))
-	active := false
-	for _, e := range eps {
-		w := uint32(1)
-		if e.Draining {
-			w = 0
-		} else {
-			active = true
-		}
-		bs = append(bs, httpmaglev.Backend{Name: e.Addr, URL: &url.URL{Scheme: "http", Host: e.Addr}, Weight: w})
-	}
-	if !active {
-		return bs[:0]
-	}
-	return bs
+	return membership.Canonical(list)
 }

@@ -3,12 +3,13 @@ package k8smaglev
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -60,15 +61,24 @@ func slice(name string, at discoveryv1.AddressType, ports map[string]int32, eps 
 	return s
 }
 
-func addrs(eps []Endpoint) string {
+// addrs renders a list as "NAME NAME(draining) ...", checking that each
+// endpoint's Host and Port are its Name's.
+func addrs(eps []membership.Endpoint) string {
 	var b strings.Builder
 	for i, e := range eps {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(e.Addr)
-		if e.Draining {
+		b.WriteString(e.Name)
+		if e.HostPort() != e.Name {
+			b.WriteString("(host " + e.HostPort() + ")")
+		}
+		switch e.Weight {
+		case 0:
 			b.WriteString("(draining)")
+		case 1:
+		default:
+			fmt.Fprintf(&b, "(weight %d)", e.Weight)
 		}
 	}
 	return b.String()
@@ -130,15 +140,28 @@ func TestEndpoints(t *testing.T) {
 			}
 			rev := slices.Clone(tt.slices)
 			slices.Reverse(rev)
-			if again := endpoints(rev, tt.port, tt.at); !slices.Equal(again, got) {
+			if again := endpoints(rev, tt.port, tt.at); !membership.Equal(again, got) {
 				t.Errorf("slices in another order: %q, want %q", addrs(again), addrs(got))
 			}
 		})
 	}
 }
 
+// TestHTTPBackends: the endpoints of a slice, adapted by
+// httpmaglev.FromEndpoints (the one adapter), are backends named IP:PORT
+// at http://IP:PORT, weight 1 or 0 for a draining one, which a Transport
+// drains; every endpoint draining gives no backend.
 func TestHTTPBackends(t *testing.T) {
-	bs := HTTPBackends([]Endpoint{{Addr: "198.18.0.1:80"}, {Addr: "198.18.0.2:80", Draining: true}, {Addr: "[2001:2::1]:80"}})
+	eps := endpoints([]*discoveryv1.EndpointSlice{
+		slice("a", discoveryv1.AddressTypeIPv4, map[string]int32{"http": 80}, ep("ready", "198.18.0.1"), ep("draining", "198.18.0.2")),
+	}, "http", discoveryv1.AddressTypeIPv4)
+	eps = append(eps, endpoints([]*discoveryv1.EndpointSlice{
+		slice("b", discoveryv1.AddressTypeIPv6, map[string]int32{"http": 80}, ep("ready", "2001:2::1")),
+	}, "http", discoveryv1.AddressTypeIPv6)...)
+	bs, err := httpmaglev.FromEndpoints("http", eps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
 	for _, b := range bs {
 		got = append(got, fmt.Sprintf("%s %s %d", b.Name, b.URL, b.Weight))
@@ -159,11 +182,8 @@ func TestHTTPBackends(t *testing.T) {
 		}
 	}
 	// Every endpoint draining: an empty list, not an unweighted one.
-	if bs := HTTPBackends([]Endpoint{{Addr: "198.18.0.2:80", Draining: true}}); len(bs) != 0 {
-		t.Errorf("all draining: %v, want an empty list", bs)
-	}
-	if bs := HTTPBackends(nil); bs == nil || len(bs) != 0 {
-		t.Errorf("no endpoints: %#v, want an empty, non-nil list", bs)
+	if bs, err := httpmaglev.FromEndpoints("http", eps[1:2]); err != nil || len(bs) != 0 {
+		t.Errorf("all draining: %v, %v; want an empty list", bs, err)
 	}
 }
 
@@ -201,7 +221,7 @@ func TestParseService(t *testing.T) {
 }
 
 func TestWatchConfigErrors(t *testing.T) {
-	set := func([]httpmaglev.Backend) error { return nil }
+	set := func([]membership.Endpoint) error { return nil }
 	svc := Service{Namespace: "default", Name: "web", Port: "http"}
 	tests := []struct {
 		field string
@@ -219,27 +239,30 @@ func TestWatchConfigErrors(t *testing.T) {
 }
 
 // TestStore checks that a relist is one change: the watcher sees the
-// list's whole difference at once, never a state between.
+// list's whole difference at once, never a state between; and that
+// nothing is handed on before the first list.
 func TestStore(t *testing.T) {
 	http := map[string]int32{"http": 8080}
-	s := newStore()
+	var lists []string
+	s := newStore(slog.New(slog.DiscardHandler), func(all []*discoveryv1.EndpointSlice) {
+		lists = append(lists, addrs(endpoints(all, "http", "IPv4")))
+	})
+	if err := s.Add(slice("z", "IPv4", http, ep("ready", "198.18.0.9"))); err != nil {
+		t.Fatal(err)
+	}
+	if s.synced() || len(lists) != 0 {
+		t.Fatalf("before the first list: synced %t, %q handed on", s.synced(), lists)
+	}
 	if err := s.Replace([]any{slice("a", "IPv4", http, ep("ready", "198.18.0.1")), slice("b", "IPv4", http, ep("ready", "198.18.0.2"))}, "1"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-s.synced:
-	default:
-		t.Fatal("synced not closed by the first Replace")
+	if !s.synced() {
+		t.Fatal("not synced after the first Replace")
 	}
-	<-s.changed
 	// A watch gap: a moved to c, b dropped, d added; the relist replaces
 	// everything at once.
 	if err := s.Replace([]any{slice("c", "IPv4", http, ep("ready", "198.18.0.1")), slice("d", "IPv4", http, ep("ready", "198.18.0.4"))}, "9"); err != nil {
 		t.Fatal(err)
-	}
-	<-s.changed
-	if got := addrs(s.endpoints("http", "IPv4")); got != "198.18.0.1:8080 198.18.0.4:8080" {
-		t.Errorf("after the relist: %q", got)
 	}
 	if err := s.Delete(slice("d", "IPv4", http)); err != nil {
 		t.Fatal(err)
@@ -247,16 +270,36 @@ func TestStore(t *testing.T) {
 	if err := s.Update(slice("c", "IPv4", http, ep("draining", "198.18.0.1"), ep("ready", "198.18.0.5"))); err != nil {
 		t.Fatal(err)
 	}
-	<-s.changed // one pending signal stands for both
-	select {
-	case <-s.changed:
-		t.Error("two signals pending")
-	case <-time.After(10 * time.Millisecond):
+	want := []string{
+		"198.18.0.1:8080 198.18.0.2:8080",
+		"198.18.0.1:8080 198.18.0.4:8080",
+		"198.18.0.1:8080",
+		"198.18.0.1:8080(draining) 198.18.0.5:8080",
 	}
-	if got := addrs(s.endpoints("http", "IPv4")); got != "198.18.0.1:8080(draining) 198.18.0.5:8080" {
-		t.Errorf("after the watch events: %q", got)
+	if !slices.Equal(lists, want) {
+		t.Errorf("lists handed on %q, want %q", lists, want)
 	}
 	if err := s.Add("not a slice"); err == nil || !strings.HasPrefix(err.Error(), "k8smaglev: ") {
 		t.Errorf("Add of a string: %v", err)
+	}
+}
+
+// TestEndpointMeta: an endpoint's zone and node are its Meta, from the
+// first slice (by name) that lists it, whatever the store's order.
+func TestEndpointMeta(t *testing.T) {
+	http := map[string]int32{"http": 8080}
+	a := ep("ready", "198.18.0.1")
+	a.Zone, a.NodeName = ptr("zone-a"), ptr("node-1")
+	b := ep("ready", "198.18.0.1")
+	b.Zone = ptr("zone-b")
+	c := ep("ready", "198.18.0.2")
+	for _, order := range [][]*discoveryv1.EndpointSlice{
+		{slice("a", "IPv4", http, a, c), slice("b", "IPv4", http, b)},
+		{slice("b", "IPv4", http, b), slice("a", "IPv4", http, a, c)},
+	} {
+		eps := endpoints(order, "http", "IPv4")
+		if len(eps) != 2 || eps[0].Meta["zone"] != "zone-a" || eps[0].Meta["node"] != "node-1" || len(eps[0].Meta) != 2 || eps[1].Meta != nil {
+			t.Errorf("endpoints %+v; want 198.18.0.1 with zone-a and node-1, 198.18.0.2 with no Meta", eps)
+		}
 	}
 }

@@ -6,15 +6,15 @@ import (
 )
 
 var (
-	// ErrInvalidConfig is wrapped by the errors Watch, WatchEndpoints,
-	// ParseService and RESTConfig return for a bad argument or option: a
-	// *ConfigError naming it.
+	// ErrInvalidConfig is wrapped by the errors Watch, ParseService and
+	// RESTConfig return for a bad argument or option: a *ConfigError
+	// naming it.
 	ErrInvalidConfig = errors.New("k8smaglev: invalid config")
 
-	// ErrList is wrapped by the error Watch and WatchEndpoints return when
-	// the first list of the Service's EndpointSlices does not complete
-	// before their context ends (the API server unreachable, the
-	// credentials refused, RBAC missing). The error also wraps the
+	// ErrList is wrapped by the error Watch returns when the first list
+	// of the Service's EndpointSlices does not complete before its
+	// context ends (the API server unreachable, the credentials refused,
+	// RBAC missing). The error also wraps the
 	// context's error and the API server's last error, if any, so that
 	// errors.Is and k8s.io/apimachinery's apierrors.IsForbidden match them.
 	ErrList = errors.New("k8smaglev: cannot list EndpointSlices")

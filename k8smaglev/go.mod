@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-logr/logr v1.4.4
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -73,3 +74,5 @@ replace (
 	github.com/maglevlb/maglev => ../
 	github.com/maglevlb/maglev/httpmaglev => ../httpmaglev
 )
+
+replace github.com/maglevlb/maglev/membership => ../membership

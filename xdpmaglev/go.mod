@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/cilium/ebpf v0.22.0
 	github.com/maglevlb/maglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/vishvananda/netlink v1.3.1
 	github.com/vishvananda/netns v0.0.5
 	go.opentelemetry.io/otel v1.47.0
@@ -28,3 +29,5 @@ require (
 )
 
 replace github.com/maglevlb/maglev => ../
+
+replace github.com/maglevlb/maglev/membership => ../membership

@@ -9,32 +9,34 @@ import (
 
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
 
-// watchers returns how many goroutines run a Watcher's loop.
+// watchers returns how many goroutines run a Watcher's loops: the etcd
+// source's Run, and the one that calls set.
 func watchers() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "etcdmaglev.(*Watcher).run(")
+	return strings.Count(string(buf), "etcdmaglev.(*source).Run(") + strings.Count(string(buf), "membership.(*Watcher).deliver(")
 }
 
 // TestClientCloseStopsWatcher: closing the etcd client ends the Watcher's
-// goroutine, instead of leaving it to retry a closed client until Close.
+// goroutines, instead of leaving them to retry a closed client until
+// Close.
 func TestClientCloseStopsWatcher(t *testing.T) {
 	s := etcdtest.Start(t)
 	c := s.Client(t)
 	before := watchers()
-	w, err := etcdmaglev.Watch(t.Context(), c, "services/web", func([]httpmaglev.Backend) error { return nil }, etcdmaglev.WatchOptions{})
+	w, err := etcdmaglev.Watch(t.Context(), c, "services/web", func([]membership.Endpoint) error { return nil }, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, settle, "the Watcher's goroutine", func() bool { return watchers() == before+1 })
+	waitFor(t, settle, "the Watcher's goroutines", func() bool { return watchers() == before+2 })
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the Watcher's goroutine to end after its client closed", func() bool { return watchers() == before })
+	waitFor(t, 10*time.Second, "the Watcher's goroutines to end after its client closed", func() bool { return watchers() == before })
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ module github.com/maglevlb/maglev/etcdmaglev/etcdtest
 go 1.26.0
 
 require (
+	github.com/maglevlb/maglev/membership v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.etcd.io/etcd/server/v3 v3.7.3
 	go.uber.org/zap v1.28.0
@@ -81,3 +82,5 @@ replace github.com/maglevlb/maglev => ../../
 replace github.com/maglevlb/maglev/etcdmaglev => ../
 
 replace github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../../membership

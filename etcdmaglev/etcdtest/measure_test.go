@@ -32,7 +32,7 @@ func TestMeasure(t *testing.T) {
 	c := s.Client(t)
 	const prefix = "services/web"
 	tr := newTransport(t)
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{})
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetEndpoints, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

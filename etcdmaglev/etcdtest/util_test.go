@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
+	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -42,10 +42,10 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // recorder is a set function that keeps every list it is given.
 type recorder struct {
 	mu    sync.Mutex
-	lists [][]httpmaglev.Backend
+	lists [][]membership.Endpoint
 }
 
-func (r *recorder) set(bs []httpmaglev.Backend) error {
+func (r *recorder) set(bs []membership.Endpoint) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lists = append(r.lists, bs)
@@ -60,7 +60,7 @@ func (r *recorder) calls() int {
 }
 
 // last returns the last list (nil before any).
-func (r *recorder) last() []httpmaglev.Backend {
+func (r *recorder) last() []membership.Endpoint {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.lists) == 0 {
@@ -80,7 +80,7 @@ func (r *recorder) names() string {
 	return names(r.lists[len(r.lists)-1])
 }
 
-func names(bs []httpmaglev.Backend) string {
+func names(bs []membership.Endpoint) string {
 	s := make([]string, len(bs))
 	for i, b := range bs {
 		s[i] = b.Name

@@ -18,6 +18,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
+	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -28,7 +29,7 @@ func TestWatchArguments(t *testing.T) {
 		name   string
 		c      *clientv3.Client
 		prefix string
-		set    func([]httpmaglev.Backend) error
+		set    func([]membership.Endpoint) error
 	}{
 		{"nil client", nil, "svc", r.set},
 		{"empty prefix", &clientv3.Client{}, "", r.set},
@@ -70,12 +71,12 @@ func TestWatch(t *testing.T) {
 	if got := r.names(); got != "10.0.0.1:80 10.0.0.2:80" {
 		t.Fatalf("first list %q", got)
 	}
-	bs, rev := w.Backends(), w.Revision()
-	if names(bs) != r.names() || rev == 0 {
-		t.Errorf("Backends() = %q at %d", names(bs), rev)
+	eps, rev := w.Endpoints(), w.Version()
+	if names(eps) != r.names() || rev == 0 {
+		t.Errorf("Endpoints() = %q at %d", names(eps), rev)
 	}
-	if b := r.last()[0]; b.URL.String() != "http://10.0.0.1:80" || b.Weight != 1 {
-		t.Errorf("first backend %+v", b)
+	if e := r.last()[0]; e.Host != "10.0.0.1" || e.Port != 80 || e.Weight != 1 || len(e.Meta) != 1 || e.Meta["zone"] != "a" {
+		t.Errorf("first endpoint %+v", e)
 	}
 
 	want := func(what, list string) {
@@ -221,7 +222,7 @@ func TestWatchTransport(t *testing.T) {
 	}
 	tr := newTransport(t)
 	var logs servertest.Log
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetEndpoints, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,15 +308,16 @@ func TestWatchCompacted(t *testing.T) {
 	waitFor(t, settle, "an addition after the re-list", func() bool { return r.names() == "10.0.0.2:80 10.0.0.3:80 10.0.0.4:80" })
 }
 
-// watcherGoroutines returns how many goroutines Watch started are still
-// there, started or not yet (a goroutine not yet run shows its go
-// statement's wrapper, not the Watcher's loop).
+// watcherGoroutines returns how many goroutines Watch started (through
+// membership.Watch) are still there, started or not yet (a goroutine not
+// yet run shows its go statement's wrapper, not the Watcher's loop). A
+// running Watcher has two.
 func watcherGoroutines() int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/etcdmaglev.Watch in ")
+			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/membership.Watch in ")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -331,7 +333,7 @@ func TestWatchFirstSetFails(t *testing.T) {
 	fail := errors.New("rejected")
 	var mu sync.Mutex
 	calls := 0
-	set := func([]httpmaglev.Backend) error {
+	set := func([]membership.Endpoint) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++
@@ -364,8 +366,8 @@ func TestWatchFirstSetFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	if n := watcherGoroutines(); n != before+1 {
-		t.Errorf("%d Watcher goroutines with one Watcher running, want %d", n, before+1)
+	if n := watcherGoroutines(); n != before+2 {
+		t.Errorf("%d Watcher goroutines with one Watcher running, want %d", n, before+2)
 	}
 }
 
@@ -388,14 +390,14 @@ func TestWatchSetRetried(t *testing.T) {
 	fail := errors.New("rejected")
 	var mu sync.Mutex
 	var offered []string // the names of each list set was called with
-	set := func(bs []httpmaglev.Backend) error {
+	set := func(bs []membership.Endpoint) error {
 		mu.Lock()
 		defer mu.Unlock()
 		offered = append(offered, names(bs))
 		if n := len(offered); n > 1 && n <= 1+rejections {
 			return fail
 		}
-		return tr.SetBackends(bs)
+		return tr.SetEndpoints(bs)
 	}
 	var logs servertest.Log
 	w, err := etcdmaglev.Watch(t.Context(), c, prefix, set, etcdmaglev.WatchOptions{Logger: debugLogger(&logs)})
@@ -426,10 +428,10 @@ func TestWatchSetRetried(t *testing.T) {
 			t.Errorf("call %d of set: %q, want %q", i+2, l, want)
 		}
 	}
-	if bs, r := w.Backends(), w.Revision(); names(bs) != want || r != rev {
-		t.Errorf("Backends() = %q at %d, want %q at %d", names(bs), r, want, rev)
+	if eps, r := w.Endpoints(), w.Version(); names(eps) != want || r != rev {
+		t.Errorf("Endpoints() = %q at %d, want %q at %d", names(eps), r, want, rev)
 	}
-	if n := strings.Count(logs.String(), "set backends failed"); n != rejections {
+	if n := strings.Count(logs.String(), "set endpoints failed"); n != rejections {
 		t.Errorf("%d rejections logged, want %d; logs:\n%s", n, rejections, logs.String())
 	}
 	resp, err = c.Get(t.Context(), prefix+"/", clientv3.WithPrefix())

@@ -8,6 +8,7 @@ require (
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
 	github.com/maglevlb/maglev/grpcmaglev v0.1.0
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	go.etcd.io/etcd/client/v3 v3.7.3
 	google.golang.org/grpc v1.85.0
 )
@@ -84,3 +85,5 @@ replace (
 	github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
 	github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
 )
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -93,7 +93,7 @@ func TestGRPCResolver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tr.Close() }()
-	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetBackends, etcdmaglev.WatchOptions{})
+	w, err := etcdmaglev.Watch(t.Context(), c, prefix, tr.SetEndpoints, etcdmaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestGRPCResolver(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitFor(t, settle, fmt.Sprintf("the Transport's table over %v", members), func() bool {
-			return names(w.Backends()) == strings.Join(members, " ")
+			return names(w.Endpoints()) == strings.Join(members, " ")
 		})
 		// The gRPC channel follows the registry on its own; wait until
 		// it routes by the new table, then every key must agree.

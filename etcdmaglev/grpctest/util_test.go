@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 )
 
 const settle = 15 * time.Second // a change reaching a Watcher or a gRPC client
@@ -24,7 +24,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // names returns the backends' names, space-separated.
-func names(bs []httpmaglev.Backend) string {
+func names(bs []membership.Endpoint) string {
 	s := make([]string, len(bs))
 	for i, b := range bs {
 		s[i] = b.Name

@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/netip"
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
-	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -22,7 +21,7 @@ const startTimeout = 10 * time.Second
 
 // watchEtcd feeds the pool the endpoints registered under prefix, once
 // the first list has been read; stop ends it. While etcd cannot be
-// reached the last list stays (etcdmaglev.Watcher's promise).
+// reached the last list stays (the membership.Watcher's promise).
 func watchEtcd(ctx context.Context, urls []string, prefix string, p *pool, logger *slog.Logger) (stop func(), err error) {
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   urls,
@@ -42,34 +41,11 @@ func watchEtcd(ctx context.Context, urls []string, prefix string, p *pool, logge
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	set := func(list []httpmaglev.Backend) error { return p.setMembers(members(list, logger)) }
+	set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
 	w, err := etcdmaglev.Watch(ctx, c, prefix, set, etcdmaglev.WatchOptions{Logger: logger})
 	if err != nil {
 		_ = c.Close() // the Watch error is the one to report
 		return nil, err
 	}
 	return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
-}
-
-// members returns the backends an etcd list names: each endpoint's host,
-// which must be an IP address (its port is not used: the backend receives
-// the VIP's packets as they were sent), with the endpoint's weight. The
-// list is sorted by name; of two endpoints on one address the first is
-// kept. Endpoints whose host is not an IP address are logged and left out.
-func members(list []httpmaglev.Backend, logger *slog.Logger) map[netip.Addr]member {
-	m := make(map[netip.Addr]member, len(list))
-	for _, b := range list {
-		a, err := netip.ParseAddr(b.URL.Hostname())
-		if err != nil || a.Zone() != "" {
-			logger.Warn("l4lb: endpoint ignored: its host is not an IP address", "addr", b.Name)
-			continue
-		}
-		a = a.Unmap()
-		if _, dup := m[a]; dup {
-			logger.Warn("l4lb: endpoint ignored: another endpoint has its address", "addr", b.Name)
-			continue
-		}
-		m[a] = member{weight: b.Weight}
-	}
-	return m
 }

@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/maglevlb/maglev/xdpmaglev v0.1.0
 	github.com/vishvananda/netns v0.0.5
 )
@@ -112,7 +113,6 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
-	github.com/maglevlb/maglev/httpmaglev v0.1.0
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
@@ -135,3 +135,5 @@ replace (
 	github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
 	github.com/maglevlb/maglev/k8smaglev => ../../k8smaglev
 )
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -61,9 +64,9 @@ func TestK8sPlan(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	p := newPool(nil, xdpmaglev.Service{}, xdpmaglev.ServiceOptions{}, 10*time.Second, nil, nil)
 	t0 := time.Unix(1000, 0)
-	step := func(now time.Time, eps []k8smaglev.Endpoint, want string, wantNext time.Time) {
+	step := func(now time.Time, eps []membership.Endpoint, want string, wantNext time.Time) {
 		t.Helper()
-		p.members = k8sMembers(eps, logger)
+		p.members = members(eps, logger)
 		bs, next := p.plan(now)
 		got := ""
 		for _, b := range bs {
@@ -74,51 +77,61 @@ func TestK8sPlan(t *testing.T) {
 		}
 		p.applied = bs
 	}
-	ep := func(i int, draining bool) k8smaglev.Endpoint {
-		return k8smaglev.Endpoint{Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), 8080).String(), Draining: draining}
+	// An endpoint as k8smaglev.Watch gives it: weight 1, or 0 while it
+	// terminates but serves.
+	ep := func(i int, draining bool) membership.Endpoint {
+		ap := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}), 8080)
+		return membership.Endpoint{Name: ap.String(), Host: ap.Addr().String(), Port: ap.Port(), Weight: map[bool]uint32{false: 1, true: 0}[draining]}
 	}
-	step(t0, []k8smaglev.Endpoint{ep(1, false), ep(2, false), ep(3, false)},
+	step(t0, []membership.Endpoint{ep(1, false), ep(2, false), ep(3, false)},
 		"198.18.0.1=1 198.18.0.2=1 198.18.0.3=1 ", time.Time{})
 	// 198.18.0.2 terminates but serves: weight 0 until the drain timeout.
 	// 198.18.0.3 leaves the slices (deleted, or no longer ready): the same.
-	step(t0.Add(2*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true)},
+	step(t0.Add(2*time.Second), []membership.Endpoint{ep(1, false), ep(2, true)},
 		"198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 ", t0.Add(12*time.Second))
 	// A new endpoint is live at once.
-	step(t0.Add(5*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
+	step(t0.Add(5*time.Second), []membership.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
 		"198.18.0.1=1 198.18.0.2=0 198.18.0.3=0 198.18.0.4=1 ", t0.Add(12*time.Second))
 	// The drains end: both leave the service.
-	step(t0.Add(12*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
+	step(t0.Add(12*time.Second), []membership.Endpoint{ep(1, false), ep(2, true), ep(4, false)},
 		"198.18.0.1=1 198.18.0.4=1 ", time.Time{})
 	// The terminating pod is gone; 198.18.0.3 is ready again (a new pod on
 	// its IP): live.
-	step(t0.Add(13*time.Second), []k8smaglev.Endpoint{ep(1, false), ep(3, false), ep(4, false)},
+	step(t0.Add(13*time.Second), []membership.Endpoint{ep(1, false), ep(3, false), ep(4, false)},
 		"198.18.0.1=1 198.18.0.3=1 198.18.0.4=1 ", time.Time{})
 	if len(p.since) != 0 {
 		t.Errorf("drain start times kept: %v", p.since)
 	}
 	// Every endpoint terminating: all drain, none live.
-	step(t0.Add(20*time.Second), []k8smaglev.Endpoint{ep(1, true), ep(3, true), ep(4, true)},
+	step(t0.Add(20*time.Second), []membership.Endpoint{ep(1, true), ep(3, true), ep(4, true)},
 		"198.18.0.1=0 198.18.0.3=0 198.18.0.4=0 ", t0.Add(30*time.Second))
 }
 
-// TestK8sMembers: an endpoint's IP, IPv6 and IPv4-mapped ones included,
-// its port left out; one IP twice is ready if either is; a malformed
-// address is left out.
-func TestK8sMembers(t *testing.T) {
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m := k8sMembers([]k8smaglev.Endpoint{
-		{Addr: "198.18.0.1:8080"},
-		{Addr: "198.18.0.2:8080", Draining: true},
-		{Addr: "[2001:db8::1]:8080"},
-		{Addr: "[::ffff:198.18.0.3]:8080"},
-		{Addr: "198.18.0.4:8080", Draining: true},
-		{Addr: "198.18.0.4:9090"},
-		{Addr: "198.18.0.5:8080"},
-		{Addr: "198.18.0.5:9090", Draining: true},
-		{Addr: "web-0:8080"},
-		{Addr: "198.18.0.6"},
+// TestMembers: the members of an endpoint list, from etcd or Kubernetes,
+// are the endpoints' IPs, IPv6 and IPv4-mapped ones included, their ports
+// left out, with their weights; one IP twice is live if either is; an
+// endpoint whose host is no IP address is left out (and logged).
+func TestMembers(t *testing.T) {
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	ep := func(hostport string, w uint32) membership.Endpoint {
+		host, port, _ := net.SplitHostPort(hostport)
+		p, _ := strconv.Atoi(port)
+		return membership.Endpoint{Name: hostport, Host: host, Port: uint16(p), Weight: w}
+	}
+	m := members([]membership.Endpoint{
+		ep("198.18.0.1:8080", 1),
+		ep("198.18.0.2:8080", 0),
+		ep("[2001:db8::1]:8080", 1),
+		ep("[::ffff:198.18.0.3]:8080", 1),
+		ep("198.18.0.4:8080", 0),
+		ep("198.18.0.4:9090", 1),
+		ep("198.18.0.5:8080", 1),
+		ep("198.18.0.5:9090", 0),
+		ep("198.18.0.6:80", 5),
+		ep("web-0:8080", 1),
 	}, logger)
-	want := map[string]uint32{"198.18.0.1": 1, "198.18.0.2": 0, "2001:db8::1": 1, "198.18.0.3": 1, "198.18.0.4": 1, "198.18.0.5": 1}
+	want := map[string]uint32{"198.18.0.1": 1, "198.18.0.2": 0, "2001:db8::1": 1, "198.18.0.3": 1, "198.18.0.4": 1, "198.18.0.5": 1, "198.18.0.6": 5}
 	if len(m) != len(want) {
 		t.Errorf("%d members, want %d: %v", len(m), len(want), m)
 	}
@@ -126,5 +139,8 @@ func TestK8sMembers(t *testing.T) {
 		if got, ok := m[netip.MustParseAddr(a)]; !ok || got.weight != w || got.hw != nil {
 			t.Errorf("%s: %+v (%v), want weight %d", a, got, ok, w)
 		}
+	}
+	if !strings.Contains(logs.String(), "web-0:8080") {
+		t.Errorf("the endpoint left out is not logged; logs:\n%s", logs.String())
 	}
 }

@@ -27,7 +27,7 @@
 //
 // With -k8s-service NAMESPACE/NAME:PORT, the backends are the IPs of the
 // Service's ready endpoints on that port, from its EndpointSlices (as
-// k8smaglev.WatchEndpoints reads them; the port, the Service's
+// k8smaglev.Watch reads them; the port, the Service's
 // targetPort, picks the endpoints and is not used otherwise); a
 // terminating but serving endpoint is drained as weight 0 in etcd is. The
 // client configuration is the pod's service account inside a pod, else

@@ -82,6 +82,7 @@ require (
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -125,3 +126,5 @@ replace (
 )
 
 replace github.com/maglevlb/maglev/k8smaglev => ../../k8smaglev
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/etcdmaglev"
-	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -91,14 +91,14 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: etcd: %w", err)
 		}
-		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetBackends, etcdmaglev.WatchOptions{Logger: p.slog})
+		w, err := etcdmaglev.Watch(ctx, c, o.etcdPrefix, p.t.SetEndpoints, etcdmaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			_ = c.Close() // the Watch error is the one to report
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close(); _ = c.Close() }, nil // neither fails
 	case o.dns != "":
-		w, err := httpmaglev.WatchDNS(ctx, o.dns, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
+		w, err := membership.WatchDNS(ctx, o.dns, p.t.SetEndpoints, membership.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
@@ -113,13 +113,13 @@ func (p *proxy) watch(ctx context.Context, o options) (stop func(), err error) {
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
-		w, err := k8smaglev.Watch(ctx, c, svc, p.t.SetBackends, k8smaglev.WatchOptions{Logger: p.slog})
+		w, err := k8smaglev.Watch(ctx, c, svc, p.t.SetEndpoints, k8smaglev.WatchOptions{Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}
 		return func() { _ = w.Close() }, nil
 	case o.dnsSRV != "":
-		w, err := httpmaglev.WatchSRV(ctx, o.dnsSRV, p.t.SetBackends, httpmaglev.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
+		w, err := membership.WatchSRV(ctx, o.dnsSRV, p.t.SetEndpoints, membership.DNSOptions{Interval: o.dnsInterval, Logger: p.slog})
 		if err != nil {
 			return nil, fmt.Errorf("lbproxy: %w", err)
 		}

@@ -15,8 +15,8 @@
 // PORT is the port's name in the Service, or the endpoints' port number
 // (the Service's targetPort), as in k8smaglev.Service.
 //
-// A terminating endpoint, even one still serving, is left out of the
-// resolver's state: gRPC has no weight that drains (see
+// A terminating endpoint, even one still serving (weight 0 in the
+// Watcher's list), is left out of the resolver's state: gRPC has no weight that drains (see
 // docs/conventions.md), and a channel that loses an address closes its
 // connection gracefully, so RPCs in flight on it finish. While the API
 // server is unreachable the last state stays.
@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/membership"
 	"google.golang.org/grpc/resolver"
 	"k8s.io/client-go/kubernetes"
 )
@@ -46,7 +47,7 @@ var ErrNoEndpoints = errors.New("k8sresolver: no ready endpoint")
 // Options are the optional settings of NewBuilder; the zero value is the
 // defaults.
 type Options struct {
-	// Watch is passed to k8smaglev.WatchEndpoints: its AddressType picks
+	// Watch is passed to k8smaglev.Watch: its AddressType picks
 	// the family of a dual-stack Service, and its Logger receives the
 	// Watcher's logs. Logger, if not nil, overrides Watch.Logger.
 	Watch k8smaglev.WatchOptions
@@ -105,11 +106,11 @@ func (b *builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &k8sResolver{cancel: cancel, done: make(chan struct{})}
-	set := func(eps []k8smaglev.Endpoint) error {
+	set := func(eps []membership.Endpoint) error {
 		var st resolver.State
 		for _, e := range eps {
-			if !e.Draining {
-				st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: e.Addr}}})
+			if e.Weight > 0 {
+				st.Endpoints = append(st.Endpoints, resolver.Endpoint{Addresses: []resolver.Address{{Addr: e.Name}}})
 			}
 		}
 		if len(st.Endpoints) == 0 {
@@ -124,7 +125,7 @@ func (b *builder) Build(target resolver.Target, cc resolver.ClientConn, _ resolv
 		wait := time.Second
 		for {
 			wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-			w, err := k8smaglev.WatchEndpoints(wctx, b.client, svc, set, b.opts.Watch)
+			w, err := k8smaglev.Watch(wctx, b.client, svc, set, b.opts.Watch)
 			wcancel()
 			if err == nil {
 				<-ctx.Done()

@@ -64,6 +64,7 @@ require (
 	github.com/maglevlb/maglev/grpcmaglev v0.1.0
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/term v0.5.2 // indirect
@@ -200,3 +201,5 @@ replace github.com/maglevlb/maglev/k8smaglev => ../
 replace github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
 
 replace github.com/maglevlb/maglev/envoymaglev => ../../envoymaglev
+
+replace github.com/maglevlb/maglev/membership => ../../membership

@@ -106,7 +106,7 @@ func TestGRPCResolver(t *testing.T) {
 		waitFor(t, 10*time.Second, step, func() bool {
 			active := 0
 			for _, e := range p.w.Endpoints() {
-				if !e.Draining {
+				if e.Weight > 0 {
 					active++
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/k8smaglev"
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
+	"github.com/maglevlb/maglev/membership"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -153,7 +154,7 @@ func readyEPs(bs ...*backend) []ep {
 // A proxy is a Transport fed by a Watcher, with a client of its own.
 type proxy struct {
 	tr *httpmaglev.Transport
-	w  *k8smaglev.Watcher
+	w  *membership.Watcher
 }
 
 func newProxy(t *testing.T, cs kubernetes.Interface, svc k8smaglev.Service) *proxy {
@@ -165,7 +166,7 @@ func newProxy(t *testing.T, cs kubernetes.Interface, svc k8smaglev.Service) *pro
 	t.Cleanup(func() { _ = tr.Close() })
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	w, err := k8smaglev.Watch(ctx, cs, svc, tr.SetBackends, k8smaglev.WatchOptions{})
+	w, err := k8smaglev.Watch(ctx, cs, svc, tr.SetEndpoints, k8smaglev.WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,9 +278,9 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.
 
 // names returns the names of a Watcher's backends, with "(drained)" after
 // a drained one.
-func names(bs []httpmaglev.Backend) string {
-	s := make([]string, len(bs))
-	for i, b := range bs {
+func names(eps []membership.Endpoint) string {
+	s := make([]string, len(eps))
+	for i, b := range eps {
 		s[i] = b.Name
 		if b.Weight == 0 {
 			s[i] += "(drained)"

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/k8smaglev"
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
+	"github.com/maglevlb/maglev/membership"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 )
@@ -83,22 +83,22 @@ func TestFleet(t *testing.T) {
 	}
 	t.Logf("keys moved: %d of %d", moved, len(ks))
 	for i, p := range ps {
-		if got := names(p.w.Backends()); got != names(k8smaglev.HTTPBackends(endpointsOf(bs...))) {
+		if got := names(p.w.Endpoints()); got != names(endpointsOf(bs...)) {
 			t.Errorf("proxy %d: backends %s", i, got)
 		}
 	}
 }
 
-func endpointsOf(bs ...*backend) []k8smaglev.Endpoint {
-	eps := make([]k8smaglev.Endpoint, len(bs))
+func endpointsOf(bs ...*backend) []membership.Endpoint {
+	eps := make([]membership.Endpoint, len(bs))
 	for i, b := range bs {
-		eps[i] = k8smaglev.Endpoint{Addr: b.addr}
+		eps[i] = membership.Endpoint{Name: b.addr, Weight: 1}
 	}
-	slices.SortFunc(eps, func(a, b k8smaglev.Endpoint) int {
-		if a.Addr < b.Addr {
+	slices.SortFunc(eps, func(a, b membership.Endpoint) int {
+		if a.Name < b.Name {
 			return -1
 		}
-		if a.Addr > b.Addr {
+		if a.Name > b.Name {
 			return 1
 		}
 		return 0
@@ -162,7 +162,7 @@ func TestDrain(t *testing.T) {
 	putSlice(t, cs, ns, "web", "web-a", 0, ep{a.ip, ready}, ep{b.ip, ready}, ep{cc.ip, draining}, ep{d.ip, ready})
 	drainIn := waitFor(t, 10*time.Second, "the terminating endpoint drained", func() bool {
 		for _, p := range ps {
-			if names(p.w.Backends()) != fmt.Sprintf("%s %s %s(drained) %s", a.addr, b.addr, cc.addr, d.addr) {
+			if names(p.w.Endpoints()) != fmt.Sprintf("%s %s %s(drained) %s", a.addr, b.addr, cc.addr, d.addr) {
 				return false
 			}
 		}
@@ -257,7 +257,7 @@ func TestAPIServerRestart(t *testing.T) {
 	want = owners(t, addrsOf(bs[1:]...), ks)
 	d := waitFor(t, 30*time.Second, "the changes after the restart in every Watcher", func() bool {
 		for _, p := range ps {
-			if names(p.w.Backends()) != names(k8smaglev.HTTPBackends(endpointsOf(bs[1:]...))) {
+			if names(p.w.Endpoints()) != names(endpointsOf(bs[1:]...)) {
 				return false
 			}
 		}
@@ -297,7 +297,7 @@ func TestTwoSlices(t *testing.T) {
 		putSlice(t, cs, ns, "other", "other-a", 0, ep{"198.18.4.99", ready})
 	})
 	for i, p := range ps {
-		if got, want := names(p.w.Backends()), names(k8smaglev.HTTPBackends(endpointsOf(bs...))); got != want {
+		if got, want := names(p.w.Endpoints()), names(endpointsOf(bs...)); got != want {
 			t.Errorf("proxy %d: backends %s, want %s", i, got, want)
 		}
 	}
@@ -314,7 +314,7 @@ func TestWatchErrors(t *testing.T) {
 	svc := k8smaglev.Service{Namespace: ns, Name: "web", Port: "http"}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	_, err := k8smaglev.Watch(ctx, c.LBClient(t), svc, func([]httpmaglev.Backend) error { return nil }, k8smaglev.WatchOptions{})
+	_, err := k8smaglev.Watch(ctx, c.LBClient(t), svc, func([]membership.Endpoint) error { return nil }, k8smaglev.WatchOptions{})
 	if !errors.Is(err, k8smaglev.ErrList) || !errors.Is(err, context.DeadlineExceeded) || !apierrors.IsForbidden(err) ||
 		!strings.HasPrefix(err.Error(), "k8smaglev: ") {
 		t.Errorf("Watch without rights: %v, want ErrList, the deadline and Forbidden", err)
@@ -325,14 +325,14 @@ func TestWatchErrors(t *testing.T) {
 	bs := startBackends(t, 5, 2)
 	putSlice(t, cs, ns, "web", "web-a", 0, readyEPs(bs[0])...)
 	errNo := errors.New("no")
-	_, err = k8smaglev.Watch(t.Context(), cs, svc, func([]httpmaglev.Backend) error { return errNo }, k8smaglev.WatchOptions{})
+	_, err = k8smaglev.Watch(t.Context(), cs, svc, func([]membership.Endpoint) error { return errNo }, k8smaglev.WatchOptions{})
 	if !errors.Is(err, errNo) || !strings.HasPrefix(err.Error(), "k8smaglev: ") {
 		t.Errorf("set failing on the first list: %v", err)
 	}
 
 	var mu sync.Mutex
 	fails, calls := 0, 0
-	w, err := k8smaglev.Watch(t.Context(), cs, svc, func(l []httpmaglev.Backend) error {
+	w, err := k8smaglev.Watch(t.Context(), cs, svc, func(l []membership.Endpoint) error {
 		mu.Lock()
 		defer mu.Unlock()
 		calls++

@@ -17,6 +17,7 @@ import (
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/httpmaglev"
 	"github.com/maglevlb/maglev/internal/servertest"
+	"github.com/maglevlb/maglev/membership"
 	"github.com/miekg/dns"
 )
 
@@ -94,10 +95,10 @@ func checkOwners(t *testing.T, tr *httpmaglev.Transport, names []string, addr fu
 	}
 }
 
-func names(bs []httpmaglev.Backend) string {
-	s := make([]string, len(bs))
-	for i, b := range bs {
-		s[i] = b.Name
+func names(eps []membership.Endpoint) string {
+	s := make([]string, len(eps))
+	for i, e := range eps {
+		s[i] = e.Name
 	}
 	return strings.Join(s, " ")
 }
@@ -112,31 +113,11 @@ func newTransport(t *testing.T, rt http.RoundTripper) *httpmaglev.Transport {
 	return tr
 }
 
-func TestWatchDNSArguments(t *testing.T) {
-	set := func([]httpmaglev.Backend) error { return nil }
-	for _, hp := range []string{"", "web.test", ":80", "web.test:", "web.test:http", "web.test:0", "web.test:65536"} {
-		if w, err := httpmaglev.WatchDNS(t.Context(), hp, set, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
-			t.Errorf("WatchDNS(%q) = %v, %v; want ErrInvalidConfig", hp, w, err)
-		}
-	}
-	if w, err := httpmaglev.WatchSRV(t.Context(), "", set, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.Is(err, httpmaglev.ErrInvalidConfig) {
-		t.Errorf("WatchSRV(\"\") = %v, %v; want ErrInvalidConfig", w, err)
-	}
-	// A negative interval (0 is the default) and a nil set: each a
-	// *ConfigError naming the option or argument.
-	var ce *httpmaglev.ConfigError
-	if w, err := httpmaglev.WatchDNS(t.Context(), "web.test:80", set, httpmaglev.DNSOptions{Interval: -time.Second}); w != nil || !errors.As(err, &ce) || ce.Field != "Interval" {
-		t.Errorf("WatchDNS interval -1s = %v, %v; want a ConfigError for Interval", w, err)
-	}
-	if w, err := httpmaglev.WatchDNS(t.Context(), "web.test:80", nil, httpmaglev.DNSOptions{Interval: time.Second}); w != nil || !errors.As(err, &ce) || ce.Field != "set" {
-		t.Errorf("WatchDNS with nil set = %v, %v; want a ConfigError for set", w, err)
-	}
-}
-
 // TestWatchDNS follows the A records of a name on a real DNS server: keys
 // reach their owners over IP:PORT; an added address is routed to; an
-// answer with the same addresses causes no rebuild; failures and NXDOMAIN
-// keep the last good answer.
+// answer with the same addresses, in any order, is the same list by
+// membership.Equal and causes no call of set; failures and NXDOMAIN keep
+// the last good answer; after Close, set is not called.
 func TestWatchDNS(t *testing.T) {
 	z := startZone(t)
 	addrs := startBackends(t, "127.0.0.1:0")
@@ -152,18 +133,18 @@ func TestWatchDNS(t *testing.T) {
 	z.set(t, "web.test.", "A", a("127.0.0.3", "127.0.0.1", "127.0.0.2")...)
 
 	// The first lookup fails: no such name.
-	if _, err := httpmaglev.WatchDNS(t.Context(), "nothing.test.:"+port, func([]httpmaglev.Backend) error { return nil }, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval}); !errors.Is(err, httpmaglev.ErrDNS) {
+	if _, err := membership.WatchDNS(t.Context(), "nothing.test.:"+port, func([]membership.Endpoint) error { return nil }, membership.DNSOptions{Resolver: z.resolver(), Interval: interval}); !errors.Is(err, membership.ErrDNS) {
 		t.Fatalf("WatchDNS of a missing name: %v, want ErrDNS", err)
 	}
 
 	tr := newTransport(t, nil)
 	var logs servertest.Log
-	w, err := httpmaglev.WatchDNS(t.Context(), "web.test.:"+port, tr.SetBackends, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	w, err := membership.WatchDNS(t.Context(), "web.test.:"+port, tr.SetEndpoints, membership.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	if got, want := names(w.Backends()), strings.Join(addrs[:3], " "); got != want {
+	if got, want := names(w.Endpoints()), strings.Join(addrs[:3], " "); got != want {
 		t.Fatalf("backends %q, want %q", got, want)
 	}
 	same := func(name string) string { return name }
@@ -173,8 +154,9 @@ func TestWatchDNS(t *testing.T) {
 	waitFor(t, "the fourth address in the table", func() bool { return tr.State().Healthy == 4 })
 	checkOwners(t, tr, addrs, same)
 
-	// The same addresses in another order, then failures: no rebuild.
-	rebuilds := tr.State().Rebuilds
+	// The same addresses in another order, then failures: no call of set,
+	// and so no rebuild.
+	rebuilds, sets := tr.State().Rebuilds, w.Sets()
 	z.set(t, "web.test.", "A", a("127.0.0.4", "127.0.0.2", "127.0.0.3", "127.0.0.1")...)
 	n, _ := w.Lookups()
 	waitFor(t, "two lookups", func() bool { m, _ := w.Lookups(); return m >= n+2 })
@@ -191,7 +173,10 @@ func TestWatchDNS(t *testing.T) {
 	if got := tr.State().Rebuilds; got != rebuilds {
 		t.Errorf("%d rebuilds for answers that change no backend", got-rebuilds)
 	}
-	if got := names(w.Backends()); got != strings.Join(addrs, " ") {
+	if got := w.Sets(); got != sets {
+		t.Errorf("%d calls of set for answers that change no endpoint", got-sets)
+	}
+	if got := names(w.Endpoints()); got != strings.Join(addrs, " ") {
 		t.Errorf("after failures: %q", got)
 	}
 	if !strings.Contains(logs.String(), "DNS lookup failed") || !strings.Contains(logs.String(), "web.test.:"+port) {
@@ -204,41 +189,64 @@ func TestWatchDNS(t *testing.T) {
 	waitFor(t, "the answer after the failures", func() bool { return tr.State().Healthy == 2 })
 	checkOwners(t, tr, []string{addrs[1], addrs[3]}, same)
 
-	// Close waits for the lookups to stop; a second Close is harmless.
+	// Close waits for the lookups to stop; a second Close is harmless;
+	// an answer after Close reaches no one.
 	for range 2 {
 		if err := w.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	}
+	sets = w.Sets()
+	n, _ = w.Lookups()
+	z.set(t, "web.test.", "A", a("127.0.0.1")...)
+	time.Sleep(10 * interval)
+	if m, _ := w.Lookups(); m != n || w.Sets() != sets {
+		t.Errorf("after Close: %d more lookups, %d more calls of set", m-n, w.Sets()-sets)
+	}
 }
 
-// TestWatchDNSBoth: A and AAAA answers together, IPv6 names in brackets.
+// TestWatchDNSBoth: A and AAAA answers together, IPv6 names in brackets,
+// one endpoint per address (an address answered twice is one), each of
+// weight 1 and reached at http://IP:PORT.
 func TestWatchDNSBoth(t *testing.T) {
 	z := startZone(t)
 	z.set(t, "both.test.", "A", "both.test. 1 IN A 192.0.2.1", "both.test. 1 IN A 192.0.2.1")
 	z.set(t, "both.test.", "AAAA", "both.test. 1 IN AAAA 2001:db8::1")
-	var got []httpmaglev.Backend
-	w, err := httpmaglev.WatchDNS(t.Context(), "both.test.:8080", func(bs []httpmaglev.Backend) error {
+	var got []membership.Endpoint
+	w, err := membership.WatchDNS(t.Context(), "both.test.:8080", func(bs []membership.Endpoint) error {
 		got = bs
 		return nil
-	}, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: time.Hour})
+	}, membership.DNSOptions{Resolver: z.resolver(), Interval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Close() }()
-	want := []string{"192.0.2.1:8080 http://192.0.2.1:8080", "[2001:db8::1]:8080 http://[2001:db8::1]:8080"}
+	want := []string{"192.0.2.1:8080 192.0.2.1 8080", "[2001:db8::1]:8080 2001:db8::1 8080"}
 	if len(got) != len(want) {
-		t.Fatalf("backends %v, want %v", got, want)
+		t.Fatalf("endpoints %v, want %v", got, want)
 	}
-	for i, b := range got {
-		if s := b.Name + " " + b.URL.String(); s != want[i] || b.Weight != 0 {
-			t.Errorf("backend %d: %s weight %d, want %s weight 0", i, s, b.Weight, want[i])
+	for i, e := range got {
+		if s := fmt.Sprintf("%s %s %d", e.Name, e.Host, e.Port); s != want[i] || e.Weight != 1 || e.Meta != nil {
+			t.Errorf("endpoint %d: %s weight %d meta %v, want %s weight 1, no meta", i, s, e.Weight, e.Meta, want[i])
+		}
+	}
+	bs, err := httpmaglev.FromEndpoints("http", got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantURL := []string{"192.0.2.1:8080 http://192.0.2.1:8080", "[2001:db8::1]:8080 http://[2001:db8::1]:8080"}
+	for i, b := range bs {
+		if s := b.Name + " " + b.URL.String(); s != wantURL[i] {
+			t.Errorf("backend %d: %s, want %s", i, s, wantURL[i])
 		}
 	}
 }
 
 // TestWatchSRV follows SRV records: the lowest priority's targets, named
-// TARGET:PORT, reached through a dialer that resolves the targets.
+// TARGET:PORT, reached through a dialer that resolves the targets. A
+// record's priority and weight are the endpoint's Meta: a change of an SRV
+// weight alone is a new list (membership.Equal compares Meta), passed to
+// set, which builds no new table for it.
 func TestWatchSRV(t *testing.T) {
 	z := startZone(t)
 	addrs := startBackends(t, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0")
@@ -250,13 +258,16 @@ func TestWatchSRV(t *testing.T) {
 	srv := func(prio int, target string, i int) string {
 		return fmt.Sprintf("%s 1 IN SRV %d 10 %s %s.", name, prio, port(i), target)
 	}
+	srvWeight := func(prio, weight int, target string, i int) string {
+		return fmt.Sprintf("%s 1 IN SRV %d %d %s %s.", name, prio, weight, port(i), target)
+	}
 	z.set(t, name, "SRV", srv(10, "a.test", 0), srv(10, "b.test", 1), srv(20, "c.test", 2))
 
 	r := z.resolver()
 	rt := http.DefaultTransport.(*http.Transport).Clone()
 	rt.DialContext = (&net.Dialer{Resolver: r}).DialContext
 	tr := newTransport(t, rt)
-	w, err := httpmaglev.WatchSRV(t.Context(), name, tr.SetBackends, httpmaglev.DNSOptions{Resolver: r, Interval: interval})
+	w, err := membership.WatchSRV(t.Context(), name, tr.SetEndpoints, membership.DNSOptions{Resolver: r, Interval: interval})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,31 +279,48 @@ func TestWatchSRV(t *testing.T) {
 	}
 	addr := func(name string) string { return byName[name] }
 	want := []string{nameOf("a.test", 0), nameOf("b.test", 1)}
-	if got := names(w.Backends()); got != strings.Join(want, " ") {
+	if got := names(w.Endpoints()); got != strings.Join(want, " ") {
 		t.Fatalf("backends %q, want %q (the priority-20 record is a backup)", got, strings.Join(want, " "))
 	}
 	checkOwners(t, tr, want, addr)
+	for _, e := range w.Endpoints() {
+		if e.Weight != 1 || e.Meta["priority"] != "10" || e.Meta["weight"] != "10" {
+			t.Errorf("%s: weight %d, meta %v; want weight 1, priority 10 and weight 10", e.Name, e.Weight, e.Meta)
+		}
+	}
 
 	z.set(t, name, "SRV", srv(10, "a.test", 0), srv(10, "b.test", 1), srv(10, "d.test", 3), srv(20, "c.test", 2))
 	want = append(want, nameOf("d.test", 3))
-	waitFor(t, "the new target", func() bool { return names(w.Backends()) == strings.Join(want, " ") })
+	waitFor(t, "the new target", func() bool { return names(w.Endpoints()) == strings.Join(want, " ") })
+	checkOwners(t, tr, want, addr)
+
+	sets, rebuilds := w.Sets(), tr.State().Rebuilds
+	z.set(t, name, "SRV", srv(10, "a.test", 0), srvWeight(10, 30, "b.test", 1), srv(10, "d.test", 3), srv(20, "c.test", 2))
+	waitFor(t, "the new SRV weight", func() bool { return w.Endpoints()[1].Meta["weight"] == "30" })
+	if n := w.Sets() - sets; n != 1 {
+		t.Errorf("%d calls of set for a new SRV weight, want 1", n)
+	}
+	if tr.State().Rebuilds != rebuilds {
+		t.Error("a new SRV weight rebuilt the table")
+	}
 	checkOwners(t, tr, want, addr)
 
 	// Only backups left: they are the lowest priority now.
 	z.set(t, name, "SRV", srv(20, "c.test", 2))
-	waitFor(t, "the backup alone", func() bool { return names(w.Backends()) == nameOf("c.test", 2) })
+	waitFor(t, "the backup alone", func() bool { return names(w.Endpoints()) == nameOf("c.test", 2) })
 	checkOwners(t, tr, []string{nameOf("c.test", 2)}, addr)
 }
 
-// watcherGoroutines returns how many goroutines WatchDNS and WatchSRV
-// started are still there, started or not yet (a goroutine not yet run
-// shows its go statement's wrapper, not the DNSWatcher's loop).
+// watcherGoroutines returns how many goroutines membership.Watch (which
+// WatchDNS and WatchSRV run) started are still there, started or not yet
+// (a goroutine not yet run shows its go statement's wrapper, not the
+// Watcher's loop). A running Watcher has two.
 func watcherGoroutines() int {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/httpmaglev.watchDNS in ")
+			return strings.Count(string(buf[:n]), "created by github.com/maglevlb/maglev/membership.Watch in ")
 		}
 		buf = make([]byte, 2*len(buf))
 	}
@@ -309,20 +337,20 @@ func TestWatchFirstSetFails(t *testing.T) {
 	fail := errors.New("rejected")
 	watches := []struct {
 		name  string
-		watch func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error)
+		watch func(set func([]membership.Endpoint) error) (*membership.DNSWatcher, error)
 	}{
-		{"WatchDNS", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
-			return httpmaglev.WatchDNS(t.Context(), "web.test.:80", set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval})
+		{"WatchDNS", func(set func([]membership.Endpoint) error) (*membership.DNSWatcher, error) {
+			return membership.WatchDNS(t.Context(), "web.test.:80", set, membership.DNSOptions{Resolver: z.resolver(), Interval: interval})
 		}},
-		{"WatchSRV", func(set func([]httpmaglev.Backend) error) (*httpmaglev.DNSWatcher, error) {
-			return httpmaglev.WatchSRV(t.Context(), srvName, set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval})
+		{"WatchSRV", func(set func([]membership.Endpoint) error) (*membership.DNSWatcher, error) {
+			return membership.WatchSRV(t.Context(), srvName, set, membership.DNSOptions{Resolver: z.resolver(), Interval: interval})
 		}},
 	}
 	for _, c := range watches {
 		var mu sync.Mutex
 		calls := 0
 		before := watcherGoroutines()
-		w, err := c.watch(func([]httpmaglev.Backend) error {
+		w, err := c.watch(func([]membership.Endpoint) error {
 			mu.Lock()
 			defer mu.Unlock()
 			calls++
@@ -331,12 +359,12 @@ func TestWatchFirstSetFails(t *testing.T) {
 		if w != nil {
 			_ = w.Close()
 		}
-		if w != nil || !errors.Is(err, fail) || errors.Is(err, httpmaglev.ErrDNS) {
+		if w != nil || !errors.Is(err, fail) || errors.Is(err, membership.ErrDNS) {
 			t.Errorf("%s with a set that fails returned a watcher (%t) and error %v; want none and an error wrapping %q, not ErrDNS", c.name, w != nil, err, fail)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), "httpmaglev: ") || !strings.Contains(err.Error(), "web.test.") {
-			t.Errorf("%s: error %q does not start with httpmaglev: and name the name", c.name, err)
+		if !strings.HasPrefix(err.Error(), "membership: ") || !strings.Contains(err.Error(), "web.test.") {
+			t.Errorf("%s: error %q does not start with membership: and name the name", c.name, err)
 		}
 		if after := watcherGoroutines(); after != before {
 			t.Errorf("%s: %d watcher goroutines after the failed call, %d before", c.name, after, before)
@@ -348,20 +376,21 @@ func TestWatchFirstSetFails(t *testing.T) {
 		mu.Unlock()
 
 		// The count sees a watcher that runs.
-		w, err = c.watch(func([]httpmaglev.Backend) error { return nil })
+		w, err = c.watch(func([]membership.Endpoint) error { return nil })
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if n := watcherGoroutines(); n != before+1 {
-			t.Errorf("%s: %d watcher goroutines with one running, want %d", c.name, n, before+1)
+		if n := watcherGoroutines(); n != before+2 {
+			t.Errorf("%s: %d watcher goroutines with one running, want %d", c.name, n, before+2)
 		}
 		_ = w.Close()
 	}
 }
 
 // TestWatchDNSSetFails: a later answer that set rejects is offered again
-// after each lookup until set accepts it, and Backends keeps the last list
-// set accepted meanwhile.
+// after a backoff (100 ms, then doubling), not at each lookup (every
+// 20 ms), until set accepts it, and Endpoints keeps the last list set
+// accepted meanwhile.
 func TestWatchDNSSetFails(t *testing.T) {
 	const rejections = 3
 	z := startZone(t)
@@ -369,10 +398,12 @@ func TestWatchDNSSetFails(t *testing.T) {
 	fail := errors.New("rejected")
 	var mu sync.Mutex
 	var offered []string // the names of each list set was called with
-	set := func(bs []httpmaglev.Backend) error {
+	var at []time.Time   // when
+	set := func(bs []membership.Endpoint) error {
 		mu.Lock()
 		defer mu.Unlock()
 		offered = append(offered, names(bs))
+		at = append(at, time.Now())
 		if n := len(offered); n > 1 && n <= 1+rejections {
 			return fail
 		}
@@ -384,7 +415,7 @@ func TestWatchDNSSetFails(t *testing.T) {
 		return len(offered)
 	}
 	var logs servertest.Log
-	w, err := httpmaglev.WatchDNS(t.Context(), "web.test.:80", set, httpmaglev.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	w, err := membership.WatchDNS(t.Context(), "web.test.:80", set, membership.DNSOptions{Resolver: z.resolver(), Interval: interval, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,16 +423,23 @@ func TestWatchDNSSetFails(t *testing.T) {
 
 	z.set(t, "web.test.", "A", "web.test. 1 IN A 192.0.2.1", "web.test. 1 IN A 192.0.2.2")
 	waitFor(t, "the answer rejected once", func() bool { return calls() >= 2 })
-	// Backends first: if it has the new list, set accepted it, and calls
+	// Endpoints first: if it has the new list, set accepted it, and calls
 	// counts that call.
-	if got := names(w.Backends()); got != "192.0.2.1:80" && calls() <= 1+rejections {
-		t.Errorf("Backends() = %q while set rejects the new answer, want the last accepted", got)
+	if got := names(w.Endpoints()); got != "192.0.2.1:80" && calls() <= 1+rejections {
+		t.Errorf("Endpoints() = %q while set rejects the new answer, want the last accepted", got)
 	}
 	const want = "192.0.2.1:80 192.0.2.2:80"
-	waitFor(t, "the answer accepted after it was rejected", func() bool { return names(w.Backends()) == want })
+	waitFor(t, "the answer accepted after it was rejected", func() bool { return names(w.Endpoints()) == want })
 	mu.Lock()
-	got := slices.Clone(offered)
+	got, times := slices.Clone(offered), slices.Clone(at)
 	mu.Unlock()
+	// The retries wait at least 100, 200 and 400 ms: timers never fire
+	// early, so these are lower bounds no slow machine breaks.
+	for i, wait := 0, 100*time.Millisecond; i+2 < len(times); i, wait = i+1, 2*wait {
+		if gap := times[i+2].Sub(times[i+1]); gap < wait {
+			t.Errorf("retry %d came %v after the call before, want at least %v", i+1, gap, wait)
+		}
+	}
 	if len(got) != 2+rejections {
 		t.Errorf("set called %d times, want %d: %q", len(got), 2+rejections, got)
 	}
@@ -410,7 +448,7 @@ func TestWatchDNSSetFails(t *testing.T) {
 			t.Errorf("call %d of set: %q, want %q", i+2, l, want)
 		}
 	}
-	if n := strings.Count(logs.String(), "set backends failed"); n != rejections {
+	if n := strings.Count(logs.String(), "set endpoints failed"); n != rejections {
 		t.Errorf("%d rejections logged, want %d; logs:\n%s", n, rejections, logs.String())
 	}
 }

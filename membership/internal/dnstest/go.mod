@@ -1,4 +1,4 @@
-module github.com/maglevlb/maglev/httpmaglev/internal/dnstest
+module github.com/maglevlb/maglev/membership/internal/dnstest
 
 go 1.26.0
 
@@ -22,6 +22,7 @@ require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
+	github.com/maglevlb/maglev/membership v0.1.0
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
@@ -29,4 +30,6 @@ require (
 
 replace github.com/maglevlb/maglev => ../../../
 
-replace github.com/maglevlb/maglev/httpmaglev => ../..
+replace github.com/maglevlb/maglev/httpmaglev => ../../../httpmaglev
+
+replace github.com/maglevlb/maglev/membership => ../..

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/httpmaglev"
+	"github.com/maglevlb/maglev/membership"
 )
 
 // A client whose backends are the addresses of a Kubernetes headless
 // Service, looked up every five seconds: every client that does the same
-// sends a user to the same pod.
-func ExampleWatchDNS() {
+// sends a user to the same pod. Any membership watcher (etcdmaglev.Watch,
+// k8smaglev.Watch) feeds the Transport the same way.
+func ExampleTransport_SetEndpoints() {
 	t, err := httpmaglev.NewTransport(httpmaglev.Config{Key: httpmaglev.HeaderKey("X-User")})
 	if err != nil {
 		log.Fatal(err)
@@ -21,7 +23,7 @@ func ExampleWatchDNS() {
 	defer func() { _ = t.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := httpmaglev.WatchDNS(ctx, "web.default.svc.cluster.local:8080", t.SetBackends, httpmaglev.DNSOptions{Interval: 5 * time.Second, Logger: slog.Default()})
+	w, err := membership.WatchDNS(ctx, "web.default.svc.cluster.local:8080", t.SetEndpoints, membership.DNSOptions{Interval: 5 * time.Second, Logger: slog.Default()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"log/slog"
+	"net/netip"
+
+	"github.com/maglevlb/maglev/membership"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// members returns the pool's members of a membership list, from etcd or
+// Kubernetes: the backends xdpmaglev.FromEndpoints makes of it (each
+// endpoint's IP, its port not used, with its weight: 0 drains it; one IP
+// twice is live if either is). Endpoints whose host is not an IP address
+// are logged and left out.
+func members(eps []membership.Endpoint, logger *slog.Logger) map[netip.Addr]member {
+	bs, err := xdpmaglev.FromEndpoints(eps)
+	if err != nil {
+		logger.Warn("l4lb: endpoints ignored: their host is not an IP address", "err", err)
+	}
+	m := make(map[netip.Addr]member, len(bs))
+	for _, b := range bs {
+		m[b.Addr] = member{weight: b.Weight}
+	}
+	return m
+}

@@ -1,0 +1,3 @@
+module github.com/maglevlb/maglev/membership
+
+go 1.26.0
