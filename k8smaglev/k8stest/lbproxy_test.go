@@ -20,13 +20,13 @@ import (
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
 )
 
-// buildLBProxy builds examples/lbproxy, in its own module (go build -C),
+// buildLBProxy builds cmd/lbproxy, in its own module (go build -C),
 // and returns the binary's path.
 func buildLBProxy(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lbproxy")
 	gocmd := "go" // go test puts its own GOROOT/bin first in PATH
-	if out, err := exec.Command(gocmd, "build", "-C", "../../examples/lbproxy", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command(gocmd, "build", "-C", "../../cmd/lbproxy", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build lbproxy: %v: %s", err, out)
 	}
 	return bin

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -282,7 +282,7 @@ func (p *pool) status() backendsStatus {
 //	POST /undrain?addr=IP              take it back
 func (p *pool) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /debug/maglev/backends", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, p.status())
+		ops.WriteJSON(w, p.status())
 	})
 	for path, on := range map[string]bool{"POST /drain": true, "POST /undrain": false} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
@@ -295,14 +295,7 @@ func (p *pool) register(mux *http.ServeMux) {
 				http.Error(w, "l4lb: "+err.Error(), http.StatusInternalServerError)
 				return
 			}
-			writeJSON(w, p.status())
+			ops.WriteJSON(w, p.status())
 		})
 	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // an error is the client gone
 }

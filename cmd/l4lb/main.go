@@ -33,6 +33,11 @@
 // client configuration is the pod's service account inside a pod, else
 // -kubeconfig, $KUBECONFIG or ~/.kube/config, as kubectl finds it.
 //
+// With -dns NAME:PORT, the backends are the addresses of NAME's A/AAAA
+// records, looked up every -dns-interval. The sources are lbproxy's, from
+// one package (cmd/internal/ops); one may be named, and not with
+// -backend.
+//
 // A backend is drained by weight 0 in its etcd Metadata, by -drain IP, or
 // by POST /drain?addr=IP on the admin address (POST /undrain takes it
 // back): it gets no new flow, while the flows connection tracking holds
@@ -65,7 +70,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/maglevlb/maglev/k8smaglev"
+	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -88,11 +94,8 @@ type config struct {
 	backends []xdpmaglev.Backend
 	opts     xdpmaglev.Options
 	admin    string
-	etcd     []string          // etcd client URLs; none for static backends
-	prefix   string            // the etcd prefix the backends register under
-	drained  []netip.Addr      // -drain
-	k8s      k8smaglev.Service // -k8s-service; Name "" for none
-	kubeconf string            // -kubeconfig; "" as kubectl finds it
+	src      *ops.Sources // -etcd, -dns, -k8s-service, ...: where the backends come from, if not -backend
+	drained  []netip.Addr // -drain
 	timeout  time.Duration
 	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port
 	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
@@ -141,7 +144,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var c config
 	var bs backendFlags
 	var drained addrFlags
-	var etcd, k8s string
 	var vip, proto, mode, forward, encapSrc string
 	var m, guePort int
 	var seed uint64
@@ -153,10 +155,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
-	fs.StringVar(&etcd, "etcd", "", "etcd client `URLs`, comma-separated: the backends are the endpoints registered under -etcd-prefix")
-	fs.StringVar(&c.prefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
-	fs.StringVar(&k8s, "k8s-service", "", "the backends are the IPs of the ready endpoints of `NAMESPACE/NAME:PORT`, a Kubernetes Service's port by name or number, from its EndpointSlices; PORT (the Service's targetPort) picks the endpoints, and packets keep the VIP's port, so the pods should serve on the VIP's port")
-	fs.StringVar(&c.kubeconf, "kubeconfig", "", "kubeconfig `file` for -k8s-service; empty: in a pod its service account, else $KUBECONFIG or ~/.kube/config")
+	c.src = ops.RegisterSources(fs, "")
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
@@ -192,20 +191,17 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return parseDecap(c, vip, uint16(guePort), set)
 	}
 
-	if etcd != "" {
-		c.etcd = strings.Split(etcd, ",")
+	static := ""
+	if len(bs) > 0 {
+		static = "-backend"
+	}
+	if err := c.src.Check(static); err != nil {
+		return c, err
+	}
+	if c.src.Name() == "-dns-srv" {
+		return c, errors.New("-dns-srv: SRV records name their targets, and the data plane needs addresses: use -dns NAME:PORT")
 	}
 	switch {
-	case len(c.etcd) > 0 && len(bs) > 0:
-		return c, errors.New("-etcd cannot be used with -backend")
-	case k8s != "" && (len(c.etcd) > 0 || len(bs) > 0):
-		return c, errors.New("-k8s-service cannot be used with -backend or -etcd")
-	case c.kubeconf != "" && k8s == "":
-		return c, errors.New("-kubeconfig needs -k8s-service")
-	case len(c.etcd) > 0 && strings.Trim(c.prefix, "/") == "":
-		return c, errors.New("-etcd needs -etcd-prefix")
-	case len(c.etcd) == 0 && c.prefix != "":
-		return c, errors.New("-etcd-prefix needs -etcd")
 	case c.timeout < 0:
 		return c, errors.New("-drain-timeout must not be negative")
 	case c.opts.FloodRate < -1 || c.opts.FloodRate > 1<<31:
@@ -213,11 +209,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	c.drained = drained
 	var err error
-	if k8s != "" {
-		if c.k8s, err = k8smaglev.ParseService(k8s); err != nil {
-			return c, fmt.Errorf("-k8s-service: %w", err)
-		}
-	}
 	if c.svc.VIP, err = netip.ParseAddrPort(vip); err != nil {
 		return c, fmt.Errorf("-vip: %v", err)
 	}
@@ -309,7 +300,7 @@ func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[s
 }
 
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = []string{"backend", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+var lbOnly = []string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
 	"flood-rate", "forward", "k8s-service", "kubeconfig", "m", "proto", "seed"}
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
@@ -361,12 +352,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if w := forwardingOff(c.iface, c.svc, c.fwd.Forward); w != "" {
 		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 	}
-	pm, err := newPromMetrics()
+	pm, err := ops.NewMetrics()
 	if err != nil {
 		return err
 	}
-	defer pm.close()
-	c.opts.MeterProvider = pm.provider
+	defer pm.Close()
+	c.opts.MeterProvider = pm.Provider
 	lb, err := xdpmaglev.Load(c.iface, c.opts)
 	if err != nil {
 		return err
@@ -375,24 +366,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := &lockedWriter{w: stdout}
 	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
 	defer p.close()
-	switch {
-	case c.k8s.Name != "":
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from Kubernetes service %v\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.k8s)
+	if c.src.Dynamic() {
+		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.src)
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
-		stop, err := watchK8s(ctx, c.k8s, c.kubeconf, c.svc.VIP.Addr(), p, logger)
+		set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
+		stop, err := c.src.Watch(ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: logger})
 		if err != nil {
 			return err
 		}
 		defer stop()
-	case len(c.etcd) > 0:
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from etcd %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.prefix)
-		logger := slog.New(slog.NewTextHandler(stderr, nil))
-		stop, err := watchEtcd(ctx, c.etcd, c.prefix, p, logger)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	default:
+	} else {
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, %d backends\n", c.svc, c.iface, lb.Mode(), by(c.fwd), len(c.backends))
 		m := make(map[netip.Addr]member, len(c.backends))
 		for _, b := range c.backends {
@@ -404,18 +387,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	if c.admin != "" {
-		ln, err := net.Listen("tcp", c.admin)
+		mux := http.NewServeMux()
+		mux.Handle("/debug/maglev", handler(lb, c))
+		mux.Handle("/metrics", pm.Handler)
+		p.register(mux)
+		a, err := ops.ServeAdmin(c.admin, mux)
 		if err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", handler(lb, c))
-		mux.Handle("/metrics", pm.handler)
-		p.register(mux)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
-		defer func() { _ = srv.Shutdown(context.Background()) }()
-		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
+		defer func() { _ = a.Close() }()
+		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
 	}
 	<-ctx.Done()
 	p.close()

@@ -1,4 +1,4 @@
-module github.com/maglevlb/maglev/examples/lbproxy
+module github.com/maglevlb/maglev/cmd/lbproxy
 
 go 1.26.0
 
@@ -7,10 +7,7 @@ require (
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest v0.1.0
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
-	github.com/prometheus/client_golang v1.24.1
 	go.etcd.io/etcd/client/v3 v3.7.3
-	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
-	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.uber.org/zap v1.28.0
 	google.golang.org/grpc v1.85.0
 )
@@ -42,9 +39,12 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
+	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
+	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/net v0.61.0 // indirect
@@ -81,8 +81,9 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.3 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/maglevlb/maglev/k8smaglev v0.1.0
-	github.com/maglevlb/maglev/membership v0.1.0
+	github.com/maglevlb/maglev/cmd/internal/ops v0.1.0
+	github.com/maglevlb/maglev/k8smaglev v0.1.0 // indirect
+	github.com/maglevlb/maglev/membership v0.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
@@ -113,7 +114,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	k8s.io/client-go v0.37.2
+	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
@@ -128,3 +129,5 @@ replace (
 replace github.com/maglevlb/maglev/k8smaglev => ../../k8smaglev
 
 replace github.com/maglevlb/maglev/membership => ../../membership
+
+replace github.com/maglevlb/maglev/cmd/internal/ops => ../internal/ops

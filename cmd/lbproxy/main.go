@@ -99,6 +99,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/bounded"
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 )
 
 // options are the flags: the proxy's config and where to serve it.
@@ -108,13 +109,7 @@ type options struct {
 	admin  string // admin address; "" for none
 	demo   int    // demo backends to start
 
-	etcd        []string      // etcd client URLs; none for no etcd
-	etcdPrefix  string        // the prefix the backends register under
-	dns         string        // NAME:PORT whose A/AAAA records are the backends
-	dnsSRV      string        // name whose SRV records are the backends
-	dnsInterval time.Duration // time between DNS lookups
-	k8sService  string        // NAMESPACE/NAME:PORT whose ready endpoints are the backends
-	kubeconfig  string        // the kubeconfig for -k8s-service; "" as kubectl finds it
+	src *ops.Sources // -etcd, -dns, -dns-srv, -k8s-service: where the backends come from, if not static
 }
 
 // errReported is the error parseFlags returns for flags that the flag
@@ -154,14 +149,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
 	fs.Float64Var(&o.cfg.HTTP.BalanceFactor, "balance-factor", 0,
 		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
-	var etcd listFlag
-	fs.Var(&etcd, "etcd", "etcd client `URLs`, comma-separated: backends are the endpoints registered under -etcd-prefix")
-	fs.StringVar(&o.etcdPrefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
-	fs.StringVar(&o.dns, "dns", "", "backends are the A/AAAA records of `NAME:PORT`, looked up every -dns-interval")
-	fs.StringVar(&o.dnsSRV, "dns-srv", "", "backends are the lowest-priority SRV records of `NAME`, looked up every -dns-interval")
-	fs.DurationVar(&o.dnsInterval, "dns-interval", 5*time.Second, "time between DNS lookups of -dns or -dns-srv")
-	fs.StringVar(&o.k8sService, "k8s-service", "", "backends are the ready endpoints of `NAMESPACE/NAME:PORT` (a Kubernetes Service's port, by name or number), from its EndpointSlices")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig `file` for -k8s-service; empty: in a pod its service account, else $KUBECONFIG or ~/.kube/config")
+	o.src = ops.RegisterSources(fs, "lbproxy")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err
@@ -183,11 +171,14 @@ func parseFlags(args []string) (options, error) {
 	if _, err := bounded.New(nil, o.cfg.HTTP.BalanceFactor); err != nil {
 		return o, fmt.Errorf("lbproxy: -balance-factor: %w", err)
 	}
-	o.etcd = etcd
-	if err := o.checkSources(); err != nil {
+	static := ""
+	if len(o.cfg.Backends) > 0 || o.demo > 0 {
+		static = "-backend, -backends-file or -demo"
+	}
+	if err := o.src.Check(static); err != nil {
 		return o, err
 	}
-	o.cfg.Dynamic = len(o.etcd) > 0 || o.dns != "" || o.dnsSRV != "" || o.k8sService != ""
+	o.cfg.Dynamic = o.src.Dynamic()
 	if len(o.cfg.Backends) == 0 && o.demo <= 0 && !o.cfg.Dynamic {
 		return o, errors.New("lbproxy: no backends: use -backend, -backends-file, -demo, -etcd, -dns, -dns-srv or -k8s-service")
 	}
@@ -229,7 +220,7 @@ func run(ctx context.Context, o options, logger *log.Logger) error {
 		return err
 	}
 	defer p.close()
-	stop, err := p.watch(ctx, o)
+	stop, err := o.src.Watch(ctx, p.t.SetEndpoints, ops.WatchOptions{Logger: p.slog})
 	if err != nil {
 		return err
 	}

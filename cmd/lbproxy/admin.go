@@ -1,9 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/httpmaglev"
 )
 
@@ -24,12 +24,7 @@ func (p *proxy) state() debugState {
 // format (see docs/metrics.md).
 func (p *proxy) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", p.metrics.handler)
-	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(p.state()) // a write error means the client left; nothing to do
-	})
+	mux.Handle("GET /metrics", p.metrics.Handler)
+	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) { ops.WriteJSON(w, p.state()) })
 	return mux
 }

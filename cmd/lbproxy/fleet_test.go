@@ -7,7 +7,7 @@ package main
 // same backend, the library's owner over the registered Addrs, through
 // registrations, crashes, graceful exits and an etcd outage.
 //
-//	go test -run TestFleet -v ./examples/lbproxy
+//	go test -run TestFleet -v ./cmd/lbproxy
 //
 // prints the measured times (registration to routing, keep-alive stopped
 // to removal) that docs/membership.md reports.

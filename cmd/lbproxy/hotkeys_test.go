@@ -26,7 +26,7 @@ import (
 // hotkeys turns on TestHotKeysMeasure, the full measurement docs/hotkeys.md
 // quotes:
 //
-//	go test ./examples/lbproxy -run TestHotKeysMeasure -hotkeys -v
+//	go test ./cmd/lbproxy -run TestHotKeysMeasure -hotkeys -v
 var (
 	hotkeys        = flag.Bool("hotkeys", false, "run the full hot-key load test (TestHotKeysMeasure)")
 	hotkeysClients = flag.Int("hotkeys.clients", 32, "concurrent clients of TestHotKeysMeasure")

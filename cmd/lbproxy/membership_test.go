@@ -3,7 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestParseFlagsMembership(t *testing.T) {
@@ -12,16 +11,16 @@ func TestParseFlagsMembership(t *testing.T) {
 		want func(options) bool
 	}{
 		{[]string{"-etcd", "http://127.0.0.1:2379,http://127.0.0.2:2379", "-etcd-prefix", "services/web"}, func(o options) bool {
-			return len(o.etcd) == 2 && o.etcdPrefix == "services/web" && o.cfg.Dynamic && len(o.cfg.Backends) == 0
+			return o.src.String() == "etcd prefix services/web" && o.cfg.Dynamic && len(o.cfg.Backends) == 0
 		}},
 		{[]string{"-dns", "web.test:8080"}, func(o options) bool {
-			return o.dns == "web.test:8080" && o.dnsInterval == 5*time.Second && o.cfg.Dynamic
+			return o.src.String() == "DNS web.test:8080" && o.cfg.Dynamic
 		}},
 		{[]string{"-dns-srv", "_http._tcp.web.test", "-dns-interval", "250ms"}, func(o options) bool {
-			return o.dnsSRV == "_http._tcp.web.test" && o.dnsInterval == 250*time.Millisecond && o.cfg.Dynamic
+			return o.src.String() == "DNS SRV _http._tcp.web.test" && o.cfg.Dynamic
 		}},
 		{[]string{"-k8s-service", "prod/web:http", "-kubeconfig", "kc"}, func(o options) bool {
-			return o.k8sService == "prod/web:http" && o.kubeconfig == "kc" && o.cfg.Dynamic
+			return o.src.String() == "Kubernetes service prod/web:http" && o.cfg.Dynamic
 		}},
 	}
 	for _, tt := range good {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/httpmaglev"
 )
 
@@ -25,7 +26,7 @@ type proxy struct {
 	rp      *httputil.ReverseProxy
 	log     *log.Logger
 	slog    *slog.Logger // log's writer, for the Transport and the membership watchers
-	metrics *promMetrics // the Transport's metrics, for /metrics
+	metrics *ops.Metrics // the Transport's metrics, for /metrics
 }
 
 // newProxy returns a proxy over cfg's backends, all assumed healthy until
@@ -48,7 +49,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		backends = append(backends, httpmaglev.Backend{Name: name, URL: u})
 	}
 	p := &proxy{cfg: cfg, log: logger, slog: slog.New(slog.NewTextHandler(logger.Writer(), nil))}
-	if p.metrics, err = newPromMetrics(); err != nil {
+	if p.metrics, err = ops.NewMetrics(); err != nil {
 		return nil, err
 	}
 	idle := cfg.IdlePerBackend
@@ -64,7 +65,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 	}
 	tc := cfg.HTTP
 	tc.Backends, tc.Key, tc.Hasher, tc.Base = backends, keyOf, maglev.XXH3Seed(cfg.Seed), transport
-	tc.Logger, tc.MeterProvider = p.slog, p.metrics.provider
+	tc.Logger, tc.MeterProvider = p.slog, p.metrics.Provider
 	p.t, err = httpmaglev.NewTransport(tc)
 	if err != nil {
 		return nil, fmt.Errorf("lbproxy: %w", err)
@@ -90,7 +91,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.rp.ServeHT
 // close stops the health checker and closes idle connections.
 func (p *proxy) close() {
 	_ = p.t.Close() // Close never fails
-	p.metrics.close()
+	p.metrics.Close()
 }
 
 // errorHandler logs a request the Transport could not send, with the

@@ -54,7 +54,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.etcd) != 2 || c.etcd[1] != "http://b:2379" || c.prefix != "services/l4" || len(c.drained) != 2 ||
+	if c.src.String() != "etcd prefix services/l4" || len(c.drained) != 2 ||
 		c.drained[1] != netip.MustParseAddr("198.18.0.12") || c.timeout != 5*time.Second {
 		t.Errorf("parsed %+v", c)
 	}

@@ -1,4 +1,4 @@
-module github.com/maglevlb/maglev/examples/l4lb
+module github.com/maglevlb/maglev/cmd/l4lb
 
 go 1.26.0
 
@@ -84,7 +84,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.24.1
+	github.com/prometheus/client_golang v1.24.1 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
@@ -93,11 +93,11 @@ require (
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
+	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
-	go.opentelemetry.io/otel/sdk/metric v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
@@ -112,16 +112,17 @@ require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/maglevlb/maglev v0.1.0
+	github.com/maglevlb/maglev/cmd/internal/ops v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
-	github.com/maglevlb/maglev/k8smaglev v0.1.0
+	github.com/maglevlb/maglev/k8smaglev v0.1.0 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.etcd.io/etcd/client/v3 v3.7.3
-	go.uber.org/zap v1.28.0
+	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/sys v0.49.0
-	google.golang.org/grpc v1.85.0
-	k8s.io/api v0.37.2
-	k8s.io/client-go v0.37.2
+	google.golang.org/grpc v1.85.0 // indirect
+	k8s.io/api v0.37.2 // indirect
+	k8s.io/client-go v0.37.2 // indirect
 )
 
 replace (
@@ -137,3 +138,5 @@ replace (
 )
 
 replace github.com/maglevlb/maglev/membership => ../../membership
+
+replace github.com/maglevlb/maglev/cmd/internal/ops => ../internal/ops

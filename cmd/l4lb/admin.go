@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
 // status is /debug/maglev's JSON.
@@ -77,30 +72,6 @@ func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
 		for _, a := range c.dopts.VIPs {
 			s.VIPs = append(s.VIPs, a.String())
 		}
-		writeJSON(w, s)
+		ops.WriteJSON(w, s)
 	})
 }
-
-// promMetrics is where the load balancer's metrics go (xdpmaglev's
-// counters, docs/metrics.md): an OpenTelemetry SDK MeterProvider whose
-// reader is the OpenTelemetry Prometheus exporter, registered in a
-// registry of l4lb's own, which /metrics on the admin listener serves in
-// Prometheus's text format, as lbproxy does.
-type promMetrics struct {
-	provider *sdkmetric.MeterProvider
-	handler  http.Handler
-}
-
-func newPromMetrics() (*promMetrics, error) {
-	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	return &promMetrics{
-		provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
-		handler:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-	}, nil
-}
-
-func (m *promMetrics) close() { _ = m.provider.Shutdown(context.Background()) } // nothing is pushed: no data to lose

@@ -10,8 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"strings"
-	"time"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -34,16 +34,14 @@ func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	_, _ = fmt.Fprintf(stdout, "l4lb: decapsulating IPIP and GUE (port %d) to %s on %s (%v)\n",
 		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode())
 	if c.admin != "" {
-		ln, err := net.Listen("tcp", c.admin)
+		mux := http.NewServeMux()
+		mux.Handle("/debug/maglev", decapHandler(d, c))
+		a, err := ops.ServeAdmin(c.admin, mux)
 		if err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", decapHandler(d, c))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }() // ends with Shutdown
-		defer func() { _ = srv.Shutdown(context.Background()) }()
-		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", ln.Addr())
+		defer func() { _ = a.Close() }()
+		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
 	}
 	<-ctx.Done()
 	st, serr := d.Stats()

@@ -1,0 +1,118 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheck: the source flags' rules, each broken once, and the ones
+// that pass.
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		args   string
+		static string
+		want   string // "" for no error, else a part of it
+		dyn    string // the named source's String, when it passes
+	}{
+		{"", "", "", ""},
+		{"", "-backend", "", ""},
+		{"-etcd http://e:2379 -etcd-prefix services/web", "", "", "etcd prefix services/web"},
+		{"-dns web.internal:80", "", "", "DNS web.internal:80"},
+		{"-dns-srv _http._tcp.web", "", "", "DNS SRV _http._tcp.web"},
+		{"-k8s-service prod/web:http -kubeconfig k", "", "", "Kubernetes service prod/web:http"},
+		{"-etcd http://e:2379", "", "-etcd needs -etcd-prefix", ""},
+		{"-etcd http://e:2379 -etcd-prefix /", "", "-etcd needs -etcd-prefix", ""},
+		{"-etcd-prefix p", "", "-etcd-prefix needs -etcd", ""},
+		{"-kubeconfig k", "", "-kubeconfig needs -k8s-service", ""},
+		{"-k8s-service web", "", "-k8s-service: ", ""},
+		{"-dns web", "", `-dns "web": want NAME:PORT`, ""},
+		{"-dns web:80 -dns-srv s", "", "-dns and -dns-srv", ""},
+		{"-dns web:80 -dns-interval 0s", "", "-dns-interval must be positive", ""},
+		{"-etcd http://e:2379 -etcd-prefix p -dns web:80", "", "-etcd and -dns: use one source of backends", ""},
+		{"-dns web:80", "-backend", "-dns cannot be used with -backend", ""},
+	} {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		s := RegisterSources(fs, "prog")
+		if err := fs.Parse(strings.Fields(c.args)); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		err := s.Check(c.static)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%q: %v", c.args, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.HasPrefix(err.Error(), "prog: ") || !errors.Is(err, ErrSources)):
+			t.Errorf("%q: %v, want an ErrSources starting prog: and saying %q", c.args, err, c.want)
+		case c.want == "" && (s.String() != c.dyn || s.Dynamic() != (c.dyn != "")):
+			t.Errorf("%q: String %q, Dynamic %v; want %q", c.args, s.String(), s.Dynamic(), c.dyn)
+		}
+	}
+}
+
+// TestWatchNone: with no source named, Watch does nothing and its stop
+// may be called.
+func TestWatchNone(t *testing.T) {
+	s := RegisterSources(flag.NewFlagSet("test", flag.ContinueOnError), "prog")
+	stop, err := s.Watch(context.Background(), nil, WatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+}
+
+// TestAdminMetricsJSON: an admin listener on a real port serves a JSON
+// reply and the Prometheus text of a counter counted through Metrics'
+// provider, and Close stops it.
+func TestAdminMetricsJSON(t *testing.T) {
+	m, err := NewMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	c, err := m.Provider.Meter("ops_test").Int64Counter("ops.test.hits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Add(context.Background(), 3)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler)
+	mux.HandleFunc("/j", func(w http.ResponseWriter, r *http.Request) { WriteJSON(w, map[string]int{"a": 1}) })
+	a, err := ServeAdmin("127.0.0.1:0", mux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string) (string, string) {
+		t.Helper()
+		cl := &http.Client{Timeout: 5 * time.Second}
+		res, err := cl.Get("http://" + a.Addr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = res.Body.Close() }()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Header.Get("Content-Type"), string(b)
+	}
+	ct, body := get("/j")
+	var v map[string]int
+	if ct != "application/json" || json.Unmarshal([]byte(body), &v) != nil || v["a"] != 1 || !strings.Contains(body, "\n  \"a\"") {
+		t.Errorf("/j: %s %q", ct, body)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "ops_test_hits_total{") || !strings.Contains(body, "} 3") {
+		t.Errorf("/metrics lacks the counter:\n%s", body)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&http.Client{Timeout: time.Second}).Get("http://" + a.Addr().String() + "/j"); err == nil {
+		t.Error("the listener still answers after Close")
+	}
+}
