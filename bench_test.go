@@ -420,8 +420,8 @@ func BenchmarkFill(b *testing.B) {
 	}
 }
 
-// fillByTurns is fill with every turn taken by filler.turn: without the
-// copy of its probing branch that fillEqual takes the turns before the
+// fillByTurns is fillProbed with every turn taken by filler.turn: without
+// the copy of its probing branch that fillProbed takes the turns before the
 // endgame with, the copy BenchmarkFillTurns measures.
 func fillByTurns[S Slot](table []S, perms []Permutation, cursors []uint32) {
 	var f filler[S]
@@ -435,8 +435,10 @@ func fillByTurns[S Slot](table []S, perms []Permutation, cursors []uint32) {
 	}
 }
 
-// BenchmarkFillTurns measures fill beside fillByTurns on the same
-// permutations, in one run: what fillEqual's copy of filler.turn buys.
+// BenchmarkFillTurns measures fillProbed beside fillByTurns on the same
+// permutations, in one run: what fillProbed's copy of filler.turn buys;
+// and fill, which up to 2^20 slots probes a bitmap instead of the table,
+// beside both.
 func BenchmarkFillTurns(b *testing.B) {
 	for _, c := range []struct{ n, m int }{{100, DefaultSize}, {1000, DefaultSize}, {100, 655373}, {1000, 655373}} {
 		g, _ := NewGenerator(c.m, nil)
@@ -446,6 +448,12 @@ func BenchmarkFillTurns(b *testing.B) {
 		b.Run(fmt.Sprintf("impl=turns/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
 			for b.Loop() {
 				fillByTurns(table, perms, cursors)
+			}
+			sinkInt = int(table[0])
+		})
+		b.Run(fmt.Sprintf("impl=probed/N=%d/M=%d", c.n, c.m), func(b *testing.B) {
+			for b.Loop() {
+				fillProbed(table, perms, cursors, endgameAt(c.m))
 			}
 			sinkInt = int(table[0])
 		})

@@ -30,9 +30,11 @@ type Slot interface{ ~uint16 | ~uint32 }
 // permutation is out of range (ErrPermutation), or if cursors is too short
 // (ErrShortBuffer).
 //
-// Fill does not allocate: besides cursors, its only scratch space is a list
-// of at most 2048 empty slots (8 KiB) on the goroutine's stack, for the last
-// turns. It takes O(M log M) time in expectation.
+// Fill does not allocate: besides cursors, its only scratch space is on the
+// goroutine's stack: for M up to 2^20, a bitmap of the slots taken so far
+// (2 KiB for M ≤ 2^14, 16 KiB up to 2^17, 128 KiB up to 2^20), and a list
+// of at most 2048 empty slots (8 KiB) for the last turns. It takes
+// O(M log M) time in expectation.
 func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 	m := len(table)
 	if err := CheckSize(m); err != nil {
