@@ -122,9 +122,10 @@ func fillMarked128K[S Slot](table []S, perms []Permutation, cursors []uint32, en
 // which stays in L1, 80 KiB at 655373, which stays in L2 while the
 // 1.3 MiB slot array does not. Probing it takes more instructions per
 // position than probing the slots (a shift and a mask to pick the bit),
-// but its loads return sooner. Measured at N = 1000 (docs/performance.md,
-// "The bitmap"), the fill takes 0.73× refFill's time at M = 65537 and
-// 0.65× at 655373, where probing the table took 0.84× and 0.95×.
+// but its loads return sooner. Measured at N = 1000 (thread CPU time;
+// docs/performance.md, "The bitmap"), the fill takes 0.72–0.76× refFill's
+// time at M = 65537 and 0.64–0.68× at 655373, where probing the table
+// took 0.83–0.88× and 0.93–0.99×.
 func fillMarked[S Slot](table []S, perms []Permutation, cursors []uint32, taken []uint64, end int) {
 	taken = taken[:(len(table)+63)/64]
 	for i, p := range perms {
