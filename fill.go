@@ -30,9 +30,11 @@ type Slot interface{ ~uint16 | ~uint32 }
 // permutation is out of range (ErrPermutation), or if cursors is too short
 // (ErrShortBuffer).
 //
-// Fill does not allocate: besides cursors, its only scratch space is a list
-// of at most 2048 empty slots (8 KiB) on the goroutine's stack, for the last
-// turns. It takes O(M log M) time in expectation.
+// Fill does not allocate: besides cursors, its only scratch space is on the
+// goroutine's stack: for M up to 2^20, a bitmap of the slots taken so far
+// (2 KiB for M ≤ 2^14, 16 KiB up to 2^17, 128 KiB up to 2^20), and a list
+// of at most 2048 empty slots (8 KiB) for the last turns. It takes
+// O(M log M) time in expectation.
 func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 	m := len(table)
 	if err := CheckSize(m); err != nil {
@@ -62,13 +64,191 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 }
 
 // fillEqual is fill with the endgame starting once end slots are left
-// empty (see filler). It takes the turns before the endgame in a copy of
-// filler.turn's probing branch that keeps the filler's state in local
-// variables, which the compiler can keep in registers, and leaves the
-// endgame's turns to filler.turn. Measured, taking every turn by
-// filler.turn instead costs 13–17% more CPU time for Fill and New at
-// N = 10 to 1000, M = 65537 and 655373 (BenchmarkFillTurns;
-// docs/performance.md).
+// empty (see filler). Up to bitmapMax slots it marks the taken slots in a
+// bitmap on the stack, probes the bitmap and writes each slot of the table
+// once, when the slot is claimed (fillMarked); beyond that it probes the
+// table itself, with empty slots marked by the largest S (fillProbed).
+// Each size class of bitmap has its own function, so that a fill makes a
+// stack frame, and zeroes a bitmap, no larger than its M needs: 2 KiB for
+// M ≤ 2^14, 16 KiB up to 2^17, 128 KiB up to 2^20. The three are kept
+// out of line (go:noinline) for the same reason: inlined into fillEqual,
+// they would make one frame of all three.
+func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
+	switch m := len(table); {
+	case m <= 64<<8:
+		fillMarked2K(table, perms, cursors, end)
+	case m <= 64<<11:
+		fillMarked16K(table, perms, cursors, end)
+	case m <= bitmapMax:
+		fillMarked128K(table, perms, cursors, end)
+	default:
+		fillProbed(table, perms, cursors, end)
+	}
+}
+
+// bitmapMax is the largest M whose bitmap fillEqual keeps on the stack:
+// 2^20 bits, 128 KiB, the most the compiler places on the stack for one
+// variable.
+const bitmapMax = 1 << 20
+
+//go:noinline
+func fillMarked2K[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
+	var taken [1 << 8]uint64
+	fillMarked(table, perms, cursors, taken[:], end)
+}
+
+//go:noinline
+func fillMarked16K[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
+	var taken [1 << 11]uint64
+	fillMarked(table, perms, cursors, taken[:], end)
+}
+
+//go:noinline
+func fillMarked128K[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
+	var taken [1 << 14]uint64
+	fillMarked(table, perms, cursors, taken[:], end)
+}
+
+// fillMarked is fillEqual with taken, all zero and at least ⌈M/64⌉ words,
+// as the bitmap of taken slots: bit s%64 of taken[s/64] is set once slot
+// s is claimed. A turn checks its cursor's bit and, if it is set, probes
+// the bitmap four positions a step (probeMarked); it then sets the bit of
+// the slot it claims and writes the slot, the only write the table gets,
+// so the table needs no marking of empty slots. Once end slots are left,
+// the endgame lists them from the bitmap and takes the last turns as
+// filler.turn does.
+//
+// The bitmap is 1/16 of a table of 2-byte slots: 8 KiB at M = 65537,
+// which stays in L1, 80 KiB at 655373, which stays in L2 while the
+// 1.3 MiB slot array does not. Probing it takes more instructions per
+// position than probing the slots (a shift and a mask to pick the bit),
+// but its loads return sooner. Measured at N = 1000 (thread CPU time;
+// docs/performance.md, "The bitmap"), the fill takes 0.72–0.76× refFill's
+// time at M = 65537 and 0.64–0.68× at 655373, where probing the table
+// took 0.83–0.88× and 0.93–0.99×.
+func fillMarked[S Slot](table []S, perms []Permutation, cursors []uint32, taken []uint64, end int) {
+	taken = taken[:(len(table)+63)/64]
+	for i, p := range perms {
+		cursors[i] = p.Offset
+	}
+	left, i := len(table), 0
+	end = min(end, endgameMax)
+	if left > end {
+		left, i = markedTurns(table, perms, cursors, taken, end)
+	}
+	if left == 0 {
+		return
+	}
+	// The endgame, from backend i on.
+	var f filler[S]
+	f.table, f.perms, f.cursors = table, perms, cursors
+	f.left, f.end = left, end
+	listFree(&f.empties, taken, len(table))
+	f.listed = true
+	for {
+		for ; i < len(perms); i++ {
+			if f.turn(i) {
+				return
+			}
+		}
+		i = 0
+	}
+}
+
+// markedTurns takes fillMarked's turns before the endgame, from backend 0
+// on, until end slots are left empty, with end < M. It returns end and the
+// backend whose turn is next (len(perms) if backend 0's). Like fillProbed's
+// loop, it is a range loop over perms, so that perms[i] and cursors[i]
+// need no bounds checks and a round needs no wrap of i.
+func markedTurns[S Slot](table []S, perms []Permutation, cursors []uint32, taken []uint64, end int) (left, next int) {
+	m := uint32(len(table))
+	table = table[:len(table):len(table)]
+	cursors = cursors[:len(perms):len(perms)]
+	left = len(table)
+	for {
+		for i := range perms {
+			s := perms[i].Skip
+			c := cursors[i]
+			if isTaken(taken, c) != 0 {
+				c = probeMarked(taken, wrap(c+s, m), s, m)
+			}
+			taken[c>>6] |= 1 << (c & 63)
+			table[c] = S(i)
+			cursors[i] = wrap(c+s, m)
+			if left--; left == end {
+				return left, i + 1
+			}
+		}
+	}
+}
+
+// isTaken returns 1 if slot c is taken in the bitmap taken, else 0.
+func isTaken(taken []uint64, c uint32) uint32 {
+	return uint32(taken[c>>6]>>(c&63)) & 1
+}
+
+// probeMarked is probe on the bitmap taken: it returns the first slot of
+// the sequence c, c+s, c+2s, ... (mod m) whose bit is clear, checking four
+// positions a step. The positions are reduced from c by adding multiples
+// of s less m (wrapAdd), a step's four bits are summed into a nibble, so
+// that one branch decides four probes, and the free position is picked by
+// conditional moves.
+func probeMarked(taken []uint64, c, s, m uint32) uint32 {
+	s2 := wrap(s+s, m)
+	s3 := wrap(s2+s, m)
+	d1, d2, d3, d4 := s-m, s2-m, s3-m, wrap(s3+s, m)-m
+	for {
+		c1, c2, c3 := wrapAdd(c, d1, m), wrapAdd(c, d2, m), wrapAdd(c, d3, m)
+		t := isTaken(taken, c) + isTaken(taken, c1)*2 + isTaken(taken, c2)*4 + isTaken(taken, c3)*8
+		if t != 15 {
+			x := c3
+			if t&4 == 0 {
+				x = c2
+			}
+			if t&2 == 0 {
+				x = c1
+			}
+			if t&1 == 0 {
+				x = c
+			}
+			return x
+		}
+		c = wrapAdd(c, d4, m)
+	}
+}
+
+// wrapAdd returns (c + k) mod m for c < m and d = k − m (mod 2^32), k < m:
+// wrap(c+k, m) with the subtraction of m done once, ahead, for a k that
+// several positions share.
+func wrapAdd(c, d, m uint32) uint32 {
+	y := c + d
+	return y + m&uint32(int32(y)>>31)
+}
+
+// listFree writes the slots whose bit in taken is clear, below m, to dst,
+// in slot order. There must be at most len(dst).
+func listFree(dst *[endgameMax]uint32, taken []uint64, m int) {
+	n := 0
+	for w, x := range taken {
+		for x = ^x; x != 0; x &= x - 1 {
+			s := w*64 + bits.TrailingZeros64(x)
+			if s >= m {
+				return
+			}
+			dst[n] = uint32(s)
+			n++
+		}
+	}
+}
+
+// fillProbed is fillEqual for tables too large for a bitmap on the stack:
+// it marks empty slots with the largest S and probes the table itself. It
+// takes the turns before the endgame in a copy of filler.turn's probing
+// branch that keeps the filler's state in local variables, which the
+// compiler can keep in registers, and leaves the endgame's turns to
+// filler.turn. Measured, taking every turn by filler.turn instead costs
+// 13–17% more CPU time for Fill and New at N = 10 to 1000, M = 65537 and
+// 655373 (BenchmarkFillTurns; docs/performance.md).
 //
 // The copy is a range loop over perms, so that perms[i] and cursors[i]
 // need no bounds checks and a round needs no wrap of i, with end in a
@@ -77,7 +257,7 @@ func fill[S Slot](table []S, perms []Permutation, cursors []uint32) {
 // loop over a filler's fields, and moves by under 1% with where the
 // linker places it, against 2–3% for that loop (docs/performance.md,
 // "Where the code lands").
-func fillEqual[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
+func fillProbed[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
 	empty := ^S(0)
 	for i := range table {
 		table[i] = empty

@@ -653,8 +653,23 @@ func TestRefFill(t *testing.T) {
 // when the fill's endgame starts: never, for the last slot only, at the
 // usual point and around it, or from the first turn (as far as the
 // endgame's list allows). Fills of both slot widths, unweighted and
-// weighted, are compared with refFill and the weighted spec.
+// weighted, are compared with refFill and the weighted spec; the
+// unweighted ones through each of fillEqual's fills, every bitmap size
+// class (each takes any M up to its own bound) and the table-probing fill.
 func TestFillEndgame(t *testing.T) {
+	type fills struct {
+		name string
+		max  int // largest M
+		f16  func([]uint16, []Permutation, []uint32, int)
+		f32  func([]uint32, []Permutation, []uint32, int)
+	}
+	unweighted := []fills{
+		{"fillEqual", MaxSize, fillEqual[uint16], fillEqual[uint32]},
+		{"fillMarked2K", 64 << 8, fillMarked2K[uint16], fillMarked2K[uint32]},
+		{"fillMarked16K", 64 << 11, fillMarked16K[uint16], fillMarked16K[uint32]},
+		{"fillMarked128K", bitmapMax, fillMarked128K[uint16], fillMarked128K[uint32]},
+		{"fillProbed", MaxSize, fillProbed[uint16], fillProbed[uint32]},
+	}
 	r := rand.New(rand.NewPCG(11, 12))
 	for iter := range 120 {
 		m := smallPrimes[r.IntN(len(smallPrimes))]
@@ -676,17 +691,22 @@ func TestFillEndgame(t *testing.T) {
 		}
 		wantWeighted := slowWeighted(bs, m, nil)
 		for _, end := range []int{0, 1, isqrt(m) / 4, isqrt(m), endgameAt(m), 4 * isqrt(m), m} {
-			t16, t32 := make([]uint16, m), make([]uint32, m)
-			c16, c32 := make([]uint32, n), make([]uint32, n)
-			fillWithEndgame(t16, perms, nil, c16, end)
-			fillWithEndgame(t32, perms, nil, c32, end)
-			for s := range want {
-				if t16[s] != want[s] || t32[s] != uint32(want[s]) {
-					t.Fatalf("M=%d N=%d end %d: slot %d is %d (uint16), %d (uint32), want %d", m, n, end, s, t16[s], t32[s], want[s])
+			for _, f := range unweighted {
+				if m > f.max {
+					continue
 				}
-			}
-			if !slices.Equal(c16, wantCursors) || !slices.Equal(c32, wantCursors) {
-				t.Fatalf("M=%d N=%d end %d: cursors differ from refFill's", m, n, end)
+				t16, t32 := make([]uint16, m), make([]uint32, m)
+				c16, c32 := make([]uint32, n), make([]uint32, n)
+				f.f16(t16, perms, c16, end)
+				f.f32(t32, perms, c32, end)
+				for s := range want {
+					if t16[s] != want[s] || t32[s] != uint32(want[s]) {
+						t.Fatalf("%s, M=%d N=%d end %d: slot %d is %d (uint16), %d (uint32), want %d", f.name, m, n, end, s, t16[s], t32[s], want[s])
+					}
+				}
+				if !slices.Equal(c16, wantCursors) || !slices.Equal(c32, wantCursors) {
+					t.Fatalf("%s, M=%d N=%d end %d: cursors differ from refFill's", f.name, m, n, end)
+				}
 			}
 			if slices.Max(ws) == 0 {
 				continue
