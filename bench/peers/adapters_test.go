@@ -49,56 +49,40 @@ type peer struct {
 	benchLookup func(b *testing.B, s any, keys []string)
 }
 
+// maglevPeer is this library's table of m slots, as the peer impl.
+func maglevPeer(impl string, m int) peer {
+	return peer{
+		impl: impl,
+		prepare: func(tb testing.TB, names []string) func() any {
+			return func() any {
+				t, err := maglev.New(names, m, nil)
+				if err != nil {
+					tb.Fatal(err)
+				}
+				return t
+			}
+		},
+		lookup: func(s any) func(string) string { return s.(*maglev.Table).Lookup },
+		benchLookup: func(b *testing.B, s any, keys []string) {
+			t := s.(*maglev.Table)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				sinkName = t.Lookup(keys[i&(lookupKeys-1)])
+				i++
+			}
+		},
+	}
+}
+
 // peers lists every peer in report order: ours first.
 var peers = []peer{
-	{
-		impl: "maglevlb",
-		prepare: func(tb testing.TB, names []string) func() any {
-			return func() any {
-				t, err := maglev.New(names, maglev.DefaultSize, nil)
-				if err != nil {
-					tb.Fatal(err)
-				}
-				return t
-			}
-		},
-		lookup: func(s any) func(string) string { return s.(*maglev.Table).Lookup },
-		benchLookup: func(b *testing.B, s any, keys []string) {
-			t := s.(*maglev.Table)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				sinkName = t.Lookup(keys[i&(lookupKeys-1)])
-				i++
-			}
-		},
-	},
-	{
-		// The paper's rule for the table size, M > 100·N, for N = 1000:
-		// M = SizeFor(1000) = 100,003, fixed for every N (a table size
-		// follows the largest N planned for, never the N of the moment: a
-		// join that changed M would move nearly every key).
-		impl: "maglevlb-M100003",
-		prepare: func(tb testing.TB, names []string) func() any {
-			return func() any {
-				t, err := maglev.New(names, maglev.SizeFor(1000), nil)
-				if err != nil {
-					tb.Fatal(err)
-				}
-				return t
-			}
-		},
-		lookup: func(s any) func(string) string { return s.(*maglev.Table).Lookup },
-		benchLookup: func(b *testing.B, s any, keys []string) {
-			t := s.(*maglev.Table)
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				sinkName = t.Lookup(keys[i&(lookupKeys-1)])
-				i++
-			}
-		},
-	},
+	maglevPeer("maglevlb", maglev.DefaultSize),
+	// The paper's rule for the table size, M > 100·N, for N = 1000:
+	// M = SizeFor(1000) = 100,003, fixed for every N (a table size
+	// follows the largest N planned for, never the N of the moment: a
+	// join that changed M would move nearly every key).
+	maglevPeer("maglevlb-M100003", maglev.SizeFor(1000)),
 	{
 		impl: "maglevlb-ring",
 		prepare: func(tb testing.TB, names []string) func() any {
