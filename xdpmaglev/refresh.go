@@ -77,7 +77,7 @@ func (lb *LB) refresh(interval time.Duration) {
 			changed := false
 			for i, b := range w.request {
 				b.Addr = b.Addr.Unmap()
-				if len(b.HW) == 0 {
+				if len(b.HW) == 0 && !b.Down {
 					// The kernel's entry, else the MAC in use (an entry
 					// the kernel forgot is no reason to take a backend out).
 					if b.HW = now[b.Addr]; b.HW == nil {

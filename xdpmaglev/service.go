@@ -153,12 +153,20 @@ type Backend struct {
 	// SetService reads it from the interface's neighbour table, resolving
 	// it if needed. The encapsulating modes ignore it.
 	HW net.HardwareAddr
+	// Down takes the backend out of service as failed (by a health
+	// check): the service's table is the table of every backend, Down or
+	// not, less the Down ones (maglev.Table.Without), so only their slots
+	// move, and every load balancer given the same backends and the same
+	// Down ones computes the same table. A Down backend leaves the data
+	// plane: its tracked flows are hashed again by the table, and it is
+	// not resolved. Cleared again, it takes back exactly the slots it had.
+	Down bool
 }
 
 // service is the state of one service.
 type service struct {
 	id         uint32
-	table      *maglev.Table  // the table in use: full, less the unresolved backends
+	table      *maglev.Table  // the table in use: full, less the unresolved and Down backends
 	full       *maglev.Table  // the table of every backend of the request
 	request    []Backend      // the caller's backends, as given
 	unresolved []string       // L2 backends whose MAC is not known, out of service
@@ -231,6 +239,10 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // and waits up to 2 s for them, without failing. A backend of the encapsulating modes must be of the
 // VIP's address family.
 //
+// A backend with Down set is in the table's base and out of service (see
+// Backend.Down); if every backend is Down or of weight 0, the table is
+// empty and the service's packets are dropped.
+//
 // Bad input returns an error wrapping ErrService, ErrBackend,
 // ErrNoNeighbor, ErrFull or the maglev package's error, and changes
 // nothing. An empty backends list (or all weights 0) is valid: the
@@ -284,7 +296,7 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	if !encap {
 		known := lb.knownMACs(svc)
 		for i := range bs {
-			if len(bs[i].HW) != 0 {
+			if len(bs[i].HW) != 0 || bs[i].Down {
 				continue
 			}
 			if hw := known[bs[i].Addr]; hw != nil {
@@ -299,23 +311,35 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 			}
 		}
 	} else if lb.neigh != nil {
-		addrs := make([]netip.Addr, len(bs))
-		for i, b := range bs {
-			addrs[i] = b.Addr
+		var addrs []netip.Addr
+		for _, b := range bs {
+			if !b.Down {
+				addrs = append(addrs, b.Addr)
+			}
 		}
 		lb.neigh.prime(addrs...)
 	}
 	return lb.install(svc, backends, bs, table, opts, unresolved, nil)
 }
 
-// install sets svc to the table full less the unresolved backends, with
-// bs resolved; request is the caller's list, kept for the refresh. With
-// gen, it does nothing unless the service is still at that generation.
+// install sets svc to the table full less the unresolved and the Down
+// backends, with bs resolved; the Down ones leave the data plane. request
+// is the caller's list, kept for the refresh. With gen, it does nothing
+// unless the service is still at that generation.
 func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, opts ServiceOptions, unresolved []string, gen *uint64) error {
+	up := make([]Backend, 0, len(bs))
+	out := slices.Clone(unresolved)
+	for _, b := range bs {
+		if !b.Down {
+			up = append(up, b)
+		} else if name := b.Addr.String(); !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
 	table := full
-	if len(unresolved) > 0 {
+	if len(out) > 0 {
 		var err error
-		if table, err = full.Without(unresolved...); err != nil {
+		if table, err = full.Without(out...); err != nil {
 			return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 		}
 	}
@@ -327,7 +351,7 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
 		return nil // changed since: the next refresh looks again
 	}
-	if err := lb.set(svc, table, bs, opts); err != nil {
+	if err := lb.set(svc, table, up, opts); err != nil {
 		return err
 	}
 	s := lb.services[svc]
@@ -478,6 +502,10 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 	slots := make([]maglevSlot, table.NumBackends())
 	for i := range slots {
 		be := next.backends[netip.MustParseAddr(table.Backend(i))]
+		if be == nil {
+			slots[i] = maglevSlot{Id: noBackend} // Down: out of the table, owns no slot
+			continue
+		}
 		slots[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
 	}
 	owners := table.AppendSlots(make([]uint32, 0, lb.opts.M))

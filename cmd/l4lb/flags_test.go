@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
@@ -141,5 +142,74 @@ func TestParseDecap(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestParseHealth: -health and the -health-* flags reach the service's
+// health check, with their defaults; -health none (the default) checks
+// nothing.
+func TestParseHealth(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want healthConfig
+	}{
+		{"", healthConfig{}},
+		{"-health none", healthConfig{}},
+		{"-health tcp", healthConfig{kind: "tcp", interval: 2 * time.Second, timeout: time.Second, rise: 2, fall: 3}},
+		{"-health http", healthConfig{kind: "http", path: "/healthz", status: 200, interval: 2 * time.Second, timeout: time.Second, rise: 2, fall: 3}},
+		{"-health http -health-path /ready?deep=1 -health-status 204 -health-port 8080 -health-interval 500ms -health-timeout 500ms -health-rise 1 -health-fall 5",
+			healthConfig{kind: "http", path: "/ready?deep=1", status: 204, port: 8080, interval: 500 * time.Millisecond, timeout: 500 * time.Millisecond, rise: 1, fall: 5}},
+		{"-health tcp -health-port 22 -health-interval 10s -health-timeout 3s -health-rise 4 -health-fall 1",
+			healthConfig{kind: "tcp", port: 22, interval: 10 * time.Second, timeout: 3 * time.Second, rise: 4, fall: 1}},
+	} {
+		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if c.health != tc.want {
+			t.Errorf("%q: %+v, want %+v", tc.args, c.health, tc.want)
+		}
+	}
+}
+
+// TestParseHealthRefused: each bad value or combination of the health
+// flags is refused with an error that names the flag.
+func TestParseHealthRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-health udp", `-health "udp": none, tcp or http`},
+		{"-health HTTP", `-health "HTTP": none, tcp or http`},
+		{"-health-path /ready", "-health-path needs -health tcp or http"},
+		{"-health none -health-interval 1s", "-health-interval needs -health tcp or http"},
+		{"-health-port 8080", "-health-port needs -health tcp or http"},
+		{"-health-fall 2", "-health-fall needs -health tcp or http"},
+		{"-health tcp -health-path /ready", "-health-path needs -health http, not -health tcp"},
+		{"-health tcp -health-status 204", "-health-status needs -health http, not -health tcp"},
+		{"-health http -health-path ready", `-health-path "ready": a path, starting with /`},
+		{"-health http -health-path /a#b", `-health-path "/a#b": not a URL path (and query)`},
+		{"-health http -health-path /%zz", `-health-path "/%zz": not a URL path (and query)`},
+		{"-health http -health-status 99", "-health-status 99: not an HTTP status in [100, 599]"},
+		{"-health http -health-status 600", "-health-status 600: not an HTTP status in [100, 599]"},
+		{"-health http -health-status ok", `invalid value "ok" for flag -health-status`},
+		{"-health tcp -health-port 0", "-health-port 0: not a port in [1, 65535]"},
+		{"-health tcp -health-port 65536", "-health-port 65536: not a port in [1, 65535]"},
+		{"-health tcp -health-interval 0s", "-health-interval 0s: must be positive"},
+		{"-health tcp -health-interval -1s", "-health-interval -1s: must be positive"},
+		{"-health tcp -health-interval 2", `invalid value "2" for flag -health-interval`},
+		{"-health tcp -health-timeout 0s", "-health-timeout 0s: must be positive"},
+		{"-health tcp -health-timeout 3s", "-health-timeout 3s: at most -health-interval (2s)"},
+		{"-health tcp -health-interval 100ms -health-timeout 101ms", "-health-timeout 101ms: at most -health-interval (100ms)"},
+		{"-health tcp -health-rise 0", "-health-rise 0: at least 1"},
+		{"-health tcp -health-fall 0", "-health-fall 0: at least 1"},
+		{"-health tcp -health-fall -3", "-health-fall -3: at least 1"},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -health tcp -health-fall 2"), io.Discard)
+	if want := "-decap cannot be used with -health, -health-fall: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("-decap -health tcp -health-fall 2: %v; want %q...", err, want)
 	}
 }

@@ -48,6 +48,18 @@
 // (maglev.Table.Digest) on every change, and serves it with the backends'
 // states at /debug/maglev/backends.
 //
+// With -health tcp or http, l4lb checks each member itself: a TCP connect,
+// or an HTTP GET of -health-path that must answer -health-status, to the
+// backend's address and the service's port (or -health-port), every
+// -health-interval within -health-timeout. A backend goes down after
+// -health-fall failed probes in a row and comes up after -health-rise
+// passes; down, it is out of the table as maglev.Table.Without computes
+// (only its slots move, and every load balancer that sees the same
+// failures has the same table), and up again it takes back exactly its
+// slots. If every backend is down, the service keeps its last table (it
+// fails open) and says so. The members decide who may be a backend, the
+// health check who is up.
+//
 // l4lb prints the attach mode, serves the table's summary and the counters
 // as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
 // SIGTERM. docs/l4lb.md runs a fleet of them behind an ECMP router.
@@ -63,6 +75,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -100,6 +113,7 @@ type config struct {
 	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port
 	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
 	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
+	health   healthConfig             // -health and -health-*
 	warnings []string                 // printed at start: legal, but likely not what the operator meant
 }
 
@@ -146,6 +160,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var drained addrFlags
 	var vip, proto, mode, forward, encapSrc string
 	var m, guePort int
+	var health string
+	var healthPort int
 	var seed uint64
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
 	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
@@ -162,6 +178,14 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&encapSrc, "encap-src", "", "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family); a prefix (10.0.9.0/24, at most 65,536 addresses) varies it per flow, for the backends' receive queues")
 	fs.IntVar(&guePort, "gue-port", xdpmaglev.DefaultGUEPort, "the outer UDP destination `port` of -forward gue, and the one -decap accepts")
 	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "new flows a second per CPU above which connection tracking stops taking entries (0: the library's default, 125000; -1: off)")
+	fs.StringVar(&health, "health", "none", "the backends' health check: none, tcp (a connect) or http (a GET of -health-path that must answer -health-status); a backend that fails it is taken out of the table, only its slots moving")
+	fs.StringVar(&c.health.path, "health-path", "/healthz", "the `path` of -health http's GET")
+	fs.IntVar(&c.health.status, "health-status", 200, "the HTTP `status` that passes -health http")
+	fs.IntVar(&healthPort, "health-port", 0, "the `port` probed on each backend (default: the service's port)")
+	fs.DurationVar(&c.health.interval, "health-interval", 2*time.Second, "how often each backend is probed")
+	fs.DurationVar(&c.health.timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
+	fs.IntVar(&c.health.rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
+	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -206,6 +230,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-drain-timeout must not be negative")
 	case c.opts.FloodRate < -1 || c.opts.FloodRate > 1<<31:
 		return c, fmt.Errorf("-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", c.opts.FloodRate)
+	}
+	if err := parseHealth(&c.health, health, healthPort, set); err != nil {
+		return c, err
 	}
 	c.drained = drained
 	var err error
@@ -299,9 +326,64 @@ func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[s
 	return nil
 }
 
+// parseHealth checks -health and the -health-* flags, and fills in h;
+// with -health none, h stays without a kind and no -health-* flag may be
+// set.
+func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) error {
+	switch kind {
+	case "none":
+		for _, name := range healthFlags {
+			if set[name] {
+				return fmt.Errorf("-%s needs -health tcp or http", name)
+			}
+		}
+		*h = healthConfig{}
+		return nil
+	case "tcp":
+		for _, name := range []string{"health-path", "health-status"} {
+			if set[name] {
+				return fmt.Errorf("-%s needs -health http, not -health tcp", name)
+			}
+		}
+		h.path, h.status = "", 0
+	case "http":
+		if !strings.HasPrefix(h.path, "/") {
+			return fmt.Errorf("-health-path %q: a path, starting with /", h.path)
+		}
+		if u, err := url.Parse(h.path); err != nil || u.Path == "" || u.Host != "" || u.Scheme != "" || u.Fragment != "" {
+			return fmt.Errorf("-health-path %q: not a URL path (and query)", h.path)
+		}
+		if h.status < 100 || h.status > 599 {
+			return fmt.Errorf("-health-status %d: not an HTTP status in [100, 599]", h.status)
+		}
+	default:
+		return fmt.Errorf("-health %q: none, tcp or http", kind)
+	}
+	h.kind = kind
+	switch {
+	case set["health-port"] && (port < 1 || port > 65535):
+		return fmt.Errorf("-health-port %d: not a port in [1, 65535]", port)
+	case h.interval <= 0:
+		return fmt.Errorf("-health-interval %v: must be positive", h.interval)
+	case h.timeout <= 0:
+		return fmt.Errorf("-health-timeout %v: must be positive", h.timeout)
+	case h.timeout > h.interval:
+		return fmt.Errorf("-health-timeout %v: at most -health-interval (%v), so that a backend's probes never overlap", h.timeout, h.interval)
+	case h.rise < 1:
+		return fmt.Errorf("-health-rise %d: at least 1", h.rise)
+	case h.fall < 1:
+		return fmt.Errorf("-health-fall %d: at least 1", h.fall)
+	}
+	h.port = uint16(port)
+	return nil
+}
+
+// healthFlags are the flags of the health check besides -health.
+var healthFlags = []string{"health-path", "health-status", "health-port", "health-interval", "health-timeout", "health-rise", "health-fall"}
+
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = []string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
-	"flood-rate", "forward", "k8s-service", "kubeconfig", "m", "proto", "seed"}
+var lbOnly = append([]string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed"}, healthFlags...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
 // -gue-port.
@@ -365,9 +447,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
 	out := &lockedWriter{w: stdout}
 	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
+	if c.health.kind != "" {
+		if p.health, err = newChecker(c.svc, c.health, pm.Provider, out, func() { _ = p.apply() }); err != nil {
+			return err
+		}
+	}
 	defer p.close()
 	if c.src.Dynamic() {
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.src)
+		if p.health != nil {
+			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
+		}
 		logger := slog.New(slog.NewTextHandler(stderr, nil))
 		set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
 		stop, err := c.src.Watch(ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: logger})
@@ -377,6 +467,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer stop()
 	} else {
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, %d backends\n", c.svc, c.iface, lb.Mode(), by(c.fwd), len(c.backends))
+		if p.health != nil {
+			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
+		}
 		m := make(map[netip.Addr]member, len(c.backends))
 		for _, b := range c.backends {
 			m[b.Addr.Unmap()] = member{weight: b.Weight, hw: b.HW}

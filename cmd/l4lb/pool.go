@@ -27,18 +27,30 @@ import (
 // with weight 0 for the drain timeout, so it gets no new flow while the
 // flows connection tracking holds for it keep going to it; then it leaves
 // the service, and what is left of its flows is hashed again by the table.
+// With a health check (health not nil), a member that fails it is down:
+// it stays in the table's base and is out of service
+// (xdpmaglev.Backend.Down, so the table is the base Without the down
+// backends, and only their slots move); it comes back to exactly its slots
+// when it passes again. The members decide who may be a backend, the
+// health check who is up. If every backend of weight > 0 is down, the
+// pool fails open: it keeps the down backends of the last table it
+// applied (the last table itself, while the members stay the same), says
+// so in a status line and in the admin API, and leaves it when one is up.
+//
 // A pool is safe for concurrent use by multiple goroutines. Two locks:
 // applyMu orders the updates of the data plane, and is held across
 // SetServiceOptions, which may wait for ARP or neighbour discovery; mu
 // guards the pool's state and is never held across that wait, so that
 // the admin API and the membership sources never stall behind it.
-// applyMu is taken before mu.
+// applyMu is taken before mu, and mu before the checker's lock; the
+// checker's probes hold none of them, and it calls apply with none held.
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
 	fwd     xdpmaglev.ServiceOptions // how packets reach the backends
 	timeout time.Duration            // the drain timeout
 	out     io.Writer                // status lines
+	health  *checker                 // nil: no health check; set before the first setMembers
 
 	applyMu sync.Mutex // held by apply across the data plane's update
 	mu      sync.Mutex // guards the fields below
@@ -48,6 +60,7 @@ type pool struct {
 	applied []xdpmaglev.Backend      // what the data plane holds, by address
 	ready   bool                     // applied has been set once
 	timer   *time.Timer              // the next drain timeout, if any
+	open    bool                     // failing open: every backend down, the last table kept
 	err     error                    // the last apply's error
 	closed  bool
 }
@@ -73,6 +86,13 @@ func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptio
 func (p *pool) setMembers(m map[netip.Addr]member) error {
 	p.mu.Lock()
 	p.members = m
+	if p.health != nil {
+		addrs := make([]netip.Addr, 0, len(m))
+		for a := range m {
+			addrs = append(addrs, a)
+		}
+		p.health.set(addrs) // starts probes, waits for none
+	}
 	p.mu.Unlock()
 	return p.apply()
 }
@@ -160,6 +180,7 @@ func (p *pool) apply() error {
 	}
 	now := time.Now()
 	bs, next := p.plan(now)
+	p.markDown(bs)
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
@@ -170,7 +191,7 @@ func (p *pool) apply() error {
 	// A backend that left the members while draining was added before the
 	// first apply with no HW; the data plane keeps the address it has.
 	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
-		return x.Addr == y.Addr && x.Weight == y.Weight && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
+		return x.Addr == y.Addr && x.Weight == y.Weight && x.Down == y.Down && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
 	}) && p.ready {
 		return nil
 	}
@@ -186,17 +207,73 @@ func (p *pool) apply() error {
 	}
 	p.err = nil
 	p.applied, p.ready = bs, true
-	live, draining := 0, 0
+	live, draining, down := 0, 0, 0
 	for _, b := range bs {
-		if b.Weight > 0 {
+		switch {
+		case b.Down:
+			down++
+		case b.Weight > 0:
 			live++
-		} else {
+		default:
 			draining++
 		}
 	}
 	d := p.lb.Table(p.svc).Digest()
-	_, _ = fmt.Fprintf(p.out, "l4lb: %d backends live, %d draining, table digest %s\n", live, draining, hex.EncodeToString(d[:]))
+	downs := ""
+	if down > 0 {
+		downs = fmt.Sprintf(", %d down", down)
+	}
+	_, _ = fmt.Fprintf(p.out, "l4lb: %d backends live, %d draining%s, table digest %s\n", live, draining, downs, hex.EncodeToString(d[:]))
 	return nil
+}
+
+// markDown sets Down on the backends of bs that the health check has
+// down, and fails open when that would leave no backend of weight > 0 in
+// service: then the backends down in the last table applied stay down,
+// and the others up (none down if that too leaves none). It prints a
+// status line when failing open begins or ends. p.mu is held.
+func (p *pool) markDown(bs []xdpmaglev.Backend) {
+	if p.health == nil {
+		return
+	}
+	weighted, up := 0, 0
+	for i := range bs {
+		bs[i].Down = p.health.isDown(bs[i].Addr)
+		if bs[i].Weight > 0 {
+			weighted++
+			if !bs[i].Down {
+				up++
+			}
+		}
+	}
+	open := weighted > 0 && up == 0
+	if open {
+		last := map[netip.Addr]bool{}
+		for _, b := range p.applied {
+			last[b.Addr] = b.Down
+		}
+		up = 0
+		for i := range bs {
+			bs[i].Down = last[bs[i].Addr]
+			if bs[i].Weight > 0 && !bs[i].Down {
+				up++
+			}
+		}
+		if up == 0 {
+			for i := range bs {
+				bs[i].Down = false
+			}
+		}
+	}
+	if open != p.open {
+		if open {
+			_, _ = fmt.Fprintf(p.out, "l4lb: FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table\n", p.svc, weighted)
+		} else {
+			_, _ = fmt.Fprintf(p.out, "l4lb: failing open no more: %d backends of %v up\n", up, p.svc)
+		}
+		p.open = open
+		p.health.failOpen.Store(open)
+	}
 }
 
 // tick applies the plan when a drain timeout passes.
@@ -204,8 +281,12 @@ func (p *pool) tick() {
 	_ = p.apply() // an error is kept in p.err, and tried again
 }
 
-// close stops the timer; nothing is applied after it returns.
+// close stops the health check and the timer; nothing is applied after
+// it returns.
 func (p *pool) close() {
+	if p.health != nil {
+		p.health.close() // first, with no lock held: a probe's transition may be waiting to apply
+	}
 	p.applyMu.Lock() // an apply under way ends first
 	defer p.applyMu.Unlock()
 	p.mu.Lock()
@@ -218,32 +299,56 @@ func (p *pool) close() {
 
 // backendsStatus is /debug/maglev/backends's JSON.
 type backendsStatus struct {
-	Service      string          `json:"service"`
-	Digest       string          `json:"digest"` // maglev.Table.Digest, hex
-	DrainTimeout string          `json:"drain_timeout"`
-	Backends     []backendStatus `json:"backends"`
-	Error        string          `json:"error,omitempty"` // the last update's, if it failed
+	Service      string `json:"service"`
+	Digest       string `json:"digest"` // maglev.Table.Digest, hex
+	DrainTimeout string `json:"drain_timeout"`
+	Health       string `json:"health"` // the health check, or "none"
+	// FailOpen is true while every backend of weight > 0 is down by the
+	// health check and the service keeps its last table.
+	FailOpen bool            `json:"fail_open"`
+	Backends []backendStatus `json:"backends"`
+	Error    string          `json:"error,omitempty"` // the last update's, if it failed
 }
 
 type backendStatus struct {
 	Addr   string `json:"addr"`
 	Weight uint32 `json:"weight"`
 	// State is "live" (owns slots), "draining" (no new flow; its tracked
-	// flows continue) or "drained" (a member of weight 0 or drained by
-	// l4lb whose drain timeout has passed: out of the service).
+	// flows continue), "down" (out of the table by its health check: its
+	// slots went to the others, its tracked flows are hashed again) or
+	// "drained" (a member of weight 0 or drained by l4lb whose drain
+	// timeout has passed: out of the service).
 	State string `json:"state"`
 	// DrainLeft is the time left before a draining backend leaves the
 	// service.
 	DrainLeft string `json:"drain_left,omitempty"`
 	Member    bool   `json:"member"`  // listed by the flags or etcd
 	Drained   bool   `json:"drained"` // drained by -drain or the admin API
+	// Health is the health check's verdict, "up" or "down" ("" with no
+	// check); HealthError the last failed probe's error, and HealthOK and
+	// HealthFailed the probes passed and failed in a row (one is 0).
+	Health       string `json:"health,omitempty"`
+	HealthError  string `json:"health_error,omitempty"`
+	HealthOK     int    `json:"health_ok"`
+	HealthFailed int    `json:"health_failed"`
+}
+
+// withHealth fills in s's health fields for the backend at a.
+func (p *pool) withHealth(s backendStatus, a netip.Addr) backendStatus {
+	if p.health != nil {
+		s.Health, s.HealthError, s.HealthOK, s.HealthFailed = p.health.healthOf(a)
+	}
+	return s
 }
 
 func (p *pool) status() backendsStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	st := backendsStatus{Service: p.svc.String(), DrainTimeout: p.timeout.String()}
+	st := backendsStatus{Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
+	if p.health != nil {
+		st.Health = p.health.cfg.String()
+	}
 	if t := p.lb.Table(p.svc); t != nil {
 		d := t.Digest()
 		st.Digest = hex.EncodeToString(d[:])
@@ -256,17 +361,19 @@ func (p *pool) status() backendsStatus {
 		seen[b.Addr] = true
 		_, m := p.members[b.Addr]
 		s := backendStatus{Addr: b.Addr.String(), Weight: b.Weight, State: "live", Member: m, Drained: p.drained[b.Addr]}
-		if b.Weight == 0 {
+		if b.Down {
+			s.State = "down"
+		} else if b.Weight == 0 {
 			s.State = "draining"
 			if since, ok := p.since[b.Addr]; ok {
 				s.DrainLeft = since.Add(p.timeout).Sub(now).Round(time.Millisecond).String()
 			}
 		}
-		st.Backends = append(st.Backends, s)
+		st.Backends = append(st.Backends, p.withHealth(s, b.Addr))
 	}
 	for a, m := range p.members {
 		if !seen[a] {
-			st.Backends = append(st.Backends, backendStatus{Addr: a.String(), Weight: m.weight, State: "drained", Member: true, Drained: p.drained[a]})
+			st.Backends = append(st.Backends, p.withHealth(backendStatus{Addr: a.String(), Weight: m.weight, State: "drained", Member: true, Drained: p.drained[a]}, a))
 		}
 	}
 	slices.SortFunc(st.Backends, func(x, y backendStatus) int {
