@@ -1,6 +1,7 @@
 package membership_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -200,5 +201,49 @@ func TestArguments(t *testing.T) {
 	}
 	if !strings.HasPrefix(ce.Error(), "membership: invalid config: set: ") {
 		t.Errorf("ConfigError %q", ce)
+	}
+}
+
+// idle is a source that never lists anything and returns when its context
+// ends, as a source that cannot reach its server does.
+type idle struct{}
+
+func (idle) String() string { return "idle" }
+
+func (idle) Run(ctx context.Context, _ func([]membership.Endpoint, int64)) error {
+	<-ctx.Done()
+	return context.Cause(ctx)
+}
+
+// TestWatchContextEnds: Watch returns an error wrapping the context's as
+// soon as its context ends before a first list, however that end races
+// with Watch's own wait (a context already done on entry is the race's
+// narrowest case: Watch hung in it when its context.AfterFunc had not yet
+// run), and the source is stopped.
+func TestWatchContextEnds(t *testing.T) {
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 2000 {
+		w, err := membership.Watch(done, idle{}, func([]membership.Endpoint) error { return nil }, membership.Options{})
+		if w != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("try %d: Watch = %v, %v; want an error wrapping context.Canceled", i, w, err)
+		}
+	}
+	// A context cancelled while Watch waits: the window between its Done
+	// channel closing and its AfterFuncs being started is a few
+	// instructions wide, so many tries, each cancelled from another
+	// goroutine.
+	for i := range 20000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		w, err := membership.Watch(ctx, idle{}, func([]membership.Endpoint) error { return nil }, membership.Options{})
+		if w != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("try %d: Watch = %v, %v; want an error wrapping context.Canceled", i, w, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := membership.Watch(ctx, idle{}, func([]membership.Endpoint) error { return nil }, membership.Options{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Watch with a deadline: %v", err)
 	}
 }

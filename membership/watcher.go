@@ -144,7 +144,12 @@ func Watch(ctx context.Context, src Source, set func([]Endpoint) error, opts Opt
 	case <-w.ran:
 	case <-ctx.Done():
 	}
-	if !unlink() { // ctx ended before the first list was taken
+	// ctx ended before the first list was taken: when unlink finds the
+	// AfterFunc run, or when it stops it before it ran (ctx ended, and the
+	// select took that, but the AfterFunc's goroutine had not started), in
+	// which case the source must be stopped here.
+	if !unlink() || ctx.Err() != nil {
+		cancel(ctx.Err())
 		<-w.ran
 		if err := w.sourceErr(); err != nil {
 			return nil, err
