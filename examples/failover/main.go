@@ -64,9 +64,9 @@ func run(args []string, out io.Writer) error {
 		}
 	}
 	pct := func(moved int) float64 { return 100 * float64(moved) / float64(*keys) }
-	fmt.Fprintf(out, "%d backends, M = %d, %d keys; %s fails\n", *n, m, *keys, failed)
-	fmt.Fprintf(out, "ideal (its own keys): %.2f%%\n", 100/float64(*n))
-	fmt.Fprintf(out, "rebuilt without it:   %.2f%% moved\n", pct(movedRebuild))
-	fmt.Fprintf(out, "Table.Without:        %.2f%% moved\n", pct(movedWithout))
+	_, _ = fmt.Fprintf(out, "%d backends, M = %d, %d keys; %s fails\n", *n, m, *keys, failed)
+	_, _ = fmt.Fprintf(out, "ideal (its own keys): %.2f%%\n", 100/float64(*n))
+	_, _ = fmt.Fprintf(out, "rebuilt without it:   %.2f%% moved\n", pct(movedRebuild))
+	_, _ = fmt.Fprintf(out, "Table.Without:        %.2f%% moved\n", pct(movedWithout))
 	return nil
 }
