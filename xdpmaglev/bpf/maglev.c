@@ -998,8 +998,9 @@ struct {
 // came (the Ethernet header, and the head an encapsulation moved), so
 // that BPF_PROG_TEST_RUN's repeats, which run on one buffer, each see
 // the input. With new_flow, each repeat first gives the IPv4 packet a
-// new source address and port from a per-CPU sequence. Benchmarks only:
-// the restore is counted in the program's cost.
+// new source address and port from a per-CPU sequence, in 10.CPU.0.0/16
+// so that no two CPUs send the same flow. Benchmarks only: the restore is
+// counted in the program's cost.
 static __always_inline int bench(struct xdp_md *ctx, int new_flow)
 {
 	void *data = (void *)(long)ctx->data;
@@ -1013,7 +1014,8 @@ static __always_inline int bench(struct xdp_md *ctx, int new_flow)
 			return XDP_ABORTED;
 		__u64 n = ++*seq;
 		struct iphdr *ip = data + ETH_HLEN;
-		ip->saddr = bpf_htonl(0xc6120000 | ((n >> 16) & 0xffff)); // 198.18.0.0/16
+		__u32 cpu = bpf_get_smp_processor_id() & 0xff;
+		ip->saddr = bpf_htonl(0x0a000000 | cpu << 16 | ((n >> 16) & 0xffff));
 		*(__u16 *)(ip + 1) = bpf_htons(n & 0xffff);
 	}
 	__u8 eth[ETH_HLEN];
