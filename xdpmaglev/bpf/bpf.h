@@ -53,6 +53,7 @@ static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;
 static long (*bpf_xdp_adjust_head)(struct xdp_md *ctx, int delta) = (void *)44;
 static long (*bpf_xdp_adjust_tail)(struct xdp_md *ctx, int delta) = (void *)65;
 static long (*bpf_fib_lookup)(void *ctx, void *params, int plen, __u32 flags) = (void *)69;
+static __u64 (*bpf_jiffies64)(void) = (void *)118;
 
 // bpf_fib_lookup's parameters and results (include/uapi/linux/bpf.h).
 #define AF_INET 2

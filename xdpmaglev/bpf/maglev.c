@@ -247,16 +247,19 @@ struct {
 } flood_state SEC(".maps");
 
 // A backend's next hop as bpf_fib_lookup last gave it, per CPU, by
-// backend id: looked up again when older than NEXTHOP_TTL or when the id
-// now holds another backend (cookie), so route and neighbour changes
-// reach the packets within NEXTHOP_TTL.
+// backend id: looked up again when older than NEXTHOP_TTL ticks of the
+// kernel's clock (jiffies) or when the id now holds another backend
+// (cookie), so route and neighbour changes reach the packets within
+// NEXTHOP_TTL ticks: 500 ms at HZ 100, 200 ms at HZ 250, 50 ms at HZ 1000.
+// Jiffies, not nanoseconds: the kernel inlines bpf_jiffies64 into one
+// load, where a clock in ns costs a helper call on every packet.
 struct nexthop {
 	__u8 dmac[6];
 	__u8 smac[6];
 	__u32 ifindex;
 	__u32 mtu;    // the route's MTU
 	__u32 cookie; // the backend's, when looked up
-	__u64 expires; // bpf_ktime_get_coarse_ns
+	__u64 expires; // bpf_jiffies64
 };
 
 struct {
@@ -269,7 +272,7 @@ struct {
 #define PARSED (-1)
 #define FLOOD_WINDOWS 8            // windows a second
 #define FLOOD_HOLD 1000000000ULL // ns the guard stays on after the rate was last exceeded
-#define NEXTHOP_TTL 500000000ULL // ns
+#define NEXTHOP_TTL 50 // jiffies
 #define TX_ICMP 100 // forward's verdict for an ICMP answer sent back: XDP_TX, not counted as forwarded
 
 // A parsed packet: its flow (for an ICMP error, the flow the error is
@@ -736,7 +739,7 @@ static __always_inline struct nexthop *nexthop(struct xdp_md *ctx, struct cpu_co
 	struct nexthop *nh = bpf_map_lookup_elem(&nexthops, &id);
 	if (!nh)
 		return 0;
-	__u64 now = bpf_ktime_get_coarse_ns();
+	__u64 now = bpf_jiffies64();
 	if (nh->cookie == b->cookie && now < nh->expires)
 		return nh;
 	struct bpf_fib_lookup fib = {};
@@ -868,6 +871,17 @@ static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters
 	return bpf_redirect(ifindex, 0);
 }
 
+// uses_hash says whether forwarding to b reads the flow hash: GUE's
+// source port, IPv6's flow label, and the outer source's bits from the
+// hash (src_mask) do; a MAC rewrite and IPv4 in IPv4 from one address do
+// not.
+static __always_inline int uses_hash(struct backend *b)
+{
+	if (b->mode == FWD_L2)
+		return 0;
+	return b->mode == FWD_GUE || b->family == 6 || b->src_mask != 0;
+}
+
 // forward sends the packet to backend b by its service's mode.
 static __always_inline int forward(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok)
 {
@@ -901,7 +915,7 @@ static __always_inline struct service *lookup_service(struct flow *f, const int 
 // choice it then writes to conntrack unless the flood guard is on. An
 // ICMP error looks up the flow it is about, the same way, and writes no
 // entry. The flow hash is computed only where it is used: on a miss, and
-// by the encapsulating modes.
+// where the encapsulation reads it (uses_hash).
 static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family)
 {
 	struct flow *f = &p->f;
@@ -929,7 +943,7 @@ static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *
 	__u64 h = 0;
 	if (b) {
 		count(c, C_CT_HIT);
-		if (b->mode != FWD_L2)
+		if (uses_hash(b))
 			h = flow_hash(f);
 	} else {
 		struct service *svc = lookup_service(f, family);
