@@ -60,6 +60,11 @@ const (
 	maglevCounterC_MAX                 maglevCounter = 23
 )
 
+type maglevCpuCounters struct {
+	_ structs.HostLayout
+	N [23]uint64
+}
+
 type maglevCtEntry struct {
 	_       structs.HostLayout
 	Backend maglevSlot

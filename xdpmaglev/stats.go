@@ -107,7 +107,7 @@ type BackendStats struct {
 }
 
 // Stats reads the counters. It costs one system call per service and
-// backend, and a few more.
+// backend, and two more.
 func (lb *LB) Stats() (Stats, error) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -117,14 +117,14 @@ func (lb *LB) Stats() (Stats, error) {
 	var st Stats
 	st.Passed = map[string]uint64{}
 	st.Dropped = map[string]uint64{}
+	var per []maglevCpuCounters // one per CPU
+	if err := lb.objs.Counters.Lookup(uint32(0), &per); err != nil {
+		return Stats{}, fmt.Errorf("xdpmaglev: reading the counters: %w", err)
+	}
 	for i, name := range counterNames {
-		var per []uint64
-		if err := lb.objs.Counters.Lookup(uint32(i), &per); err != nil {
-			return Stats{}, fmt.Errorf("xdpmaglev: reading counter %s: %w", name, err)
-		}
 		var n uint64
-		for _, v := range per {
-			n += v
+		for _, c := range per {
+			n += c.N[i]
 		}
 		switch {
 		case name == "tx":

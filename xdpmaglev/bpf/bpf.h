@@ -47,11 +47,13 @@ struct xdp_md {
 // Helpers, by their stable numbers.
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
-static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
+static __u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)160;
+static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;
 static long (*bpf_xdp_adjust_head)(struct xdp_md *ctx, int delta) = (void *)44;
 static long (*bpf_xdp_adjust_tail)(struct xdp_md *ctx, int delta) = (void *)65;
 static long (*bpf_fib_lookup)(void *ctx, void *params, int plen, __u32 flags) = (void *)69;
+static __u64 (*bpf_jiffies64)(void) = (void *)118;
 
 // bpf_fib_lookup's parameters and results (include/uapi/linux/bpf.h).
 #define AF_INET 2
