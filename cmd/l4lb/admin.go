@@ -15,6 +15,7 @@ type status struct {
 	Forward string          `json:"forward"` // -forward: l2, ipip or gue
 	Table   tableSummary    `json:"table"`
 	Stats   xdpmaglev.Stats `json:"stats"`
+	BGP     *bgpStatus      `json:"bgp,omitempty"` // with -bgp-asn: the peers' sessions and the VIP's route
 }
 
 type tableSummary struct {
@@ -28,8 +29,9 @@ type tableBackend struct {
 	Slots  int    `json:"slots"`
 }
 
-// handler serves the table's summary and the counters as JSON.
-func handler(lb *xdpmaglev.LB, c config) http.Handler {
+// handler serves the table's summary and the counters as JSON, and the
+// BGP speaker's state if sp is not nil.
+func handler(lb *xdpmaglev.LB, c config, sp *speaker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, err := lb.Stats()
 		if err != nil {
@@ -37,6 +39,9 @@ func handler(lb *xdpmaglev.LB, c config) http.Handler {
 			return
 		}
 		s := status{Service: c.svc.String(), Attach: lb.Mode().String(), Forward: c.fwd.Forward.String(), Stats: st}
+		if sp != nil {
+			s.BGP = sp.status()
+		}
 		if t := lb.Table(c.svc); t != nil {
 			s.Table.Size = t.Size()
 			counts, weights := t.Counts(), t.Weights()

@@ -60,6 +60,17 @@
 // fails open) and says so. The members decide who may be a backend, the
 // health check who is up.
 //
+// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR@ASN (repeatable),
+// l4lb speaks BGP itself (GoBGP, embedded) to those routers, accepting
+// their sessions on -bgp-listen-port too, and announces the VIP as a /32
+// or /128, next hop its own address on each session, while the service
+// has a backend in service (of weight > 0, not drained, and up by the
+// health check); it withdraws it when there is none, failing open
+// included, so that the routers send the traffic to the load balancers
+// that see a healthy backend. At SIGINT or SIGTERM it withdraws first,
+// forwards for -bgp-drain while the routers move away, then closes the
+// sessions.
+//
 // l4lb prints the attach mode, serves the table's summary and the counters
 // as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
 // SIGTERM. docs/l4lb.md runs a fleet of them behind an ECMP router.
@@ -114,6 +125,7 @@ type config struct {
 	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
 	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
 	health   healthConfig             // -health and -health-*
+	bgp      bgpConfig                // -bgp-asn and -bgp-*
 	warnings []string                 // printed at start: legal, but likely not what the operator meant
 }
 
@@ -163,6 +175,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var health string
 	var healthPort int
 	var seed uint64
+	var bgpASN, routerID string
+	var peers peerFlags
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
 	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
 	fs.StringVar(&proto, "proto", "tcp", "the service's protocol: tcp or udp")
@@ -186,6 +200,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.health.timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
 	fs.IntVar(&c.health.rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
 	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
+	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first at SIGINT or SIGTERM (default: no BGP)")
+	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
+	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR@ASN` (repeat the flag for each); the next hop is l4lb's address on the session")
+	fs.IntVar(&c.bgp.listenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
+	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
+	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "at SIGINT or SIGTERM, how long l4lb keeps forwarding after withdrawing the VIP and before it stops, for the routers to move the traffic away")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -238,6 +258,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var err error
 	if c.svc.VIP, err = netip.ParseAddrPort(vip); err != nil {
 		return c, fmt.Errorf("-vip: %v", err)
+	}
+	if err := parseBGP(&c.bgp, bgpASN, routerID, peers, c.svc.VIP.Addr(), set); err != nil {
+		return c, err
 	}
 	switch proto {
 	case "tcp":
@@ -383,7 +406,7 @@ var healthFlags = []string{"health-path", "health-status", "health-port", "healt
 
 // lbOnly are the flags of the load balancer that -decap refuses.
 var lbOnly = append([]string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
-	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed"}, healthFlags...)
+	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
 // -gue-port.
@@ -453,12 +476,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	defer p.close()
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	var sp *speaker
+	if c.bgp.asn != 0 {
+		if sp, err = newSpeaker(c.bgp, pm.Provider, out, stderr); err != nil {
+			return err
+		}
+		p.bgp = sp
+		defer sp.stopServer() // on an error, with no drain; after sp.stop, nothing
+		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", c.bgp)
+	}
 	if c.src.Dynamic() {
 		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.src)
 		if p.health != nil {
 			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
 		}
-		logger := slog.New(slog.NewTextHandler(stderr, nil))
 		set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
 		stop, err := c.src.Watch(ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: logger})
 		if err != nil {
@@ -481,7 +513,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if c.admin != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", handler(lb, c))
+		mux.Handle("/debug/maglev", handler(lb, c, sp))
 		mux.Handle("/metrics", pm.Handler)
 		p.register(mux)
 		a, err := ops.ServeAdmin(c.admin, mux)
@@ -492,6 +524,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
 	}
 	<-ctx.Done()
+	if sp != nil {
+		sp.stop() // withdraw, drain, close the sessions: the data plane forwards meanwhile
+	}
 	p.close()
 	if err := lb.Close(); err != nil {
 		return err

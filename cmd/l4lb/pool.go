@@ -51,6 +51,7 @@ type pool struct {
 	timeout time.Duration            // the drain timeout
 	out     io.Writer                // status lines
 	health  *checker                 // nil: no health check; set before the first setMembers
+	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
 
 	applyMu sync.Mutex // held by apply across the data plane's update
 	mu      sync.Mutex // guards the fields below
@@ -178,6 +179,7 @@ func (p *pool) apply() error {
 	if p.closed {
 		return xdpmaglev.ErrClosed
 	}
+	defer p.tellBGP() // last, with p.mu held: what the data plane holds decides
 	now := time.Now()
 	bs, next := p.plan(now)
 	p.markDown(bs)
@@ -273,6 +275,32 @@ func (p *pool) markDown(bs []xdpmaglev.Backend) {
 		}
 		p.open = open
 		p.health.failOpen.Store(open)
+	}
+}
+
+// tellBGP tells the BGP speaker whether the service has a healthy
+// backend in the data plane: one of weight > 0 that is not down, and the
+// pool not failing open. Failing open, the data plane still forwards on
+// the last table, but the VIP is withdrawn: the routers then send its
+// traffic to the load balancers that see a healthy backend, and the flows
+// that still arrive here are served. p.mu is held.
+func (p *pool) tellBGP() {
+	if p.bgp == nil {
+		return
+	}
+	live := 0
+	for _, b := range p.applied {
+		if b.Weight > 0 && !b.Down {
+			live++
+		}
+	}
+	switch {
+	case p.open:
+		p.bgp.set(p.svc.VIP.Addr(), false, "failing open: every backend is down by its health check")
+	case live == 0:
+		p.bgp.set(p.svc.VIP.Addr(), false, "no backend in service (none of weight > 0 up)")
+	default:
+		p.bgp.set(p.svc.VIP.Addr(), true, fmt.Sprintf("%d backends in service", live))
 	}
 }
 

@@ -1,0 +1,464 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// bgpConfig is the BGP speaker's configuration, from -bgp-asn and the
+// -bgp-* flags. The zero value (asn 0) speaks no BGP.
+type bgpConfig struct {
+	asn        uint32     // the load balancer's AS; 0: no BGP
+	routerID   netip.Addr // an IPv4 address, the BGP identifier
+	peers      []bgpPeer  // the routers to announce to
+	listenPort int        // the port it accepts sessions on; -1: none
+	hold       time.Duration
+	drain      time.Duration // between the withdrawal at stop and the end of the sessions
+}
+
+// A bgpPeer is a router l4lb announces its VIPs to.
+type bgpPeer struct {
+	addr netip.Addr
+	asn  uint32
+}
+
+func (p bgpPeer) String() string { return fmt.Sprintf("%v@%d", p.addr, p.asn) }
+
+// peerFlags collects -bgp-peer ADDR@ASN flags.
+type peerFlags []bgpPeer
+
+func (f *peerFlags) String() string { return fmt.Sprint(*f) }
+
+func (f *peerFlags) Set(s string) error {
+	addr, asn, ok := strings.Cut(s, "@")
+	if !ok {
+		return fmt.Errorf("%q: ADDR@ASN (198.18.0.1@65000)", s)
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return err
+	}
+	n, err := parseASN(asn)
+	if err != nil {
+		return err
+	}
+	a = a.Unmap()
+	for _, p := range *f {
+		if p.addr == a {
+			return fmt.Errorf("%v: given twice", a)
+		}
+	}
+	*f = append(*f, bgpPeer{addr: a, asn: n})
+	return nil
+}
+
+// parseASN parses an AS number in [1, 2^32-1].
+func parseASN(s string) (uint32, error) {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 {
+		return 0, fmt.Errorf("AS %q: not a number in [1, 4294967295]", s)
+	}
+	return uint32(n), nil
+}
+
+// bgpFlags are the flags of the BGP speaker besides -bgp-asn.
+var bgpFlags = []string{"bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-drain"}
+
+// parseBGP checks -bgp-asn and the -bgp-* flags and fills in b, for the
+// service's VIP; without -bgp-asn no other -bgp-* flag may be set.
+func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Addr, set map[string]bool) error {
+	if !set["bgp-asn"] {
+		for _, name := range bgpFlags {
+			if set[name] {
+				return fmt.Errorf("-%s needs -bgp-asn", name)
+			}
+		}
+		*b = bgpConfig{}
+		return nil
+	}
+	n, err := parseASN(asn)
+	if err != nil {
+		return fmt.Errorf("-bgp-asn: %v", err)
+	}
+	b.asn = n
+	if b.routerID, err = netip.ParseAddr(routerID); err != nil || !b.routerID.Is4() {
+		return fmt.Errorf("-bgp-router-id %q: an IPv4 address (the BGP identifier, often the load balancer's address)", routerID)
+	}
+	if len(peers) == 0 {
+		return errors.New("-bgp-asn needs a -bgp-peer ADDR@ASN to announce to")
+	}
+	for _, p := range peers {
+		if p.addr.Is4() != vip.Unmap().Is4() {
+			return fmt.Errorf("-bgp-peer %v: not of the VIP's family (%v): the next hop announced is l4lb's address on the session", p, vip)
+		}
+	}
+	b.peers = peers
+	switch {
+	case b.listenPort != -1 && (b.listenPort < 1 || b.listenPort > 65535):
+		return fmt.Errorf("-bgp-listen-port %d: a port in [1, 65535], or -1 for none", b.listenPort)
+	case b.hold != 0 && (b.hold < 3*time.Second || b.hold > 65535*time.Second || b.hold%time.Second != 0):
+		return fmt.Errorf("-bgp-hold %v: 0 or whole seconds in [3s, 65535s] (RFC 4271)", b.hold)
+	case b.drain < 0:
+		return fmt.Errorf("-bgp-drain %v: must not be negative", b.drain)
+	}
+	return nil
+}
+
+// String describes the speaker: "AS 65001 (router ID 198.18.0.3) to 198.18.1.1@65000, hold 9s, drain 2s".
+func (b bgpConfig) String() string {
+	var ps []string
+	for _, p := range b.peers {
+		ps = append(ps, p.String())
+	}
+	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, drain %v", b.asn, b.routerID, strings.Join(ps, ", "), b.hold, b.drain)
+}
+
+// A speaker is l4lb's BGP: an embedded GoBGP server with a session to
+// each peer, announcing each VIP it is told is healthy as a host route
+// (/32 or /128) whose next hop is l4lb's address on the session, and
+// withdrawing it when it is told it is not. set records what a VIP should
+// be and waits for nothing; a goroutine of the speaker makes GoBGP's
+// routing table agree, so that the pool, which calls set with its locks
+// held, never waits on BGP.
+//
+// A speaker is safe for concurrent use by multiple goroutines. mu guards
+// the VIPs' states and is never held across a call into GoBGP; only the
+// speaker's goroutine, and stop once it has ended, call AddPath and
+// DeletePath.
+type speaker struct {
+	cfg      bgpConfig
+	s        *server.BgpServer
+	out      io.Writer
+	reg      metric.Registration
+	updates  metric.Int64Counter
+	kick     chan struct{} // a VIP's wish changed
+	quit     chan struct{} // closed by stop
+	loopDone chan struct{} // closed when the goroutine has ended
+	stopOnce sync.Once     // of stopServer
+
+	mu   sync.Mutex // guards the fields below
+	vips map[netip.Prefix]*announced
+	peer map[netip.Addr]string // each peer's session state, from GoBGP's events
+}
+
+// announced is one VIP's route. The speaker's mu guards it.
+type announced struct {
+	want   bool      // the service has a healthy backend
+	why    string    // why want is what it is, for the status line
+	path   uuid.UUID // GoBGP's path, if announced
+	on     bool      // in GoBGP's table, so announced to every established peer
+	since  time.Time // of the last change of on
+	family bgp.Family
+}
+
+// vipPrefix is the host route of a VIP: a /32 or a /128.
+func vipPrefix(vip netip.Addr) netip.Prefix {
+	vip = vip.Unmap()
+	return netip.PrefixFrom(vip, vip.BitLen())
+}
+
+// newSpeaker starts GoBGP by cfg, with a session to each peer, recording
+// through mp, printing status lines to out and GoBGP's warnings and errors
+// to stderr; it announces nothing until set.
+func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, out, stderr io.Writer) (*speaker, error) {
+	lvl := &slog.LevelVar{}
+	lvl.Set(slog.LevelWarn) // l4lb prints the transitions itself
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("from", "gobgp")
+	sp := &speaker{cfg: cfg, out: out, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
+		s: server.NewBgpServer(server.LoggerOption(logger, lvl)), vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]string{}}
+	go sp.s.Serve()
+	ctx := context.Background()
+	if err := sp.s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: cfg.asn, RouterId: cfg.routerID.String(), ListenPort: int32(cfg.listenPort),
+	}}); err != nil {
+		return nil, fmt.Errorf("bgp: %w", err) // not started: nothing to stop
+	}
+	// What the routers send is kept in GoBGP's table and used for nothing
+	// (a global import policy would refuse l4lb's own paths too): the
+	// routers should export nothing to l4lb (docs/l4lb.md).
+	if err := sp.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnPeerUpdate: sp.peerEvent}, server.WatchPeer()); err != nil {
+		sp.stopServer()
+		return nil, fmt.Errorf("bgp: %w", err)
+	}
+	hold := uint64(cfg.hold / time.Second)
+	for _, p := range cfg.peers {
+		sp.peer[p.addr] = "idle"
+		if err := sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+			Conf: &api.PeerConf{NeighborAddress: p.addr.String(), PeerAsn: p.asn},
+			// A retry every 5 s, so that a router that comes back is
+			// peered again soon (GoBGP's default is 120 s).
+			Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: hold / 3, ConnectRetry: 5}},
+		}}); err != nil {
+			sp.stopServer()
+			return nil, fmt.Errorf("bgp: peer %v: %w", p, err)
+		}
+	}
+	if err := sp.metrics(mp); err != nil {
+		sp.stopServer()
+		return nil, err
+	}
+	go sp.loop()
+	return sp, nil
+}
+
+// metrics registers the speaker's instruments.
+func (sp *speaker) metrics(mp metric.MeterProvider) error {
+	meter := mp.Meter(meterScope)
+	var errs []error
+	ann, err := meter.Int64ObservableGauge("maglev.l4lb.bgp.announced",
+		metric.WithDescription("1 while the VIP's host route is announced to the BGP peers (the service has a healthy backend), 0 while it is withdrawn."))
+	errs = append(errs, err)
+	est, err := meter.Int64ObservableGauge("maglev.l4lb.bgp.peer.established",
+		metric.WithDescription("1 while the BGP session with the peer is established, 0 otherwise."))
+	errs = append(errs, err)
+	sp.updates, err = meter.Int64Counter("maglev.l4lb.bgp.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Changes of a VIP's route, by action (announce or withdraw)."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("bgp metrics: %w", err)
+	}
+	sp.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		sp.mu.Lock()
+		defer sp.mu.Unlock()
+		for p, a := range sp.vips {
+			v := int64(0)
+			if a.on {
+				v = 1
+			}
+			o.ObserveInt64(ann, v, metric.WithAttributes(attribute.String("maglev.vip", p.String())))
+		}
+		for addr, state := range sp.peer {
+			v := int64(0)
+			if state == "established" {
+				v = 1
+			}
+			o.ObserveInt64(est, v, metric.WithAttributes(attribute.String("maglev.peer", addr.String())))
+		}
+		return nil
+	}, ann, est)
+	if err != nil {
+		return fmt.Errorf("bgp metrics: %w", err)
+	}
+	return nil
+}
+
+// peerEvent records a peer's session state, and prints its changes.
+func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
+	if e.Type != apiutil.PEER_EVENT_STATE {
+		return
+	}
+	addr := e.Peer.State.NeighborAddress.Unmap()
+	state := strings.ToLower(strings.TrimPrefix(e.Peer.State.SessionState.String(), "BGP_FSM_"))
+	sp.mu.Lock()
+	old, known := sp.peer[addr]
+	if known {
+		sp.peer[addr] = state
+	}
+	sp.mu.Unlock()
+	if known && old != state && (state == "established" || old == "established") {
+		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v %s\n", addr, state)
+	}
+}
+
+// set records whether vip's service has a healthy backend, and why; the
+// speaker's goroutine announces or withdraws its route accordingly. It
+// waits for nothing.
+func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
+	p := vipPrefix(vip)
+	sp.mu.Lock()
+	a := sp.vips[p]
+	if a == nil {
+		f := bgp.RF_IPv4_UC
+		if !p.Addr().Is4() {
+			f = bgp.RF_IPv6_UC
+		}
+		a = &announced{family: f}
+		sp.vips[p] = a
+	}
+	changed := a.want != healthy
+	a.want, a.why = healthy, why
+	sp.mu.Unlock()
+	if changed {
+		select {
+		case sp.kick <- struct{}{}:
+		default: // a kick is pending already
+		}
+	}
+}
+
+// loop makes GoBGP's table agree with the VIPs' wishes, until stop.
+func (sp *speaker) loop() {
+	defer close(sp.loopDone)
+	for {
+		select {
+		case <-sp.quit:
+			return
+		case <-sp.kick:
+		}
+		sp.reconcile(false)
+	}
+}
+
+// reconcile announces each VIP that should be and is not, and withdraws
+// each that is and should not be (every VIP, with all). It prints a status
+// line for each change. No lock is held across GoBGP's calls.
+func (sp *speaker) reconcile(all bool) {
+	type change struct {
+		p    netip.Prefix
+		a    *announced
+		on   bool
+		why  string
+		path uuid.UUID
+	}
+	sp.mu.Lock()
+	var cs []change
+	for p, a := range sp.vips {
+		want := a.want && !all
+		if want != a.on {
+			why := a.why
+			if all {
+				why = "l4lb is stopping"
+			}
+			cs = append(cs, change{p: p, a: a, on: want, why: why, path: a.path})
+		}
+	}
+	sp.mu.Unlock()
+	slices.SortFunc(cs, func(x, y change) int { return x.p.Addr().Compare(y.p.Addr()) })
+	for _, c := range cs {
+		var id uuid.UUID
+		var err error
+		if c.on {
+			id, err = sp.announce(c.p, c.a.family)
+		} else {
+			err = sp.s.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{c.path}})
+		}
+		action := map[bool]string{true: "announce", false: "withdraw"}[c.on]
+		if err != nil {
+			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: %s %v: %v\n", action, c.p, err)
+			continue
+		}
+		sp.mu.Lock()
+		c.a.on, c.a.path, c.a.since = c.on, id, time.Now()
+		sp.mu.Unlock()
+		sp.updates.Add(context.Background(), 1, metric.WithAttributes(attribute.String("maglev.vip", c.p.String()), attribute.String("maglev.action", action)))
+		if c.on {
+			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: announcing %v: %s\n", c.p, c.why)
+		} else {
+			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: withdrew %v: %s\n", c.p, c.why)
+		}
+	}
+}
+
+// announce adds p to GoBGP's table, with next hop unspecified, which GoBGP
+// sends as its own address on each session, and returns the path's ID.
+func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
+	nlri, err := bgp.NewIPAddrPrefix(p)
+	if err != nil {
+		return uuid.UUID{}, err
+	}
+	attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(bgp.BGP_ORIGIN_ATTR_TYPE_IGP)}
+	if f == bgp.RF_IPv4_UC {
+		nh, err := bgp.NewPathAttributeNextHop(netip.IPv4Unspecified())
+		if err != nil {
+			return uuid.UUID{}, err
+		}
+		attrs = append(attrs, nh)
+	} else {
+		mp, err := bgp.NewPathAttributeMpReachNLRI(f, []bgp.PathNLRI{{NLRI: nlri}}, netip.IPv6Unspecified())
+		if err != nil {
+			return uuid.UUID{}, err
+		}
+		attrs = append(attrs, mp)
+	}
+	rs, err := sp.s.AddPath(apiutil.AddPathRequest{Paths: []*apiutil.Path{{Family: f, Nlri: nlri, Attrs: attrs}}})
+	if err != nil {
+		return uuid.UUID{}, err
+	}
+	return rs[0].UUID, rs[0].Error
+}
+
+// stop withdraws every VIP, waits the drain time so that the routers move
+// the traffic to the other load balancers, then closes the sessions and
+// stops GoBGP. The routes are withdrawn by UPDATE messages on sessions that
+// stay up, so a router moves the traffic at once, not when the session
+// ends.
+func (sp *speaker) stop() {
+	close(sp.quit)
+	<-sp.loopDone
+	sp.reconcile(true)
+	if sp.cfg.drain > 0 {
+		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: draining for %v\n", sp.cfg.drain)
+		time.Sleep(sp.cfg.drain)
+	}
+	sp.stopServer()
+	_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+}
+
+// stopServer ends the sessions and GoBGP; it does so once, and returns at
+// once after.
+func (sp *speaker) stopServer() {
+	sp.stopOnce.Do(func() {
+		sp.s.Stop() // StopBgp: a Cease notification to each peer
+		if sp.reg != nil {
+			_ = sp.reg.Unregister() // its error is the SDK shut down already
+		}
+	})
+}
+
+// bgpStatus is the speaker's part of /debug/maglev.
+type bgpStatus struct {
+	ASN      uint32        `json:"asn"`
+	RouterID string        `json:"router_id"`
+	Peers    []peerStatus  `json:"peers"`
+	VIPs     []routeStatus `json:"vips"`
+	Drain    string        `json:"drain"`
+}
+
+type peerStatus struct {
+	Addr  string `json:"addr"`
+	ASN   uint32 `json:"asn"`
+	State string `json:"state"` // the session: idle, connect, active, opensent, openconfirm or established
+}
+
+type routeStatus struct {
+	Prefix    string `json:"prefix"`
+	Announced bool   `json:"announced"`
+	Reason    string `json:"reason"` // why it is announced or withdrawn
+	Since     string `json:"since,omitempty"`
+}
+
+// status returns what /debug/maglev shows of the speaker.
+func (sp *speaker) status() *bgpStatus {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	st := &bgpStatus{ASN: sp.cfg.asn, RouterID: sp.cfg.routerID.String(), Drain: sp.cfg.drain.String()}
+	for _, p := range sp.cfg.peers {
+		st.Peers = append(st.Peers, peerStatus{Addr: p.addr.String(), ASN: p.asn, State: sp.peer[p.addr]})
+	}
+	for p, a := range sp.vips {
+		r := routeStatus{Prefix: p.String(), Announced: a.on, Reason: a.why}
+		if !a.since.IsZero() {
+			r.Since = a.since.UTC().Format(time.RFC3339)
+		}
+		st.VIPs = append(st.VIPs, r)
+	}
+	slices.SortFunc(st.VIPs, func(x, y routeStatus) int { return strings.Compare(x.Prefix, y.Prefix) })
+	return st
+}

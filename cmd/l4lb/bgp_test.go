@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestParseBGP: the BGP flags, parsed.
+func TestParseBGP(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want bgpConfig
+	}{
+		{"", bgpConfig{}},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@65000",
+			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 9 * time.Second, drain: 2 * time.Second,
+				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
+		{"-bgp-asn 4200000000 -bgp-router-id 10.0.0.1 -bgp-peer 198.18.0.1@65000 -bgp-peer 198.18.0.2@4200000001 -bgp-listen-port -1 -bgp-hold 0s -bgp-drain 0s",
+			bgpConfig{asn: 4200000000, routerID: netip.MustParseAddr("10.0.0.1"), listenPort: -1,
+				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}, {netip.MustParseAddr("198.18.0.2"), 4200000001}}}},
+	} {
+		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if fmt.Sprint(c.bgp) != fmt.Sprint(tc.want) || c.bgp.listenPort != tc.want.listenPort {
+			t.Errorf("%q: %+v, want %+v", tc.args, c.bgp, tc.want)
+		}
+	}
+}
+
+// TestParseBGPRefused: each bad value or combination of the BGP flags is
+// refused with an error that names the flag.
+func TestParseBGPRefused(t *testing.T) {
+	ok := " -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@65000"
+	for _, tc := range []struct{ args, want string }{
+		{"-bgp-peer 198.18.0.1@65000", "-bgp-peer needs -bgp-asn"},
+		{"-bgp-drain 1s", "-bgp-drain needs -bgp-asn"},
+		{"-bgp-asn 0" + ok, `-bgp-asn: AS "0": not a number in [1, 4294967295]`},
+		{"-bgp-asn 4294967296" + ok, `-bgp-asn: AS "4294967296": not a number`},
+		{"-bgp-asn AS65001" + ok, `-bgp-asn: AS "AS65001": not a number`},
+		{"-bgp-asn 65001 -bgp-peer 198.18.0.1@65000", `-bgp-router-id "": an IPv4 address`},
+		{"-bgp-asn 65001 -bgp-router-id 2001:db8::1 -bgp-peer 198.18.0.1@65000", `-bgp-router-id "2001:db8::1": an IPv4 address`},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3", "-bgp-asn needs a -bgp-peer ADDR@ASN"},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1", `invalid value "198.18.0.1" for flag -bgp-peer: "198.18.0.1": ADDR@ASN`},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@0", `invalid value "198.18.0.1@0" for flag -bgp-peer: AS "0"`},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer router@65000", `invalid value "router@65000" for flag -bgp-peer: `},
+		{"-bgp-asn 65001" + ok + " -bgp-peer 198.18.0.1@65002", `invalid value "198.18.0.1@65002" for flag -bgp-peer: 198.18.0.1: given twice`},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::1@65000", "-bgp-peer 2001:db8::1@65000: not of the VIP's family (198.19.0.1)"},
+		{"-bgp-asn 65001" + ok + " -bgp-listen-port 0", "-bgp-listen-port 0: a port in [1, 65535], or -1 for none"},
+		{"-bgp-asn 65001" + ok + " -bgp-listen-port 65536", "-bgp-listen-port 65536: a port in [1, 65535], or -1 for none"},
+		{"-bgp-asn 65001" + ok + " -bgp-hold 2s", "-bgp-hold 2s: 0 or whole seconds in [3s, 65535s]"},
+		{"-bgp-asn 65001" + ok + " -bgp-hold 3500ms", "-bgp-hold 3.5s: 0 or whole seconds in [3s, 65535s]"},
+		{"-bgp-asn 65001" + ok + " -bgp-drain -1s", "-bgp-drain -1s: must not be negative"},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -bgp-asn 65001 -bgp-peer 198.18.0.1@65000"), io.Discard)
+	if want := "-decap cannot be used with -bgp-asn, -bgp-peer: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("-decap -bgp-asn: %v; want %q...", err, want)
+	}
+}
+
+// needBird skips the test (fails it under CI=true) without bird and
+// birdc.
+func needBird(t *testing.T) {
+	t.Helper()
+	for _, bin := range []string{"bird", "birdc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			why := bin + " is missing: install Debian's bird2"
+			if os.Getenv("CI") == "true" {
+				t.Fatal(why)
+			}
+			t.Skip(why)
+		}
+	}
+}
+
+// A router is BIRD running in a namespace of its own, controlled by its
+// socket.
+type router struct {
+	t    *testing.T
+	sock string
+}
+
+// startBird runs BIRD in namespace ns with conf, its control socket in
+// the test's temporary directory, until the end of the test; it returns
+// once BIRD answers on the socket (within 10 s).
+func startBird(t *testing.T, ns, conf string) *router {
+	t.Helper()
+	dir := t.TempDir()
+	r := &router{t: t, sock: filepath.Join(dir, "bird.ctl")}
+	cf := filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, "bird", "-f", "-c", cf, "-s", r.sock)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() && out.Len() > 0 {
+			t.Logf("bird's output:\n%s", out.String())
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.birdc("show status"); err == nil {
+			return r
+		}
+		select {
+		case <-exited:
+			t.Fatalf("bird exited: %s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bird not answering on %s in 10 s", r.sock)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// birdc runs a command of birdc on the router's socket, within 5 s.
+func (r *router) birdc(command string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "birdc", append([]string{"-s", r.sock}, strings.Fields(command)...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("birdc %s: %v: %s", command, err, out)
+	}
+	return string(out), nil
+}
+
+// route returns the router's route to prefix as `show route` prints it,
+// or "" if it has none.
+func (r *router) route(prefix string) string {
+	r.t.Helper()
+	out, err := r.birdc("show route " + prefix)
+	if err != nil && strings.Contains(err.Error(), "Network not found") {
+		return "" // birdc's exit status is 1 then
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !strings.Contains(out, prefix) {
+		return ""
+	}
+	return out
+}
+
+// awaitRoute polls the router until it has a route to prefix (present)
+// or none, failing the test after 15 s; it returns the route.
+func (r *router) awaitRoute(prefix string, present bool, what string) string {
+	r.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := r.route(prefix)
+		if (got != "") == present {
+			return got
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%s: the router's route to %s, after 15 s: %q, want present %v", what, prefix, got, present)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// established reports whether the router's BGP session lb is up.
+func (r *router) established() bool {
+	r.t.Helper()
+	out, err := r.birdc("show protocols lb")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return strings.Contains(out, "Established")
+}
+
+// lbStatus returns l4lb's /debug/maglev in namespace ns.
+func lbStatus(t *testing.T, ns string) status {
+	t.Helper()
+	body, err := request(ns, "GET", "/debug/maglev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	if st.BGP == nil {
+		t.Fatalf("no bgp in /debug/maglev: %s", body)
+	}
+	return st
+}
+
+// TestBGP runs l4lb with -health tcp and -bgp-* against BIRD in a router
+// namespace: the router learns the VIP's /32 with l4lb's address as the
+// next hop; every backend failing its health check (the service failing
+// open) withdraws it and one recovering announces it again; every backend
+// drained through the admin API withdraws it, one undrained announces it;
+// at SIGTERM the route is withdrawn while the session stays up and l4lb
+// still runs, and l4lb exits after -bgp-drain. /debug/maglev and /metrics
+// show the session and the route throughout.
+func TestBGP(t *testing.T) {
+	need(t)
+	needBird(t)
+	bin := build(t)
+	lbNS, beNS, addrs := healthNS(t, "bgp", 2)
+	rNS := fmt.Sprintf("bgpr-%d", os.Getpid())
+	ip(t, "netns", "add", rNS)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", rNS).Run() }) // best effort
+	ip(t, "-n", lbNS, "link", "add", "r0", "type", "veth", "peer", "name", "r1")
+	ip(t, "-n", lbNS, "link", "set", "r1", "netns", rNS)
+	ip(t, "-n", lbNS, "addr", "add", "198.18.1.3/24", "dev", "r0")
+	ip(t, "-n", rNS, "addr", "add", "198.18.1.1/24", "dev", "r1")
+	ip(t, "-n", lbNS, "link", "set", "r0", "up")
+	for _, dev := range []string{"lo", "r1"} {
+		ip(t, "-n", rNS, "link", "set", dev, "up")
+	}
+	r := startBird(t, rNS, `router id 198.18.1.1;
+protocol device { }
+protocol bgp lb {
+	local 198.18.1.1 as 65000;
+	neighbor 198.18.1.3 as 65001;
+	hold time 3;
+	connect retry time 1;
+	ipv4 { import all; export none; };
+}
+`)
+
+	const vip, prefix, drain = "198.19.0.1", "198.19.0.1/32", 3 * time.Second
+	args := []string{"-iface", "v0", "-vip", vip + ":80", "-m", "251", "-admin", "127.0.0.1:9180",
+		"-health", "tcp", "-health-port", "8080", "-health-interval", "200ms", "-health-timeout", "150ms",
+		"-health-rise", "1", "-health-fall", "2",
+		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "198.18.1.1@65000", "-bgp-hold", "3s",
+		"-bgp-drain", drain.String()}
+	ls := make([]net.Listener, len(addrs))
+	for i, a := range addrs {
+		args = append(args, "-backend", fmt.Sprintf("%v=02:00:00:00:00:%02x", a, 11+i))
+		ls[i] = listen(t, beNS, netip.AddrPortFrom(a, 8080))
+	}
+	p := start(t, lbNS, bin, args...)
+	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 198.18.1.1@65000, hold 3s, drain 3s")
+	p.await("l4lb: bgp: announcing 198.19.0.1/32: 2 backends in service")
+	p.await("l4lb: bgp: peer 198.18.1.1 established")
+
+	// Announced, with l4lb's address on the session as the next hop.
+	got := r.awaitRoute(prefix, true, "started")
+	if !strings.Contains(got, "via 198.18.1.3 on r1") || !strings.Contains(got, "AS65001i") {
+		t.Errorf("the router's route: %q, want via 198.18.1.3 on r1, AS path 65001", got)
+	}
+	st := lbStatus(t, lbNS).BGP
+	if len(st.Peers) != 1 || st.Peers[0] != (peerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
+		len(st.VIPs) != 1 || st.VIPs[0].Prefix != prefix || !st.VIPs[0].Announced || st.ASN != 65001 || st.RouterID != "198.18.1.3" {
+		t.Errorf("/debug/maglev's bgp: %+v", st)
+	}
+	body, err := request(lbNS, "GET", "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMetric(t, string(body), `maglev_l4lb_bgp_announced{maglev_vip="198.19.0.1/32"`, 1)
+	wantMetric(t, string(body), `maglev_l4lb_bgp_peer_established{maglev_peer="198.18.1.1"`, 1)
+
+	// Every backend fails its health check: the service fails open, and
+	// the VIP is withdrawn; one back, it is announced again.
+	for _, l := range ls {
+		_ = l.Close()
+	}
+	p.await("l4lb: FAILING OPEN")
+	p.await("l4lb: bgp: withdrew 198.19.0.1/32: failing open: every backend is down by its health check")
+	r.awaitRoute(prefix, false, "all down")
+	if !r.established() {
+		t.Error("all down: the session went down; the route should be withdrawn by an UPDATE")
+	}
+	if st := lbStatus(t, lbNS).BGP; st.VIPs[0].Announced || !strings.HasPrefix(st.VIPs[0].Reason, "failing open") {
+		t.Errorf("all down: %+v", st.VIPs)
+	}
+	body, err = request(lbNS, "GET", "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMetric(t, string(body), `maglev_l4lb_bgp_announced{maglev_vip="198.19.0.1/32"`, 0)
+	wantMetric(t, string(body), `maglev_l4lb_bgp_updates_total{maglev_action="withdraw",maglev_vip="198.19.0.1/32"`, 1)
+	ls[1] = listen(t, beNS, netip.AddrPortFrom(addrs[1], 8080))
+	p.await("l4lb: bgp: announcing 198.19.0.1/32: 1 backends in service")
+	got = r.awaitRoute(prefix, true, "one back")
+	if !strings.Contains(got, "via 198.18.1.3 on r1") {
+		t.Errorf("one back: the router's route: %q", got)
+	}
+	ls[0] = listen(t, beNS, netip.AddrPortFrom(addrs[0], 8080))
+	awaitHealth(t, lbNS, addrs[0], "up", 1, 2)
+
+	// Every backend drained (no backend of weight > 0 in service):
+	// withdrawn; one undrained: announced.
+	for _, a := range addrs {
+		if _, err := request(lbNS, "POST", "/drain?addr="+a.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.await("l4lb: bgp: withdrew 198.19.0.1/32: no backend in service")
+	r.awaitRoute(prefix, false, "all drained")
+	if _, err := request(lbNS, "POST", "/undrain?addr="+addrs[0].String()); err != nil {
+		t.Fatal(err)
+	}
+	p.await("l4lb: bgp: announcing 198.19.0.1/32: 1 backends in service")
+	r.awaitRoute(prefix, true, "one undrained")
+
+	// SIGTERM: withdrawn first, the session still up and l4lb running;
+	// l4lb exits after the drain.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	term := time.Now()
+	r.awaitRoute(prefix, false, "SIGTERM")
+	gone := time.Since(term)
+	select {
+	case <-p.exited:
+		t.Fatalf("l4lb exited before the router lost its route (%v after SIGTERM)", gone)
+	default:
+	}
+	if !r.established() {
+		t.Errorf("SIGTERM: the session went down with the route; it should have been withdrawn first, by an UPDATE")
+	}
+	var rest []string
+	timeout := time.After(drain + 20*time.Second)
+	for done := false; !done; {
+		select {
+		case l, ok := <-p.lines:
+			if !ok {
+				done = true
+				break
+			}
+			rest = append(rest, l)
+		case <-timeout:
+			t.Fatalf("l4lb still running %v after SIGTERM; printed %q", drain+20*time.Second, rest)
+		}
+	}
+	<-p.exited
+	exit := time.Since(term)
+	if p.err != nil {
+		t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
+	}
+	// The session may be seen going down once the drain is over, not before.
+	for i := 0; i < len(rest); i++ {
+		if strings.HasPrefix(rest[i], "l4lb: bgp: peer 198.18.1.1 ") && i > 1 && rest[i-1] == "l4lb: bgp: draining for 3s" {
+			rest = append(rest[:i], rest[i+1:]...)
+			break
+		}
+	}
+	want := []string{"l4lb: bgp: withdrew 198.19.0.1/32: l4lb is stopping", "l4lb: bgp: draining for 3s", "l4lb: bgp: sessions closed", "l4lb: detached from v0"}
+	if strings.Join(rest, "\n") != strings.Join(want, "\n") {
+		t.Errorf("after SIGTERM l4lb printed %q, want %q", rest, want)
+	}
+	if exit < drain || gone >= drain {
+		t.Errorf("after SIGTERM: the route gone at %v, l4lb exited at %v; want the route gone before the drain of %v ends, and the exit after it", gone, exit, drain)
+	}
+	t.Logf("after SIGTERM: the router's route gone in %v, l4lb exited in %v", gone, exit)
+}
