@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -130,10 +129,7 @@ func newFleet(t *testing.T) *fleet {
 		t.Skip(msg)
 	}
 	f := &fleet{t: t, suffix: fmt.Sprint(os.Getpid()), regs: map[int]*etcdmaglev.Registration{}, weights: map[int]uint32{}}
-	f.bin = filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", f.bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
+	f.bin = build(t) // skips under -race, as build says
 
 	// An XDP_PASS program for the bridge's side of each load balancer's
 	// veth: veth's XDP_TX needs a program on the peer.
