@@ -175,6 +175,9 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
 			after := counts(lb)
 			got := path{after.hits - before.hits, after.inserts - before.inserts, after.flood - before.flood}
+			// n packets at least: a run that a signal interrupts is run
+			// again whole (Program.Benchmark retries on EINTR), and the
+			// packets it had run were counted.
 			n := uint64(b.N) * repeat
 			var ok bool
 			switch {
@@ -185,7 +188,7 @@ func BenchmarkForward(b *testing.B) {
 			case flood: // a window's share, 1 entry a CPU, may be written
 				ok = got.hits == 0 && got.flood >= n-2*uint64(b.N)
 			default:
-				ok = got.hits == 0 && got.inserts == n && got.flood == 0
+				ok = got.hits == 0 && got.inserts >= n && got.flood == 0
 			}
 			if !ok {
 				b.Fatalf("of %d packets: %d conntrack hits, %d inserts, %d routed by the flood guard", n, got.hits, got.inserts, got.flood)
