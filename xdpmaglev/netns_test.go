@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -41,6 +42,7 @@ func needNet(t testing.TB) {
 
 func newTestNet(t testing.TB, tag string) *testNet {
 	needNet(t)
+	sweepStale(tag)
 	n := &testNet{t: t, suffix: fmt.Sprintf("%s%d", tag, os.Getpid())}
 	n.sw = n.addNS("sw")
 	// With br_netfilter loaded, a bridge hands IPv4 to iptables, which
@@ -52,6 +54,32 @@ func newTestNet(t testing.TB, tag string) *testNet {
 	n.ip(n.sw, "link", "add", "br0", "type", "bridge")
 	n.ip(n.sw, "link", "set", "br0", "up")
 	return n
+}
+
+// sweepStale deletes the namespaces a test net of this tag left behind
+// when its process was killed before its cleanups ran (a test binary that
+// times out panics without running them): NAME-TAGPID, with no process
+// PID running.
+func sweepStale(tag string) {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		_, rest, ok := strings.Cut(f[0], "-"+tag)
+		pid, err := strconv.Atoi(rest)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its test is running
+		}
+		_ = exec.Command("ip", "netns", "del", f[0]).Run() // best effort
+	}
 }
 
 // addNS creates namespace name-suffix, with lo up.
