@@ -23,12 +23,15 @@ type maglevBackend struct {
 	Src     [4]uint32
 	Port    uint16
 	SrcMask uint16
+	Svc     uint32
+	Weight  uint32
 }
 
 type maglevConsts uint32
 
 const (
-	maglevConstsNO_BACKEND maglevConsts = 4294967295
+	maglevConstsNO_BACKEND     maglevConsts = 4294967295
+	maglevConstsLAYOUT_VERSION maglevConsts = 1
 )
 
 type maglevCounter uint32
@@ -109,6 +112,16 @@ const (
 	maglevForwardFWD_GUE  maglevForward = 2
 )
 
+type maglevLayoutRecord struct {
+	_       structs.HostLayout
+	Version uint32
+	Cookie  uint32
+	Spec    uint64
+	Netns   uint64
+	Ifindex uint32
+	Pad     uint32
+}
+
 type maglevNexthop struct {
 	_       structs.HostLayout
 	Dmac    [6]uint8
@@ -163,6 +176,7 @@ const (
 	maglevMapConntrack6    = "conntrack6"
 	maglevMapCounters      = "counters"
 	maglevMapFloodState    = "flood_state"
+	maglevMapLayout        = "layout"
 	maglevMapNexthops      = "nexthops"
 	maglevMapServiceStats  = "service_stats"
 	maglevMapServices4     = "services4"
@@ -179,6 +193,7 @@ const (
 	maglevVarUnusedConsts  = "unused_consts"
 	maglevVarUnusedCounter = "unused_counter"
 	maglevVarUnusedForward = "unused_forward"
+	maglevVarUnusedLayout  = "unused_layout"
 )
 
 // loadMaglev returns the embedded CollectionSpec for maglev.
@@ -241,6 +256,7 @@ type maglevMapSpecs struct {
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
+	Layout       *ebpf.MapSpec `ebpf:"layout"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
@@ -258,6 +274,7 @@ type maglevVariableSpecs struct {
 	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedForward *ebpf.VariableSpec `ebpf:"unused_forward"`
+	UnusedLayout  *ebpf.VariableSpec `ebpf:"unused_layout"`
 }
 
 // maglevObjects contains all objects after they have been loaded into the kernel.
@@ -287,6 +304,7 @@ type maglevMaps struct {
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
+	Layout       *ebpf.Map `ebpf:"layout"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
@@ -303,6 +321,7 @@ func (m *maglevMaps) Close() error {
 		m.Conntrack6,
 		m.Counters,
 		m.FloodState,
+		m.Layout,
 		m.Nexthops,
 		m.ServiceStats,
 		m.Services4,
@@ -321,6 +340,7 @@ type maglevVariables struct {
 	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedForward *ebpf.Variable `ebpf:"unused_forward"`
+	UnusedLayout  *ebpf.Variable `ebpf:"unused_layout"`
 }
 
 // maglevPrograms contains all programs after they have been loaded into the kernel.

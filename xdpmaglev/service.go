@@ -427,15 +427,16 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	return nil
 }
 
-// entry returns b's entry in the backends map, for a service of opts.
-func entry(b Backend, cookie uint32, opts ServiceOptions) maglevBackend {
-	v := maglevBackend{Cookie: cookie, Mode: uint8(opts.Forward), Family: 4}
+// entry returns b's entry in the backends map, for service svc of opts.
+// Its address, service and weight are there for an LB that adopts the
+// maps (adopt), which the program reads only in the encapsulating modes.
+func entry(b Backend, cookie, svc uint32, opts ServiceOptions) maglevBackend {
+	v := maglevBackend{Cookie: cookie, Mode: uint8(opts.Forward), Family: 4, Addr: addrWords(b.Addr), Svc: svc, Weight: b.Weight}
+	if !b.Addr.Is4() {
+		v.Family = 6
+	}
 	copy(v.Mac[:], b.HW)
 	if opts.Forward != ForwardL2 {
-		if !b.Addr.Is4() {
-			v.Family = 6
-		}
-		v.Addr = addrWords(b.Addr)
 		v.Src = addrWords(opts.Source)
 		v.Port = netOrder16(opts.GUEPort)
 		v.SrcMask = uint16(1<<opts.SourceBits - 1)
@@ -493,17 +494,23 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 				lb.cookie = 1
 			}
 			cur = &backend{id: id, cookie: lb.cookie}
+			// The counter first, so that no Load that adopts the maps
+			// hands this cookie out again.
+			lb.rec.Cookie = lb.cookie
+			if err := lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
+				return fail(fmt.Errorf("xdpmaglev: writing the layout record: %w", err))
+			}
 			if err := zeroStats(lb.objs.BackendStats, id); err != nil {
 				return fail(err)
 			}
-		} else if cur.entry == entry(b, cur.cookie, opts) {
+		} else if cur.entry == entry(b, cur.cookie, next.id, opts) {
 			next.backends[b.Addr] = cur
 			continue
 		} else {
 			cur = &backend{id: cur.id, cookie: cur.cookie}
 		}
 		cur.hw = slices.Clone(b.HW)
-		cur.entry = entry(b, cur.cookie, opts)
+		cur.entry = entry(b, cur.cookie, next.id, opts)
 		if err := lb.objs.Backends.Put(cur.id, cur.entry); err != nil {
 			return fail(fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err))
 		}
