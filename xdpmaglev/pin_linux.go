@@ -5,7 +5,6 @@ package xdpmaglev
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -53,13 +52,9 @@ func lockDir(dir string) (*os.File, error) {
 
 // netnsID returns the inode of the calling thread's network namespace.
 func netnsID() (uint64, error) {
-	fi, err := os.Stat("/proc/thread-self/ns/net")
-	if err != nil {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/thread-self/ns/net", &st); err != nil {
 		return 0, fmt.Errorf("xdpmaglev: the network namespace: %w", err)
-	}
-	st, ok := fi.Sys().(*unix.Stat_t)
-	if !ok {
-		return 0, fmt.Errorf("xdpmaglev: the network namespace: %w", fs.ErrInvalid)
 	}
 	return st.Ino, nil
 }
