@@ -7,6 +7,7 @@
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -forward ipip [-encap-src 10.0.1.5] -backend 10.0.2.11
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
+//	l4lb -detach -iface eth0
 //
 // Each backend holds the VIP on its loopback device (see docs/xdp.md).
 // With -forward l2 (the default) it must be on the interface's segment,
@@ -71,9 +72,20 @@
 // forwards for -bgp-drain while the routers move away, then closes the
 // sessions.
 //
-// l4lb prints the attach mode, serves the table's summary and the counters
-// as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
-// SIGTERM. docs/l4lb.md runs a fleet of them behind an ECMP router.
+// l4lb prints the attach mode, and serves the table's summary and the
+// counters as JSON at /debug/maglev on the admin address. Its data plane
+// is pinned in -pin-dir (/sys/fs/bpf/l4lb by default, a directory per
+// interface: /sys/fs/bpf/l4lb/eth0), so that it outlives the process: at
+// SIGINT or SIGTERM l4lb leaves the program attached and forwarding by
+// the last tables, and the next l4lb on the interface adopts the maps
+// (connection tracking, tables, backends, counters) and replaces the
+// program on its link in one step, so that a restart drops nothing.
+// Pins l4lb cannot adopt (another layout after an upgrade, another -mode)
+// are refused, or replaced with -rebuild. With -pin-dir "", or where no
+// BPF filesystem is mounted at the default, nothing is pinned and SIGINT
+// or SIGTERM detaches. l4lb -detach -iface DEV removes the program and
+// the pins, and prints what it removed. docs/l4lb.md runs a fleet of them
+// behind an ECMP router, and has "Restarts and upgrades".
 package main
 
 import (
@@ -126,6 +138,7 @@ type config struct {
 	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
 	health   healthConfig             // -health and -health-*
 	bgp      bgpConfig                // -bgp-asn and -bgp-*
+	pin      pinConfig                // -pin-dir, -rebuild, -detach
 	warnings []string                 // printed at start: legal, but likely not what the operator meant
 }
 
@@ -207,6 +220,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
 	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "at SIGINT or SIGTERM, how long l4lb keeps forwarding after withdrawing the VIP and before it stops, for the routers to move the traffic away")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
+	c.pin.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -215,6 +229,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if done, err := c.pin.check(c.iface, set); done || err != nil {
+		return c, err
+	}
 	if c.iface == "" || vip == "" {
 		return c, errors.New("-iface and -vip are required")
 	}
@@ -406,7 +423,7 @@ var healthFlags = []string{"health-path", "health-status", "health-port", "healt
 
 // lbOnly are the flags of the load balancer that -decap refuses.
 var lbOnly = append([]string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
-	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn"}, append(healthFlags, bgpFlags...)...)
+	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn", "pin-dir", "rebuild"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
 // -gue-port.
@@ -454,6 +471,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if c.decap {
 		return runDecap(ctx, c, stdout, stderr)
 	}
+	if c.pin.detach {
+		return runDetach(c, stdout)
+	}
 	if w := forwardingOff(c.iface, c.svc, c.fwd.Forward); w != "" {
 		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 	}
@@ -463,12 +483,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer pm.Close()
 	c.opts.MeterProvider = pm.Provider
+	c.opts.PinPath, c.opts.Rebuild = c.pin.path(c.iface, stderr), c.pin.rebuild
 	lb, err := xdpmaglev.Load(c.iface, c.opts)
 	if err != nil {
+		return loadError(err, c.iface)
+	}
+	defer release(lb) // on an error; the normal path leaves it below
+	out := &lockedWriter{w: stdout}
+	if err := adopted(lb, []xdpmaglev.Service{c.svc}, out); err != nil {
 		return err
 	}
-	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
-	out := &lockedWriter{w: stdout}
 	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
 	if c.health.kind != "" {
 		if p.health, err = newChecker(c.svc, c.health, pm.Provider, out, func() { _ = p.apply() }); err != nil {
@@ -528,11 +552,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		sp.stop() // withdraw, drain, close the sessions: the data plane forwards meanwhile
 	}
 	p.close()
-	if err := lb.Close(); err != nil {
-		return err
-	}
-	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
-	return nil
+	return leave(lb, c.iface, out)
 }
 
 // by returns how packets reach the backends, for the first status line:
