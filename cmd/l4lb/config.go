@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/netip"
 	"os"
 	"regexp"
@@ -107,6 +108,7 @@ func parseFile(b []byte) (global, []serviceConfig, error) {
 	}
 	var top []string // flags of the global keys
 	defaults := map[string]*yaml.Node{}
+	keyLines := map[string]int{} // of the top's keys
 	var services *yaml.Node
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
@@ -117,12 +119,14 @@ func parseFile(b []byte) (global, []serviceConfig, error) {
 		case k.Value == "services":
 			services = v
 		case slices.Contains(globalKeys, k.Value):
+			keyLines[k.Value] = k.Line
 			args, err := flagsOf(k.Value, v)
 			if err != nil {
 				return global{}, nil, err
 			}
 			top = append(top, args...)
 		case slices.Contains(serviceKeys, k.Value) && !slices.Contains(serviceOnly, k.Value):
+			keyLines[k.Value] = k.Line
 			defaults[k.Value] = v
 		case slices.Contains(serviceKeys, k.Value) || k.Value == "name":
 			return global{}, nil, lineError(k, "%s is a service's own: give it in the service, under services", k.Value)
@@ -143,7 +147,7 @@ func parseFile(b []byte) (global, []serviceConfig, error) {
 	names := map[string]int{}
 	keys := map[string]string{} // the data plane's key of each service, to its name
 	for _, sn := range services.Content {
-		c, err := parseService(sn, top, defaults)
+		c, err := parseService(sn, top, defaults, keyLines)
 		if err != nil {
 			return global{}, nil, err
 		}
@@ -168,8 +172,8 @@ func parseFile(b []byte) (global, []serviceConfig, error) {
 }
 
 // parseService parses one service's mapping with the global flags top and
-// the defaults of the top level.
-func parseService(sn *yaml.Node, top []string, defaults map[string]*yaml.Node) (config, error) {
+// the defaults of the top level, whose keys are at lines.
+func parseService(sn *yaml.Node, top []string, defaults map[string]*yaml.Node, lines map[string]int) (config, error) {
 	if sn.Kind != yaml.MappingNode {
 		return config{}, lineError(sn, "a service is a mapping of its settings")
 	}
@@ -187,6 +191,8 @@ func parseService(sn *yaml.Node, top []string, defaults map[string]*yaml.Node) (
 			name = v.Value
 		case slices.Contains(serviceKeys, k.Value):
 			own[k.Value] = v
+			lines = maps.Clone(lines)
+			lines[k.Value] = k.Line
 		case slices.Contains(globalKeys, k.Value):
 			return config{}, lineError(k, "%s is the load balancer's, for every service: give it at the top", k.Value)
 		default:
@@ -198,12 +204,21 @@ func parseService(sn *yaml.Node, top []string, defaults map[string]*yaml.Node) (
 	}
 	args := slices.Clone(top)
 	var src []string
+	checked := true // by a health check: the top's health-* keys apply
+	if h := own["health"]; h != nil {
+		checked = h.Value != "none"
+	} else if h := defaults["health"]; h == nil || h.Value == "none" {
+		checked = false
+	}
 	for _, key := range serviceKeys {
 		v := own[key]
 		if v == nil {
 			v = defaults[key]
 			if need, ok := sourceKeys[key]; ok && v != nil && (need == "" || own[need] == nil) {
 				v = nil // a source's default, for services of that source only
+			}
+			if strings.HasPrefix(key, "health-") && !checked {
+				v = nil // the top's, for services with a health check only
 			}
 		}
 		if v == nil {
@@ -220,11 +235,42 @@ func parseService(sn *yaml.Node, top []string, defaults map[string]*yaml.Node) (
 	}
 	c, err := parse(args, io.Discard)
 	if err != nil {
-		return config{}, lineError(sn, "service %q: %v", name, err)
+		at := sn.Line
+		if l, ok := lines[keyOf(err.Error())]; ok {
+			at = l
+		}
+		return config{}, fmt.Errorf("%d: service %q: %v", at, name, err)
 	}
 	c.name = name
 	c.settings, c.srcSettings = strings.Join(args, "\x00"), strings.Join(src, "\x00")
 	return c, nil
+}
+
+// keyOf returns the key whose flag an error of parse names first, or "".
+func keyOf(msg string) string {
+	best, at := "", len(msg)
+	for _, key := range append(slices.Clone(serviceKeys), globalKeys...) {
+		flag := "-" + key
+		if f, ok := flagOf[key]; ok {
+			flag = "-" + f
+		}
+		for i := 0; i < len(msg); {
+			j := strings.Index(msg[i:], flag)
+			if j < 0 {
+				break
+			}
+			j += i
+			end := j + len(flag)
+			if end == len(msg) || !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz-", rune(msg[end])) {
+				if j < at {
+					best, at = key, j
+				}
+				break
+			}
+			i = end
+		}
+	}
+	return best
 }
 
 // flagsOf returns the flags of key's value: one for a scalar, one per
