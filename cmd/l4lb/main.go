@@ -7,6 +7,13 @@
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -forward ipip [-encap-src 10.0.1.5] -backend 10.0.2.11
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
+//	l4lb -config /etc/l4lb.yaml
+//
+// The flags describe one service; -config FILE describes many, in a YAML
+// file whose keys are the flags' names (example.yaml, docs/l4lb.md):
+// SIGHUP or POST /reload on the admin address applies a changed file
+// service by service, leaving the unchanged ones untouched, and refuses a
+// bad file whole, naming the line, the service and the setting.
 //
 // Each backend holds the VIP on its loopback device (see docs/xdp.md).
 // With -forward l2 (the default) it must be on the interface's segment,
