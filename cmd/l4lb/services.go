@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/membership"
@@ -50,7 +51,8 @@ type balancer struct {
 type running struct {
 	cfg  serviceConfig
 	pool *pool
-	stop func() // ends the watch; nil for static backends
+	stop func()        // ends the watch; nil for static backends
+	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
 }
 
 func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, out io.Writer, logger *slog.Logger) (*balancer, error) {
@@ -114,8 +116,13 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 		}
 		var stop func()
 		if c.srcSettings != r.cfg.srcSettings && c.src.Dynamic() {
+			// From here on the old watch's lists are dropped: the new
+			// one's first list is the members, even if the old one's next
+			// arrives after it.
+			prev := r.gen.Load()
 			var err error
-			if stop, err = b.watch(c, r.pool); err != nil {
+			if stop, err = b.watch(c, r); err != nil {
+				r.gen.Store(prev)
 				undo()
 				for _, s := range swaps {
 					if s.stop != nil {
@@ -192,7 +199,7 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 		_, _ = fmt.Fprintf(b.out, "l4lb: %shealth check: %v\n", p.prefix(), c.health)
 	}
 	if c.src.Dynamic() {
-		stop, err := b.watch(c, p)
+		stop, err := b.watch(c, r)
 		if err != nil {
 			b.stopService(r)
 			return nil, err
@@ -205,9 +212,16 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 	return r, nil
 }
 
-// watch starts c's source, setting p's members from each list.
-func (b *balancer) watch(c serviceConfig, p *pool) (func(), error) {
-	set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, b.logger)) }
+// watch starts c's source, setting r's members from each list while it is
+// r's current watch.
+func (b *balancer) watch(c serviceConfig, r *running) (func(), error) {
+	gen := r.gen.Add(1)
+	set := func(eps []membership.Endpoint) error {
+		if r.gen.Load() != gen {
+			return nil // replaced
+		}
+		return r.pool.setMembers(members(eps, b.logger))
+	}
 	return c.src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
 }
 
