@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -342,15 +341,4 @@ func scalarOf(key string, n *yaml.Node) (string, error) {
 		return s, nil
 	}
 	return "", lineError(n, "%s: a value", key)
-}
-
-// sameAddrs reports whether a and b hold the same addresses.
-func sameAddrs(a, b []netip.Addr) bool {
-	return slices.Equal(sortedAddrs(a), sortedAddrs(b))
-}
-
-func sortedAddrs(a []netip.Addr) []netip.Addr {
-	out := slices.Clone(a)
-	slices.SortFunc(out, netip.Addr.Compare)
-	return out
 }
