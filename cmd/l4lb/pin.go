@@ -31,7 +31,7 @@ type pinConfig struct {
 
 func (p *pinConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.dir, "pin-dir", defaultPinDir, "the `directory`, in a BPF filesystem, where the data plane is pinned (in a subdirectory named after -iface) so that it outlives l4lb: SIGINT and SIGTERM leave the program attached and forwarding, and the next l4lb adopts it (connection tracking, tables, counters) and replaces the program without a gap; empty: nothing pinned, and a restart detaches and forgets connection tracking")
-	fs.BoolVar(&p.rebuild, "rebuild", false, "replace pinned maps that l4lb cannot adopt (another layout after an upgrade, another -mode or interface) with new, empty ones: connection tracking starts anew")
+	fs.BoolVar(&p.rebuild, "rebuild", false, "replace pinned maps that l4lb cannot adopt (another layout after an upgrade; another -mode, -conntrack-size, -max-services, -max-backends or interface) with new, empty ones: connection tracking starts anew")
 	fs.BoolVar(&p.detach, "detach", false, "remove the program from -iface and what is pinned for it in -pin-dir, print what was removed, and exit (no l4lb may be running on -iface)")
 }
 
@@ -134,6 +134,15 @@ func adopted(lb *xdpmaglev.LB, keep []xdpmaglev.Service, out io.Writer) error {
 	}
 	_, _ = fmt.Fprintf(out, "l4lb: adopted the data plane pinned in %s: its connection tracking, tables and counters go on%s\n", lb.PinPath(), more)
 	return nil
+}
+
+// servicesOf returns the data plane's services of svcs.
+func servicesOf(svcs []serviceConfig) []xdpmaglev.Service {
+	out := make([]xdpmaglev.Service, len(svcs))
+	for i, s := range svcs {
+		out[i] = s.svc
+	}
+	return out
 }
 
 // leave ends l4lb's part at SIGINT or SIGTERM: a pinned data plane is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,5 +94,44 @@ func TestLoadError(t *testing.T) {
 	}
 	if err := loadError(xdpmaglev.ErrAttach, "eth0"); err != xdpmaglev.ErrAttach {
 		t.Errorf("ErrAttach: %v, want it as it is", err)
+	}
+}
+
+// TestConfigPin: pin-dir is a key of the file's top, a setting a reload
+// cannot change, and -rebuild goes beside -config.
+func TestConfigPin(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "l4lb.yaml")
+	write := func(pinDir string) {
+		t.Helper()
+		b := "iface: eth0\npin-dir: " + pinDir + "\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+		if err := os.WriteFile(file, []byte(b), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/run/l4lb")
+	g, svcs, err := loadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.pin.dir != "/run/l4lb" || !g.pin.explicit || len(svcs) != 1 {
+		t.Fatalf("pin-dir from the file: %+v", g.pin)
+	}
+	if got := servicesOf(svcs); len(got) != 1 || got[0].String() != "tcp/198.19.0.1:80" {
+		t.Fatalf("servicesOf: %v", got)
+	}
+	write("/run/other")
+	g2, _, err := loadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sameGlobal(g, g2); err == nil || !strings.Contains(err.Error(), "pin-dir") {
+		t.Fatalf("a reload with another pin-dir: %v, want it refused", err)
+	}
+	c, err := parse([]string{"-config", file, "-rebuild"}, io.Discard)
+	if err != nil || !c.pin.rebuild {
+		t.Fatalf("-config FILE -rebuild: %v, rebuild %v", err, c.pin.rebuild)
+	}
+	if _, err := parse([]string{"-config", file, "-rebuild", "-seed", "3"}, io.Discard); err == nil {
+		t.Fatal("-config FILE -rebuild -seed 3: no error")
 	}
 }
