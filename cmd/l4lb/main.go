@@ -552,9 +552,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer release(lb) // on an error; the normal path leaves it below
 	out := &lockedWriter{w: stdout}
-	if err := adopted(lb, servicesOf(svcs), out); err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	var sp *speaker
 	if g.bgp.asn != 0 {
@@ -569,12 +566,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	b.iface = g.iface
+	adopted(lb, b, out)
 	defer b.close()
 	if c.file != "" {
 		_, _ = fmt.Fprintf(out, "l4lb: attached to %s (%v), services from %s\n", g.iface, lb.Mode(), c.file)
 	}
 	did, err := b.apply(svcs)
 	if err != nil {
+		return err
+	}
+	if err := prune(lb, b, out); err != nil {
 		return err
 	}
 	var reload func() (string, error)

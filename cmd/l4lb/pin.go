@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -108,41 +109,43 @@ func loadError(err error, iface string) error {
 }
 
 // adopted says where the data plane is pinned, and whether it was
-// adopted; it deletes the services an earlier l4lb left that keep does
-// not hold.
-func adopted(lb *xdpmaglev.LB, keep []xdpmaglev.Service, out io.Writer) error {
+// adopted; the balancer then keeps the adopted services where they are
+// until an apply takes them over (see balancer.kept).
+func adopted(lb *xdpmaglev.LB, b *balancer, out io.Writer) {
 	if lb.PinPath() == "" {
-		return nil
+		return
 	}
 	if !lb.Adopted() {
 		_, _ = fmt.Fprintf(out, "l4lb: pinned in %s\n", lb.PinPath())
-		return nil
+		return
 	}
-	var gone []string
+	b.kept = map[xdpmaglev.Service]bool{}
 	for _, s := range lb.Services() {
-		if !slices.Contains(keep, s) {
-			if err := lb.DeleteService(s); err != nil {
-				return err
-			}
-			gone = append(gone, s.String())
-		}
+		b.kept[s] = true
 	}
-	slices.Sort(gone)
-	more := ""
-	if len(gone) > 0 {
-		more = "; deleted " + strings.Join(gone, ", ") + ", no longer configured"
-	}
-	_, _ = fmt.Fprintf(out, "l4lb: adopted the data plane pinned in %s: its connection tracking, tables and counters go on%s\n", lb.PinPath(), more)
-	return nil
+	_, _ = fmt.Fprintf(out, "l4lb: adopted the data plane pinned in %s: its connection tracking, tables and counters go on\n", lb.PinPath())
 }
 
-// servicesOf returns the data plane's services of svcs.
-func servicesOf(svcs []serviceConfig) []xdpmaglev.Service {
-	out := make([]xdpmaglev.Service, len(svcs))
-	for i, s := range svcs {
-		out[i] = s.svc
+// prune deletes, once the first apply has succeeded, the services an
+// earlier l4lb left in the data plane that the configuration does not
+// hold.
+func prune(lb *xdpmaglev.LB, b *balancer, out io.Writer) error {
+	b.mu.Lock()
+	kept := slices.Collect(maps.Keys(b.kept))
+	b.kept = nil
+	b.mu.Unlock()
+	var gone []string
+	for _, s := range kept {
+		if err := lb.DeleteService(s); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
+			return err
+		}
+		gone = append(gone, s.String())
 	}
-	return out
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		_, _ = fmt.Fprintf(out, "l4lb: deleted %s, which an earlier l4lb left and the configuration does not hold\n", strings.Join(gone, ", "))
+	}
+	return nil
 }
 
 // leave ends l4lb's part at SIGINT or SIGTERM: a pinned data plane is

@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -22,6 +24,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -593,4 +596,86 @@ func TestDetachFunc(t *testing.T) {
 	if o := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
 		t.Errorf("a program is still attached to v0 after detach: %s", o)
 	}
+}
+
+// TestKeptOnFailedStart: a new l4lb whose configuration cannot start
+// (here, more backends than the pinned maps hold) leaves the service an
+// earlier l4lb left as it was, forwarding, for the next one; once a
+// configuration applies, services it does not hold are deleted.
+func TestKeptOnFailedStart(t *testing.T) {
+	need(t)
+	ns := vethNS(t, "l4keep")
+	mnt := t.TempDir()
+	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
+	load := func() *xdpmaglev.LB {
+		t.Helper()
+		lb, err := inNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lb.Close() })
+		return lb
+	}
+	config := func(vip string, n int) serviceConfig {
+		t.Helper()
+		args := []string{"-iface", "v0", "-vip", vip, "-m", "251"}
+		for i := range n {
+			args = append(args, "-backend", fmt.Sprintf("%s=02:00:00:00:00:%02x", beAddr(i), i))
+		}
+		c, err := parse(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.serviceConfig
+	}
+	web, other := config(fleetVIP.String(), 2), config("198.19.0.2:80", 1)
+	lb := load()
+	for _, c := range []serviceConfig{web, other} {
+		if err := lb.SetService(c.svc, c.backends); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digest := lb.Table(web.svc).Digest()
+	if err := lb.Release(); err != nil {
+		t.Fatal(err)
+	}
+
+	lb = load()
+	var out strings.Builder
+	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, &lockedWriter{w: &out}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.iface = "v0"
+	adopted(lb, b, &out)
+	if _, err := b.apply([]serviceConfig{config(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
+		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
+	}
+	if got := lb.Services(); len(got) != 2 || lb.Table(web.svc) == nil || lb.Table(web.svc).Digest() != digest {
+		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.svc, out.String())
+	}
+	if _, err := b.apply([]serviceConfig{web}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune(lb, b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Services(); len(got) != 1 || got[0] != web.svc {
+		t.Fatalf("after an apply of one service and prune: services %v", got)
+	}
+	if !strings.Contains(out.String(), "l4lb: deleted tcp/198.19.0.2:80, which an earlier l4lb left") {
+		t.Fatalf("printed %q", out.String())
+	}
+	// Taken over, a service an apply drops leaves the data plane.
+	if _, err := b.apply([]serviceConfig{other}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Services(); len(got) != 1 || got[0] != other.svc {
+		t.Fatalf("after an apply of the other service: services %v", got)
+	}
+	b.close()
 }

@@ -42,8 +42,12 @@ type balancer struct {
 	updates metric.Int64Counter // the data plane's updates of a service
 
 	applyMu sync.Mutex
-	mu      sync.Mutex // guards running
+	mu      sync.Mutex // guards running and kept
 	running map[xdpmaglev.Service]*running
+	// kept are the services an earlier l4lb left in the pinned data
+	// plane that no apply has taken over yet: stopping one (an apply
+	// undone) leaves it there, forwarding, for the next l4lb.
+	kept map[xdpmaglev.Service]bool
 }
 
 // running is one service at work: its settings, its pool, and the watch
@@ -139,6 +143,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	b.mu.Lock()
 	for k, r := range started {
 		b.running[k] = r
+		delete(b.kept, k)
 	}
 	b.mu.Unlock()
 	for _, s := range swaps {
@@ -284,6 +289,13 @@ func (b *balancer) stopService(r *running) {
 	r.pool.close()
 	if b.sp != nil {
 		b.sp.forget(r.cfg.svc)
+	}
+	b.mu.Lock()
+	kept := b.kept[r.cfg.svc]
+	b.mu.Unlock()
+	if kept {
+		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped, and left in the data plane as the earlier l4lb left it\n", r.cfg.name)
+		return
 	}
 	if err := b.lb.DeleteService(r.cfg.svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
 		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: leaving the data plane: %v\n", r.cfg.name, err)
