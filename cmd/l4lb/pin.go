@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,6 +125,26 @@ func adopted(lb *xdpmaglev.LB, b *balancer, out io.Writer) {
 		b.kept[s] = true
 	}
 	_, _ = fmt.Fprintf(out, "l4lb: adopted the data plane pinned in %s: its connection tracking, tables and counters go on\n", lb.PinPath())
+}
+
+// adoptedBackends returns the backends an earlier l4lb left in the data
+// plane for svc, sorted by address, as the pool that starts on them has
+// them applied: those that are not its members then drain, as they would
+// have had the earlier l4lb seen them leave.
+func adoptedBackends(lb *xdpmaglev.LB, svc xdpmaglev.Service) []xdpmaglev.Backend {
+	t := lb.Table(svc)
+	if t == nil {
+		return nil
+	}
+	weights := t.Weights()
+	var out []xdpmaglev.Backend
+	for i, name := range t.Backends() {
+		if a, err := netip.ParseAddr(name); err == nil {
+			out = append(out, xdpmaglev.Backend{Addr: a, Weight: weights[i]})
+		}
+	}
+	slices.SortFunc(out, func(x, y xdpmaglev.Backend) int { return x.Addr.Compare(y.Addr) })
+	return out
 }
 
 // prune deletes, once the first apply has succeeded, the services an

@@ -140,7 +140,8 @@ func (r *restartNet) args(n int, pinned bool, without ...int) []string {
 	if pinned {
 		pins = r.pins
 	}
-	a := []string{"-iface", "eth0", "-vip", fleetVIP.String(), "-seed", strconv.Itoa(fleetSeed), "-mode", "native", "-admin", "", "-pin-dir", pins}
+	a := []string{"-iface", "eth0", "-vip", fleetVIP.String(), "-seed", strconv.Itoa(fleetSeed), "-mode", "native", "-admin", "", "-pin-dir", pins,
+		"-drain-timeout", restartDrain.String()}
 	for i := range n {
 		if !slices.Contains(without, i) {
 			a = append(a, "-backend", beAddr(i).String())
@@ -149,7 +150,10 @@ func (r *restartNet) args(n int, pinned bool, without ...int) []string {
 	return a
 }
 
-// table is the table of backends 0 to n-1 but those in without.
+// restartDrain is l4lb's -drain-timeout in TestRestart.
+const restartDrain = time.Second
+
+// restartTable is the table of backends 0 to n-1 but those in without.
 func restartTable(t *testing.T, n int, without ...int) *maglev.Table {
 	var bs []maglev.Backend
 	for i := range n {
@@ -492,7 +496,9 @@ func TestRestart(t *testing.T) {
 	t.Logf("2. a restart (%v) with 3 more backends, whose table moves %d of the 100 connections: all 100 kept (%d segments retransmitted), %d new connections over 1 and 2, 0 failed, 50 more at the new table's backends",
 		d.Round(time.Millisecond), moved, r.retransmits()-retrans, loop.ok.Load())
 
-	// 3. A restart without backend 0: only its connections break.
+	// 3. A restart without backend 0: it drains, as a backend that leaves
+	// a running l4lb's members does (the new l4lb finds it in the adopted
+	// data plane); once the drain is over only its connections break.
 	gone := beAddr(0).String()
 	on := 0
 	for _, c := range e.conns {
@@ -500,8 +506,16 @@ func TestRestart(t *testing.T) {
 			on++
 		}
 	}
-	p, d = r.restart(p, r.args(6, true, 0))
-	time.Sleep(time.Second)
+	t0 := time.Now()
+	p.stop()
+	p = start(t, r.lb, r.bin, r.args(6, true, 0)...)
+	p.await("l4lb: 5 backends live, 1 draining, table digest " + digestHex(restartTable(t, 6, 0)))
+	d = time.Since(t0)
+	time.Sleep(restartDrain / 2)
+	if failed := e.failed(); len(failed) > 0 {
+		t.Fatalf("3. %d connections broke while %s drained: %v", len(failed), gone, failed)
+	}
+	time.Sleep(restartDrain + time.Second)
 	failed := e.failed()
 	for _, c := range e.conns {
 		if _, broke := failed[c.port]; broke != (c.backend == gone) {
@@ -511,7 +525,7 @@ func TestRestart(t *testing.T) {
 	if on == 0 {
 		t.Fatalf("3. no connection was on %s", gone)
 	}
-	t.Logf("3. a restart (%v) without %s: its %d connections broke, the other %d kept", d.Round(time.Millisecond), gone, len(failed), 100-on)
+	t.Logf("3. a restart (%v) without %s: it drained for the %v drain timeout, its %d connections working; then they broke, and the other %d kept", d.Round(time.Millisecond), gone, restartDrain, on, 100-on)
 
 	// 4. l4lb -detach removes the program and the pins.
 	if rest := p.stop(); len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "l4lb: left attached to eth0") {

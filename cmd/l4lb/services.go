@@ -190,6 +190,13 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 		}
 		p.health = h
 	}
+	b.mu.Lock()
+	if b.kept[c.svc] {
+		// Adopted: the backends the data plane holds that are not
+		// members drain (the pool is not ready: its first apply writes).
+		p.applied = adoptedBackends(b.lb, c.svc)
+	}
+	b.mu.Unlock()
 	r := &running{cfg: c, pool: p}
 	what := fmt.Sprintf("%d backends", len(c.backends))
 	if c.src.Dynamic() {
