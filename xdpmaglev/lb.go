@@ -185,9 +185,9 @@ func Load(iface string, opts Options) (*LB, error) {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
 	}
+	sizes := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize}
 	for name, opt := range sizeOption {
-		n := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize}[opt]
-		spec.Maps[name].MaxEntries = uint32(n)
+		spec.Maps[name].MaxEntries = uint32(sizes[opt])
 	}
 	inner := spec.Maps["tables"].InnerMap
 	inner.MaxEntries = 1 + uint32(opts.M)
