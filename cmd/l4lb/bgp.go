@@ -39,17 +39,21 @@ type bgpPeer struct {
 	asn  uint32
 }
 
-func (p bgpPeer) String() string { return fmt.Sprintf("%v@%d", p.addr, p.asn) }
+func (p bgpPeer) String() string { return fmt.Sprintf("%v (AS %d)", p.addr, p.asn) }
 
-// peerFlags collects -bgp-peer ADDR@ASN flags.
+// peerFlags collects -bgp-peer ADDR,ASN flags (ADDR@ASN, the form of
+// earlier versions, is taken too).
 type peerFlags []bgpPeer
 
 func (f *peerFlags) String() string { return fmt.Sprint(*f) }
 
 func (f *peerFlags) Set(s string) error {
-	addr, asn, ok := strings.Cut(s, "@")
+	addr, asn, ok := strings.Cut(s, ",")
 	if !ok {
-		return fmt.Errorf("%q: ADDR@ASN (198.18.0.1@65000)", s)
+		addr, asn, ok = strings.Cut(s, "@")
+	}
+	if !ok {
+		return fmt.Errorf("%q: ADDR,ASN (198.18.0.1,65000)", s)
 	}
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
@@ -102,7 +106,7 @@ func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Add
 		return fmt.Errorf("-bgp-router-id %q: an IPv4 address (the BGP identifier, often the load balancer's address)", routerID)
 	}
 	if len(peers) == 0 {
-		return errors.New("-bgp-asn needs a -bgp-peer ADDR@ASN to announce to")
+		return errors.New("-bgp-asn needs a -bgp-peer ADDR,ASN to announce to")
 	}
 	for _, p := range peers {
 		if p.addr.Is4() != vip.Unmap().Is4() {
@@ -121,7 +125,7 @@ func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Add
 	return nil
 }
 
-// String describes the speaker: "AS 65001 (router ID 198.18.0.3) to 198.18.1.1@65000, hold 9s, drain 2s".
+// String describes the speaker: "AS 65001 (router ID 198.18.0.3) to 198.18.1.1 (AS 65000), hold 9s, drain 2s".
 func (b bgpConfig) String() string {
 	var ps []string
 	for _, p := range b.peers {

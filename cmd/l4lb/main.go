@@ -60,7 +60,7 @@
 // fails open) and says so. The members decide who may be a backend, the
 // health check who is up.
 //
-// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR@ASN (repeatable),
+// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR,ASN (repeatable),
 // l4lb speaks BGP itself (GoBGP, embedded) to those routers, accepting
 // their sessions on -bgp-listen-port too, and announces the VIP as a /32
 // or /128, next hop its own address on each session, while the service
@@ -202,7 +202,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
 	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first at SIGINT or SIGTERM (default: no BGP)")
 	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
-	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR@ASN` (repeat the flag for each); the next hop is l4lb's address on the session")
+	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each); the next hop is l4lb's address on the session")
 	fs.IntVar(&c.bgp.listenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
 	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
 	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "at SIGINT or SIGTERM, how long l4lb keeps forwarding after withdrawing the VIP and before it stops, for the routers to move the traffic away")
