@@ -215,14 +215,7 @@ func (r *router) awaitRoute(prefix string, present bool, what string) string {
 }
 
 // established reports whether the router's BGP session lb is up.
-func (r *router) established() bool {
-	r.t.Helper()
-	out, err := r.birdc("show protocols lb")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return strings.Contains(out, "Established")
-}
+func (r *router) established() bool { return r.establishedAs("lb") }
 
 // lbStatus returns l4lb's /debug/maglev in namespace ns.
 func lbStatus(t *testing.T, ns string) status {
@@ -504,16 +497,28 @@ func (m *routeMonitor) stop() {
 	_ = m.cmd.Wait()
 }
 
-// grActive reports whether BIRD's session lb is in graceful restart: the
-// neighbor's session ended with no NOTIFICATION and BIRD keeps its routes
-// as stale, until the End-of-RIB of a new session (or the restart time).
-func (r *router) grActive() bool {
+// grActive reports whether BIRD's BGP protocol proto is in graceful
+// restart: the neighbor's session ended with no NOTIFICATION and BIRD
+// keeps its routes as stale, until the End-of-RIB of a new session (or
+// the restart time).
+func (r *router) grActive(proto string) bool {
 	r.t.Helper()
-	out, err := r.birdc("show protocols all lb")
+	out, err := r.birdc("show protocols all " + proto)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	return strings.Contains(out, "Neighbor graceful restart active")
+}
+
+// establishedAs reports whether BIRD's BGP protocol proto has its session
+// up.
+func (r *router) establishedAs(proto string) bool {
+	r.t.Helper()
+	out, err := r.birdc("show protocols " + proto)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return strings.Contains(out, "Established")
 }
 
 // TestBGPGracefulRestart runs l4lb against BIRD with graceful restart on
@@ -523,7 +528,9 @@ func (r *router) grActive() bool {
 // BIRD (graceful restart active) and in its kernel table; a new l4lb's
 // session announces it again and sends its End-of-RIB, which ends the
 // graceful restart, and the kernel's route was never deleted (ip monitor
-// route) in between. POST /drain-lb then takes the new one out of service:
+// route) in between. SIGKILL is the same to the router (the kernel closes
+// the session, with no NOTIFICATION). POST /drain-lb then takes the last
+// l4lb out of service:
 // the route leaves the kernel's table while l4lb still runs, and l4lb
 // exits after -bgp-drain, detached.
 func TestBGPGracefulRestart(t *testing.T) {
@@ -578,7 +585,7 @@ protocol bgp lb {
 	}
 	// The router keeps the route, as stale, in BIRD and in its kernel.
 	deadline := time.Now().Add(10 * time.Second)
-	for !r.grActive() {
+	for !r.grActive("lb") {
 		if time.Now().After(deadline) {
 			out, _ := r.birdc("show protocols all lb")
 			t.Fatalf("SIGTERM: BIRD is not in graceful restart 10 s after l4lb exited:\n%s", out)
@@ -595,7 +602,7 @@ protocol bgp lb {
 	p = start(t, lbNS, bin, args...)
 	p.await("l4lb: bgp: peer 198.18.1.1 established")
 	up := time.Since(started)
-	for r.grActive() {
+	for r.grActive("lb") {
 		if time.Since(started) > 10*time.Second {
 			t.Fatal("the new l4lb's session is up, and BIRD still in graceful restart after 10 s: no End-of-RIB")
 		}
@@ -612,6 +619,33 @@ protocol bgp lb {
 	}
 	t.Logf("restart: l4lb exited %v after SIGTERM; the next one's session was up %v after its start and the route fresh (End-of-RIB) at %v; the kernel route was never deleted",
 		exit.Round(time.Millisecond), up.Round(time.Millisecond), fresh.Round(time.Millisecond))
+
+	// SIGKILL is the same to the router: the kernel closes the session
+	// with no NOTIFICATION. The route is kept until the next l4lb's
+	// End-of-RIB.
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+	deadline = time.Now().Add(10 * time.Second)
+	for !r.grActive("lb") {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGKILL: BIRD is not in graceful restart 10 s after l4lb died")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	killed := time.Now()
+	p = start(t, lbNS, bin, args...)
+	p.await("l4lb: bgp: peer 198.18.1.1 established")
+	for r.grActive("lb") {
+		if time.Since(killed) > 10*time.Second {
+			t.Fatal("after SIGKILL: the next l4lb's session is up, and BIRD still in graceful restart: no End-of-RIB")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range mon.seen() {
+		if strings.Contains(l, "198.19.0.1") {
+			t.Errorf("SIGKILL and a new l4lb: the router's kernel table changed: %q", l)
+		}
+	}
 
 	// POST /drain-lb: out of service. The route leaves the router's kernel
 	// table while l4lb still runs; l4lb exits after the drain, detached.
@@ -653,7 +687,7 @@ protocol bgp lb {
 	if exit < drain || gone >= drain {
 		t.Errorf("after POST /drain-lb: the kernel route gone at %v, l4lb exited at %v; want the route gone before the drain of %v ends, and the exit after it", gone, exit, drain)
 	}
-	if r.grActive() || r.route(prefix) != "" {
+	if r.grActive("lb") || r.route(prefix) != "" {
 		t.Errorf("after the drain BIRD keeps a route or a graceful restart: %q", r.route(prefix))
 	}
 	t.Logf("POST /drain-lb: the router's kernel route gone %v after the request, l4lb exited %v after it", gone.Round(time.Millisecond), exit.Round(time.Millisecond))
