@@ -692,3 +692,111 @@ protocol bgp lb {
 	}
 	t.Logf("POST /drain-lb: the router's kernel route gone %v after the request, l4lb exited %v after it", gone.Round(time.Millisecond), exit.Round(time.Millisecond))
 }
+
+// TestBGPIPv6 runs l4lb for an IPv6 VIP against BIRD over an IPv6
+// session: the router learns the VIP's /128 (MP-BGP, IPv6 unicast) with
+// l4lb's address on the session as the next hop, and installs it in its
+// kernel's IPv6 table; a SIGTERM restart keeps it (graceful restart for
+// the IPv6 family), the next l4lb's End-of-RIB refreshes it, and POST
+// /drain-lb withdraws it before l4lb exits.
+func TestBGPIPv6(t *testing.T) {
+	need(t)
+	needBird(t)
+	bin := build(t)
+	lbNS, beNS, rNS, _ := routerNS(t, "bgp6", 0)
+	ip(t, "-n", lbNS, "addr", "add", "2001:db8:1::3/64", "dev", "r0", "nodad")
+	ip(t, "-n", rNS, "addr", "add", "2001:db8:1::1/64", "dev", "r1", "nodad")
+	ip(t, "-n", beNS, "addr", "add", "2001:db8::11/64", "dev", "v1", "nodad")
+	r := startBird(t, rNS, `router id 198.18.1.1;
+protocol device { }
+protocol kernel { ipv6 { export all; }; }
+protocol bgp lb {
+	local 2001:db8:1::1 as 65000;
+	neighbor 2001:db8:1::3 as 65001;
+	hold time 3;
+	connect retry time 1;
+	graceful restart on;
+	ipv6 { import all; export none; };
+}
+`)
+	const prefix = "2001:db8:ffff::1/128"
+	args := []string{"-iface", "v0", "-vip", "[2001:db8:ffff::1]:80", "-m", "251", "-admin", "127.0.0.1:9180",
+		"-backend", "2001:db8::11=02:00:00:00:00:11",
+		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "2001:db8:1::1,65000", "-bgp-hold", "3s",
+		"-bgp-restart-time", "30s", "-bgp-drain", "1s"}
+	p := start(t, lbNS, bin, args...)
+	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 2001:db8:1::1 (AS 65000), hold 3s, graceful restart 30s, drain 1s")
+	p.await("l4lb: bgp: announcing 2001:db8:ffff::1/128: 1 backends in service")
+	p.await("l4lb: bgp: peer 2001:db8:1::1 established")
+	got := r.awaitRoute(prefix, true, "started")
+	if !strings.Contains(got, "via 2001:db8:1::3 on r1") || !strings.Contains(got, "AS65001i") {
+		t.Errorf("the router's route: %q, want via 2001:db8:1::3 on r1, AS path 65001", got)
+	}
+	kernel := func() string { return strings.TrimSpace(ip(t, "-6", "-n", rNS, "route", "show", prefix)) }
+	deadline := time.Now().Add(10 * time.Second)
+	for kernel() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no kernel route to the VIP in the router's IPv6 table after 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	want := kernel()
+	if !strings.HasPrefix(want, "2001:db8:ffff::1 via 2001:db8:1::3 dev r1 proto bird") {
+		t.Errorf("the router's kernel route: %q, want via 2001:db8:1::3 dev r1", want)
+	}
+	if st := lbStatus(t, lbNS).BGP; len(st.Peers) != 1 || !st.Peers[0].GracefulRestart || len(st.VIPs) != 1 || st.VIPs[0].Prefix != prefix || !st.VIPs[0].Announced {
+		t.Errorf("/debug/maglev's bgp: %+v", st)
+	}
+	t.Logf("the router's kernel route: %s", want)
+
+	// A restart: the route kept, then refreshed, never deleted.
+	mon := monitorRoutes(t, rNS)
+	p.stop()
+	deadline = time.Now().Add(10 * time.Second)
+	for !r.grActive("lb") {
+		if time.Now().After(deadline) {
+			t.Fatal("SIGTERM: BIRD is not in graceful restart 10 s after l4lb exited")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if kernel() != want {
+		t.Fatalf("after SIGTERM the kernel route is %q, want %q kept", kernel(), want)
+	}
+	started := time.Now()
+	p = start(t, lbNS, bin, args...)
+	p.await("l4lb: bgp: peer 2001:db8:1::1 established")
+	for r.grActive("lb") {
+		if time.Since(started) > 10*time.Second {
+			t.Fatal("the new l4lb's session is up, and BIRD still in graceful restart after 10 s: no End-of-RIB")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, l := range mon.seen() {
+		if strings.Contains(l, "2001:db8:ffff::1") {
+			t.Errorf("during the restart the router's kernel table changed: %q", l)
+		}
+	}
+	if kernel() != want {
+		t.Errorf("after the restart the kernel route is %q, want %q", kernel(), want)
+	}
+
+	// Out of service: withdrawn while l4lb still runs.
+	if _, err := request(lbNS, "POST", "/drain-lb"); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for kernel() != "" {
+		if time.Now().After(deadline) {
+			t.Fatal("POST /drain-lb: the kernel route to the VIP still there after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-p.exited:
+		t.Fatal("l4lb exited before the router's kernel lost its route")
+	default:
+	}
+	if rest := p.rest(); !slices.Contains(rest, "l4lb: bgp: withdrew 2001:db8:ffff::1/128: l4lb is out of service (POST /drain-lb)") {
+		t.Errorf("after POST /drain-lb l4lb printed %q", rest)
+	}
+}
