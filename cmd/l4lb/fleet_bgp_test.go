@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,8 +135,8 @@ func TestFleetBGP(t *testing.T) {
 			t.Errorf("1. load balancer %d tracked none of the 300 connections: ECMP did not spread them (%v)", i, spread)
 		}
 	}
-	t.Logf("1. the router's kernel route had the three nexthops %v after the last l4lb's first table; 300 connections at their predicted backends %v, tracked per load balancer %v",
-		joined.Round(time.Millisecond), per, spread)
+	t.Logf("1. the router's kernel route had the three nexthops %v after the last l4lb's first table; 300 connections at their predicted backends %v, tracked per load balancer %v; the route:\n%s",
+		joined.Round(time.Millisecond), per, spread, f.run("ip", "-n", f.rt, "route", "show", fleetVIP.Addr().String()+"/32"))
 
 	// Long-lived connections, through every load balancer, until 5. A
 	// line may wait for a retransmission while a route changes: 10 s each.
@@ -268,4 +274,251 @@ func TestFleetBGP(t *testing.T) {
 	}
 	t.Logf("6. every backend's health check failing: the router had no route %v later; one backend up: the route back through both load balancers %v later, and 100 connections at it",
 		withdrawn.Round(time.Millisecond), returned.Round(time.Millisecond))
+}
+
+// fleetFRR is the router's FRR configuration (bgpd) in TestFleetFRR:
+// docs/l4lb.md has the same, for 10.0.0.0/24.
+const fleetFRR = `router bgp 65000
+ bgp router-id 198.18.0.1
+ bgp bestpath as-path multipath-relax
+ neighbor LB peer-group
+ neighbor LB remote-as 65001
+ neighbor LB timers 3 9
+ neighbor 198.18.0.3 peer-group LB
+ neighbor 198.18.0.4 peer-group LB
+ neighbor 198.18.0.5 peer-group LB
+ address-family ipv4 unicast
+  maximum-paths 8
+  neighbor LB route-map LB-IN in
+  neighbor LB route-map NONE out
+ exit-address-family
+!
+ip prefix-list VIPS seq 5 permit 198.19.0.0/16 ge 32
+route-map LB-IN permit 10
+ match ip address prefix-list VIPS
+route-map NONE deny 10
+`
+
+// frrDir is where Debian's frr installs its daemons.
+const frrDir = "/usr/lib/frr"
+
+// needFRR skips the test (fails it under CI=true) without FRR's zebra,
+// bgpd and vtysh, or its user frr.
+func needFRR(t *testing.T) {
+	t.Helper()
+	why := ""
+	for _, bin := range []string{frrDir + "/zebra", frrDir + "/bgpd"} {
+		if _, err := os.Stat(bin); err != nil {
+			why = bin + " is missing: install Debian's frr"
+		}
+	}
+	if _, err := exec.LookPath("vtysh"); err != nil && why == "" {
+		why = "vtysh is missing: install Debian's frr"
+	}
+	if _, err := user.Lookup("frr"); err != nil && why == "" {
+		why = "no user frr, which FRR's daemons run as: install Debian's frr"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+// An frr is FRR's zebra and bgpd running in a namespace, with their
+// configuration, sockets and logs in a directory of their own.
+type frr struct {
+	t   *testing.T
+	dir string
+}
+
+// startFRR runs zebra and bgpd in namespace ns with bgpd's configuration
+// conf until the end of the test, as the user frr (FRR's daemons drop to
+// it), and returns once bgpd answers vtysh (within 10 s).
+func startFRR(t *testing.T, ns, conf string) *frr {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "l4lb-frr-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	u, err := user.Lookup("frr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for name, text := range map[string]string{"zebra.conf": "hostname router\n", "bgpd.conf": conf} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"", "zebra.conf", "bgpd.conf"} {
+		if err := os.Chown(filepath.Join(dir, name), uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := &frr{t: t, dir: dir}
+	for _, d := range []string{"zebra", "bgpd"} {
+		cmd := exec.Command("ip", "netns", "exec", ns, filepath.Join(frrDir, d), "-f", filepath.Join(dir, d+".conf"),
+			"-i", filepath.Join(dir, d+".pid"), "-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "-P", "0",
+			"--log", "file:"+filepath.Join(dir, d+".log"))
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(exited) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+			if t.Failed() {
+				log, _ := os.ReadFile(filepath.Join(dir, d+".log"))
+				t.Logf("%s's output:\n%s%s", d, out.String(), log)
+			}
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.vtysh("show bgp summary"); err == nil {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bgpd not answering vtysh on %s in 10 s", dir)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// vtysh runs a command of vtysh on the daemons' sockets, within 5 s.
+func (r *frr) vtysh(command string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "vtysh", "--vty_socket", r.dir, "-c", command).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("vtysh -c %q: %v: %s", command, err, out)
+	}
+	return string(out), nil
+}
+
+// TestFleetFRR is TestFleetBGP's fleet behind FRR 8 (zebra and bgpd, the
+// configuration of docs/l4lb.md) instead of BIRD: three load balancers'
+// routes make one route of three nexthops in the router's kernel, and
+// connections spread over them; a SIGTERM restart of one keeps the kernel
+// route unchanged (FRR is a graceful restart helper by default) and fails
+// no connection; POST /drain-lb on another drops its nexthop before it
+// exits, and fails no connection.
+func TestFleetFRR(t *testing.T) {
+	needFRR(t)
+	f := newFleet(t)
+	r := startFRR(t, f.rt, fleetFRR)
+	for i := range 4 {
+		f.register(i, 1)
+		listen(t, f.bes[i], netip.AddrPortFrom(beAddr(i), fleetHealthPort))
+	}
+	for i := range fleetLBs {
+		f.startLB(i, bgpArgs(i)...)
+	}
+	tbl := f.table()
+	f.converge(tbl, 10*time.Second)
+	joined := f.awaitNexthops([]int{0, 1, 2}, 15*time.Second, "started")
+	before := f.inserts()
+	per, _ := f.connect(tbl, portRange(20000, 300), false)
+	after := f.inserts()
+	for i := range after {
+		if after[i] == before[i] {
+			t.Errorf("load balancer %d tracked none of the 300 connections: ECMP did not spread them", i)
+		}
+	}
+	t.Logf("1. the router's kernel route had the three nexthops %v after the last l4lb's first table; 300 connections at their predicted backends %v; the route:\n%s",
+		joined.Round(time.Millisecond), per, f.run("ip", "-n", f.rt, "route", "show", fleetVIP.Addr().String()+"/32"))
+
+	// A restart, under load: the kernel route never changes, and FRR's
+	// stale path is fresh again once the new l4lb's End-of-RIB is in.
+	mon := monitorRoutes(t, f.rt)
+	l := f.startLoad(4)
+	time.Sleep(300 * time.Millisecond)
+	term := time.Now()
+	if err := f.procs[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !f.procs[1].wait(10*time.Second) || f.procs[1].err != nil {
+		t.Fatalf("l4lb 1 after SIGTERM: exited %v, %v", f.procs[1].ended, f.procs[1].err)
+	}
+	stale := false
+	for !stale && time.Since(term) < 5*time.Second {
+		out, err := r.vtysh("show ip bgp neighbors 198.18.0.4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale = strings.Contains(out, "BGP state = Active") || strings.Contains(out, "BGP state = Connect") || strings.Contains(out, "BGP state = Idle")
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !stale {
+		t.Fatal("FRR's session with l4lb 1 still up 5 s after it exited")
+	}
+	if got := f.nexthops(); !slices.Equal(got, []int{0, 1, 2}) {
+		t.Errorf("l4lb 1 exited for a restart: the kernel route goes through %v, want its path kept", got)
+	}
+	f.startLB(1, bgpArgs(1)...)
+	for {
+		out, err := r.vtysh("show ip bgp neighbors 198.18.0.4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out, "BGP state = Established") {
+			break
+		}
+		if time.Since(term) > 15*time.Second {
+			t.Fatalf("the restarted l4lb 1's session not up in 15 s:\n%s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	up := time.Since(term)
+	time.Sleep(500 * time.Millisecond)
+	ok, fail, kinds := l.stop()
+	if fail > 0 || ok == 0 {
+		t.Errorf("under the restart: %d connections failed of %d %v", fail, ok+fail, kinds)
+	}
+	if out, err := r.vtysh("show ip bgp"); err != nil || strings.Contains(out, "S>") || strings.Contains(out, "S=") || strings.Count(out, "198.18.0.") < 3 {
+		t.Errorf("after the restart FRR's table: %v\n%s", err, out)
+	}
+	for _, line := range mon.seen() {
+		if strings.Contains(line, fleetVIP.Addr().String()) {
+			t.Errorf("during the restart the router's kernel route changed: %q", line)
+		}
+	}
+	mon.stop()
+	t.Logf("2. l4lb 1 restarted: the next one's session up %v after SIGTERM; the kernel route never changed; %d short connections meanwhile, %d failed",
+		up.Round(time.Millisecond), ok+fail, fail)
+
+	// Out of service, under load: the nexthop gone before l4lb exits.
+	l = f.startLoad(4)
+	time.Sleep(300 * time.Millisecond)
+	if err := f.post(2, "/drain-lb"); err != nil {
+		t.Fatal(err)
+	}
+	post := time.Now()
+	dropped := f.awaitNexthops([]int{0, 1}, 5*time.Second, "POST /drain-lb")
+	if f.procs[2].exited() {
+		t.Fatalf("l4lb 2 exited before the router dropped its path (%v after POST /drain-lb)", dropped)
+	}
+	if !f.procs[2].wait(fleetBGPDrain+10*time.Second) || f.procs[2].err != nil {
+		t.Fatalf("l4lb 2 after POST /drain-lb: exited %v, %v", f.procs[2].ended, f.procs[2].err)
+	}
+	exit := time.Since(post)
+	f.procs[2] = nil
+	time.Sleep(500 * time.Millisecond)
+	ok, fail, kinds = l.stop()
+	if fail > 0 || ok == 0 {
+		t.Errorf("under POST /drain-lb: %d connections failed of %d %v", fail, ok+fail, kinds)
+	}
+	t.Logf("3. POST /drain-lb: the router's kernel dropped the path %v after the request, l4lb exited %v after it; %d short connections meanwhile, %d failed",
+		dropped.Round(time.Millisecond), exit.Round(time.Millisecond), ok+fail, fail)
 }
