@@ -511,12 +511,18 @@ func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 // that negotiated graceful restart keeps them, as stale, for the restart
 // time, until the next l4lb's session announces them again and sends its
 // End-of-RIB (a router that did not is sent a Cease and drops them).
-// Without graceful restart (-bgp-restart-time 0) a router drops the paths
-// when the session ends, so restart first withdraws every VIP and drains,
-// as retire does.
+// Without graceful restart (-bgp-restart-time 0, or no established
+// session that negotiated it) a router drops the paths when the session
+// ends, so restart first withdraws every VIP and drains, as retire does.
 func (sp *speaker) restart() {
-	if sp.cfg.restart == 0 {
-		sp.drainAndStop("l4lb is stopping")
+	sp.mu.Lock()
+	gr := false
+	for _, ps := range sp.peer {
+		gr = gr || (ps.gr && ps.state == "established")
+	}
+	sp.mu.Unlock()
+	if !gr {
+		sp.drainAndStop("l4lb is stopping, and no router keeps its paths (no graceful restart)")
 		return
 	}
 	sp.endLoop()

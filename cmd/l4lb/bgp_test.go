@@ -261,11 +261,12 @@ func routerNS(t *testing.T, tag string, n int) (lbNS, beNS, rNS string, addrs []
 // namespace: the router learns the VIP's /32 with l4lb's address as the
 // next hop; every backend failing its health check (the service failing
 // open) withdraws it and one recovering announces it again; every backend
-// drained through the admin API withdraws it, one undrained announces it;
-// with -bgp-restart-time 0 (no graceful restart) SIGTERM withdraws the
-// route while the session stays up and l4lb still runs, and l4lb exits
-// after -bgp-drain. /debug/maglev and /metrics show the session and the
-// route throughout.
+// drained through the admin API withdraws it, one undrained announces it.
+// BIRD has graceful restart off, which l4lb reports when the session comes
+// up, and so at SIGTERM, with no router to keep its paths, l4lb withdraws
+// the route while the session stays up and l4lb still runs, and exits
+// after -bgp-drain (as with -bgp-restart-time 0). /debug/maglev and
+// /metrics show the session and the route throughout.
 func TestBGP(t *testing.T) {
 	need(t)
 	needBird(t)
@@ -278,6 +279,7 @@ protocol bgp lb {
 	neighbor 198.18.1.3 as 65001;
 	hold time 3;
 	connect retry time 1;
+	graceful restart off;
 	ipv4 { import all; export none; };
 }
 `)
@@ -287,16 +289,16 @@ protocol bgp lb {
 		"-health", "tcp", "-health-port", "8080", "-health-interval", "200ms", "-health-timeout", "150ms",
 		"-health-rise", "1", "-health-fall", "2",
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "198.18.1.1,65000", "-bgp-hold", "3s",
-		"-bgp-restart-time", "0", "-bgp-drain", drain.String()}
+		"-bgp-drain", drain.String()}
 	ls := make([]net.Listener, len(addrs))
 	for i, a := range addrs {
 		args = append(args, "-backend", fmt.Sprintf("%v=02:00:00:00:00:%02x", a, 11+i))
 		ls[i] = listen(t, beNS, netip.AddrPortFrom(a, 8080))
 	}
 	p := start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 198.18.1.1 (AS 65000), hold 3s, no graceful restart, drain 3s")
+	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 198.18.1.1 (AS 65000), hold 3s, graceful restart 120s, drain 3s")
 	p.await("l4lb: bgp: announcing 198.19.0.1/32: 2 backends in service")
-	p.await("l4lb: bgp: peer 198.18.1.1 established")
+	p.await("l4lb: bgp: peer 198.18.1.1 established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router")
 
 	// Announced, with l4lb's address on the session as the next hop.
 	got := r.awaitRoute(prefix, true, "started")
@@ -306,7 +308,7 @@ protocol bgp lb {
 	st := lbStatus(t, lbNS).BGP
 	if len(st.Peers) != 1 || st.Peers[0] != (peerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
 		len(st.VIPs) != 1 || st.VIPs[0].Prefix != prefix || !st.VIPs[0].Announced || st.ASN != 65001 || st.RouterID != "198.18.1.3" ||
-		st.RestartTime != "0s" || st.Leaving != "" {
+		st.RestartTime != "120s" || st.Leaving != "" {
 		t.Errorf("/debug/maglev's bgp: %+v", st)
 	}
 	body, err := request(lbNS, "GET", "/metrics")
@@ -402,7 +404,7 @@ protocol bgp lb {
 			break
 		}
 	}
-	want := []string{"l4lb: bgp: withdrew 198.19.0.1/32: l4lb is stopping", "l4lb: bgp: draining for 3s", "l4lb: bgp: sessions closed", "l4lb: detached from v0"}
+	want := []string{"l4lb: bgp: withdrew 198.19.0.1/32: l4lb is stopping, and no router keeps its paths (no graceful restart)", "l4lb: bgp: draining for 3s", "l4lb: bgp: sessions closed", "l4lb: detached from v0"}
 	if strings.Join(rest, "\n") != strings.Join(want, "\n") {
 		t.Errorf("after SIGTERM l4lb printed %q, want %q", rest, want)
 	}
@@ -697,8 +699,9 @@ protocol bgp lb {
 // session: the router learns the VIP's /128 (MP-BGP, IPv6 unicast) with
 // l4lb's address on the session as the next hop, and installs it in its
 // kernel's IPv6 table; a SIGTERM restart keeps it (graceful restart for
-// the IPv6 family), the next l4lb's End-of-RIB refreshes it, and POST
-// /drain-lb withdraws it before l4lb exits.
+// the IPv6 family, BIRD's default "graceful restart aware" its helper),
+// the next l4lb's End-of-RIB refreshes it, and POST /drain-lb withdraws it
+// before l4lb exits.
 func TestBGPIPv6(t *testing.T) {
 	need(t)
 	needBird(t)
@@ -715,7 +718,6 @@ protocol bgp lb {
 	neighbor 2001:db8:1::3 as 65001;
 	hold time 3;
 	connect retry time 1;
-	graceful restart on;
 	ipv6 { import all; export none; };
 }
 `)

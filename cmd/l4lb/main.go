@@ -74,8 +74,9 @@
 // announces them again and sends its End-of-RIB. POST /drain-lb on the
 // admin address takes the load balancer out of service: it withdraws the
 // VIP, forwards for -bgp-drain while the routers move away, closes the
-// sessions, detaches and exits. -bgp-hold (9 s) is how long a router waits
-// for a load balancer that went silent.
+// sessions, detaches and exits; so does SIGTERM with -bgp-restart-time 0,
+// or when no router's session negotiated graceful restart. -bgp-hold (9 s)
+// is how long a router waits for a load balancer that went silent.
 //
 // l4lb prints the attach mode, serves the table's summary and the counters
 // as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
