@@ -46,8 +46,9 @@ func (m AttachMode) String() string {
 
 // Options configure Load. The zero value is ready to use.
 type Options struct {
-	// M is every service's table size: a prime, maglev.DefaultSize
-	// (65,537) if 0. A table of M slots takes 8·M bytes of kernel memory.
+	// M is the table size of a service whose ServiceOptions.M is 0: a
+	// prime, maglev.DefaultSize (65,537) if 0. A table of M slots takes
+	// 8·(M+1) bytes of kernel memory.
 	M int
 	// Seed seeds the flow hash (see FlowHash). Load balancers that should
 	// agree on where a new flow goes share it; a secret seed keeps
@@ -150,7 +151,7 @@ func Load(iface string, opts Options) (*LB, error) {
 	if opts.FloodRate > 0 {
 		flood = uint32(opts.FloodRate)
 	}
-	for name, v := range map[string]any{"hash_seed": opts.Seed, "table_size": uint32(opts.M), "lb_mac": mac, "flood_rate": flood} {
+	for name, v := range map[string]any{"hash_seed": opts.Seed, "lb_mac": mac, "flood_rate": flood} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
@@ -165,9 +166,10 @@ func Load(iface string, opts Options) (*LB, error) {
 	spec.Maps["conntrack4"].MaxEntries = uint32(opts.ConntrackSize)
 	spec.Maps["conntrack6"].MaxEntries = uint32(opts.ConntrackSize)
 	inner := spec.Maps["tables"].InnerMap
-	inner.MaxEntries = uint32(opts.M)
-	// Each SetService creates a table from this spec: without its BTF,
-	// which the kernel would otherwise load anew every time.
+	inner.MaxEntries = 1 + uint32(opts.M)
+	// Each SetService creates a table from this spec, of the service's
+	// size (BPF_F_INNER_MAP lets the tables' sizes differ): without its
+	// BTF, which the kernel would otherwise load anew every time.
 	table := inner.Copy()
 	table.Key, table.Value = nil, nil
 

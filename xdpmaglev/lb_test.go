@@ -536,3 +536,65 @@ func TestAttachModeString(t *testing.T) {
 		t.Errorf("Service.String: %q", s)
 	}
 }
+
+// TestServiceSizes runs services of different table sizes side by side,
+// and changes one's size: new flows go where each service's own table of
+// its own size names (the program reads the size from the table), and
+// the flows connection tracking holds stay where they were.
+func TestServiceSizes(t *testing.T) {
+	lb := newLB(t, Options{Seed: 3, M: 251})
+	small := Service{VIP: vip(false, 80), Proto: TCP}
+	large := Service{VIP: vip(false, 443), Proto: TCP}
+	bs := testBackends(1, 7, false)
+	if err := lb.SetService(small, bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 65537}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Table(small).Size(); got != 251 {
+		t.Fatalf("the small service's table has %d slots, want Options.M, 251", got)
+	}
+	if got := lb.Table(large).Size(); got != 65537 {
+		t.Fatalf("the large service's table has %d slots, want ServiceOptions.M, 65537", got)
+	}
+	// A program that used one size for both would send many of the large
+	// service's flows where a table of 251 slots names.
+	other, err := maglev.NewWeighted(names(bs), 251, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	differ := 0
+	first := make([]net.HardwareAddr, n)
+	for p := range uint16(n) {
+		c := client(false, 30000+p)
+		h := FlowHash(3, c, large.VIP, 6)
+		if other.LookupHash(h) != lb.Table(large).LookupHash(h) {
+			differ++
+		}
+		wantForward(t, lb, packet(c, small.VIP, 6, nil), predict(t, lb, small, bs, c))
+		first[p] = predict(t, lb, large, bs, c)
+		wantForward(t, lb, packet(c, large.VIP, 6, nil), first[p])
+	}
+	if differ < n/2 {
+		t.Fatalf("a table of 251 slots agrees with the large one on %d of %d flows: the test shows nothing", n-differ, n)
+	}
+
+	// The large service shrinks: its tracked flows stay, new ones follow
+	// the new table.
+	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 1021}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Table(large).Size(); got != 1021 {
+		t.Fatalf("after the change, %d slots, want 1021", got)
+	}
+	for p := range uint16(n) {
+		wantForward(t, lb, packet(client(false, 30000+p), large.VIP, 6, nil), first[p])
+	}
+	for p := range uint16(n) {
+		c := client(false, 50000+p)
+		wantForward(t, lb, packet(c, large.VIP, 6, nil), predict(t, lb, large, bs, c))
+	}
+	wantErr(t, lb.SetServiceOptions(small, bs, ServiceOptions{M: 1000}), ErrService)
+}

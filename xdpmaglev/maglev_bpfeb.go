@@ -176,7 +176,6 @@ const (
 	maglevVarFloodRate     = "flood_rate"
 	maglevVarHashSeed      = "hash_seed"
 	maglevVarLbMac         = "lb_mac"
-	maglevVarTableSize     = "table_size"
 	maglevVarUnusedConsts  = "unused_consts"
 	maglevVarUnusedCounter = "unused_counter"
 	maglevVarUnusedForward = "unused_forward"
@@ -256,7 +255,6 @@ type maglevVariableSpecs struct {
 	FloodRate     *ebpf.VariableSpec `ebpf:"flood_rate"`
 	HashSeed      *ebpf.VariableSpec `ebpf:"hash_seed"`
 	LbMac         *ebpf.VariableSpec `ebpf:"lb_mac"`
-	TableSize     *ebpf.VariableSpec `ebpf:"table_size"`
 	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedForward *ebpf.VariableSpec `ebpf:"unused_forward"`
@@ -320,7 +318,6 @@ type maglevVariables struct {
 	FloodRate     *ebpf.Variable `ebpf:"flood_rate"`
 	HashSeed      *ebpf.Variable `ebpf:"hash_seed"`
 	LbMac         *ebpf.Variable `ebpf:"lb_mac"`
-	TableSize     *ebpf.Variable `ebpf:"table_size"`
 	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedForward *ebpf.Variable `ebpf:"unused_forward"`

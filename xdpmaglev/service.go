@@ -123,6 +123,12 @@ type ServiceOptions struct {
 	// GUEPort is ForwardGUE's outer UDP destination port: DefaultGUEPort
 	// if 0.
 	GUEPort uint16
+	// M is the service's table size, a prime: the LB's Options.M if 0.
+	// It is the service's alone: services of many backends want large
+	// tables, and many services of few backends small ones (8·M bytes of
+	// kernel memory each). A table holds its size, so changing M swaps
+	// the service's table as any change does, atomically.
+	M int
 	// SourceBits, at most MaxSourceBits, varies the outer source per flow,
 	// as Katran does: the lowest SourceBits bits of Source (which must be
 	// zero) come from the flow hash (its bits 20 and up), so that a
@@ -283,7 +289,7 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	for i, b := range bs {
 		names[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
 	}
-	table, err := maglev.NewWeighted(names, lb.opts.M, nil)
+	table, err := maglev.NewWeighted(names, opts.M, nil)
 	if err != nil {
 		return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 	}
@@ -377,9 +383,15 @@ func (lb *LB) knownMACs(svc Service) map[netip.Addr]net.HardwareAddr {
 
 // serviceOptions checks opts and fills in its defaults for svc.
 func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
+	if opts.M == 0 {
+		opts.M = lb.opts.M
+	}
+	if err := maglev.CheckSize(opts.M); err != nil {
+		return fmt.Errorf("%w %v: M: %w", ErrService, svc, err)
+	}
 	switch opts.Forward {
 	case ForwardL2:
-		*opts = ServiceOptions{}
+		*opts = ServiceOptions{M: opts.M}
 		return nil
 	case ForwardIPIP, ForwardGUE:
 	default:
@@ -508,8 +520,10 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 		}
 		slots[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
 	}
-	owners := table.AppendSlots(make([]uint32, 0, lb.opts.M))
-	inner, err := ebpf.NewMap(lb.inner)
+	owners := table.AppendSlots(make([]uint32, 0, table.Size()))
+	spec := *lb.inner
+	spec.MaxEntries = 1 + uint32(table.Size())
+	inner, err := ebpf.NewMap(&spec)
 	if err != nil {
 		return fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
 	}
@@ -602,24 +616,26 @@ func (lb *LB) Services() []Service {
 	return out
 }
 
-// writeSlots writes the table map: slot i holds slots[owners[i]], or no
-// backend. The map is BPF_F_MMAPABLE, so this is a copy into its memory,
+// writeSlots writes the table map: slot 0 holds the table's size (in its
+// id), and slot 1 + i slots[owners[i]], or no backend. The map is BPF_F_MMAPABLE, so this is a copy into its memory,
 // mapped here and unmapped before returning (a map stays alive while it
 // is mapped): one system call each way instead of one update per slot.
 func writeSlots(m *ebpf.Map, owners []uint32, slots []maglevSlot) error {
-	size := 8 * len(owners)
+	size := 8 * (1 + len(owners))
 	page := unix.Getpagesize()
 	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("mmap: %w", err)
 	}
+	binary.NativeEndian.PutUint32(mem, uint32(len(owners)))
+	binary.NativeEndian.PutUint32(mem[4:], 0)
 	for i, o := range owners {
 		v := maglevSlot{Id: noBackend}
 		if o != math.MaxUint32 {
 			v = slots[o]
 		}
-		binary.NativeEndian.PutUint32(mem[8*i:], v.Id)
-		binary.NativeEndian.PutUint32(mem[8*i+4:], v.Cookie)
+		binary.NativeEndian.PutUint32(mem[8+8*i:], v.Id)
+		binary.NativeEndian.PutUint32(mem[8+8*i+4:], v.Cookie)
 	}
 	if err := unix.Munmap(mem); err != nil {
 		return fmt.Errorf("munmap: %w", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/maglevlb/maglev/xdpmaglev"
 	"github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -197,11 +198,12 @@ type peerState struct {
 
 // announced is one VIP's route. The speaker's mu guards it.
 type announced struct {
-	want   bool      // the service has a healthy backend
-	why    string    // why want is what it is, for the status line
-	path   uuid.UUID // GoBGP's path, if announced
-	on     bool      // in GoBGP's table, so announced to every established peer
-	since  time.Time // of the last change of on
+	wishes map[xdpmaglev.Service]wish // of the VIP's services
+	want   bool                       // a service of the VIP has a healthy backend
+	why    string                     // why want is what it is, for the status line
+	path   uuid.UUID                  // GoBGP's path, if announced
+	on     bool                       // in GoBGP's table, so announced to every established peer
+	since  time.Time                  // of the last change of on
 	family bgp.Family
 }
 
@@ -361,11 +363,23 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 }
 
-// set records whether vip's service has a healthy backend, and why; the
-// speaker's goroutine announces or withdraws its route accordingly. It
+// set records whether svc has a healthy backend, and why; the speaker's
+// goroutine announces or withdraws its VIP's route accordingly: a VIP is
+// announced while a service of it (of any port and protocol) has one. It
 // waits for nothing.
-func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
-	p := vipPrefix(vip)
+func (sp *speaker) set(svc xdpmaglev.Service, healthy bool, why string) {
+	sp.wish(svc, &wish{healthy: healthy, why: why})
+}
+
+// forget drops svc's wish, as if it had no healthy backend, for a service
+// that stopped: its VIP is withdrawn unless another service of it has a
+// healthy backend.
+func (sp *speaker) forget(svc xdpmaglev.Service) { sp.wish(svc, nil) }
+
+// wish records svc's wish, or drops it (w nil), and kicks the goroutine if
+// the VIP's changed.
+func (sp *speaker) wish(svc xdpmaglev.Service, w *wish) {
+	p := vipPrefix(svc.VIP.Addr())
 	sp.mu.Lock()
 	a := sp.vips[p]
 	if a == nil {
@@ -373,8 +387,30 @@ func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
 		if !p.Addr().Is4() {
 			f = bgp.RF_IPv6_UC
 		}
-		a = &announced{family: f}
+		a = &announced{family: f, wishes: map[xdpmaglev.Service]wish{}}
 		sp.vips[p] = a
+	}
+	if w != nil {
+		a.wishes[svc] = *w
+	} else {
+		delete(a.wishes, svc)
+	}
+	healthy, why := false, "no service"
+	for _, w := range a.wishes {
+		healthy = healthy || w.healthy
+	}
+	var whys []string // of the services that decide
+	for s, w := range a.wishes {
+		switch {
+		case len(a.wishes) == 1:
+			whys = append(whys, w.why)
+		case w.healthy == healthy:
+			whys = append(whys, fmt.Sprintf("%v: %s", s, w.why))
+		}
+	}
+	if len(whys) > 0 {
+		slices.Sort(whys)
+		why = strings.Join(whys, "; ")
 	}
 	changed := a.want != healthy
 	a.want, a.why = healthy, why
@@ -385,6 +421,12 @@ func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
 		default: // a kick is pending already
 		}
 	}
+}
+
+// A wish is what one service of a VIP wants of its route.
+type wish struct {
+	healthy bool   // the service has a healthy backend
+	why     string // why healthy is what it is
 }
 
 // loop makes GoBGP's table agree with the VIPs' wishes, until endLoop.

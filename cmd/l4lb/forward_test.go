@@ -90,7 +90,7 @@ func TestForwardCommand(t *testing.T) {
 
 	syn(40000)
 	st, body := stats(func(st status) bool { return st.Stats.Dropped["forwarding_off"] >= 1 })
-	if st.Forward != "gue" || st.Stats.Dropped["forwarding_off"] != 1 || st.Stats.Forwarded != 0 {
+	if len(st.Services) != 1 || st.Services[0].Forward != "gue" || st.Stats.Dropped["forwarding_off"] != 1 || st.Stats.Forwarded != 0 {
 		t.Errorf("forwarding off: /debug/maglev: %s", body)
 	}
 

@@ -26,7 +26,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.iface != "eth1" || c.svc.String() != "udp/[2001:db8::1]:53" || c.opts.M != 251 || c.opts.Seed != 7 ||
+	if c.iface != "eth1" || c.svc.String() != "udp/[2001:db8::1]:53" || c.fwd.M != 251 || c.opts.Seed != 7 ||
 		c.opts.Mode != xdpmaglev.AttachGeneric || c.admin != ":0" || len(c.backends) != 2 ||
 		c.backends[0].HW != nil || c.backends[1].HW.String() != "02:00:00:00:00:12" || c.backends[1].Weight != 1 {
 		t.Errorf("parsed %+v", c)
@@ -142,8 +142,8 @@ func TestCommand(t *testing.T) {
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}
-	if st.Attach != "native" || st.Table.Size != 251 || len(st.Table.Backends) != 2 ||
-		st.Table.Backends[0].Slots+st.Table.Backends[1].Slots != 251 || len(st.Stats.Services) != 1 {
+	if st.Attach != "native" || len(st.Services) != 1 || st.Services[0].Table.Size != 251 || len(st.Services[0].Table.Backends) != 2 ||
+		st.Services[0].Table.Backends[0].Slots+st.Services[0].Table.Backends[1].Slots != 251 || len(st.Stats.Services) != 1 {
 		t.Errorf("/debug/maglev: %s", body)
 	}
 

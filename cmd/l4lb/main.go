@@ -7,6 +7,13 @@
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -forward ipip [-encap-src 10.0.1.5] -backend 10.0.2.11
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
+//	l4lb -config /etc/l4lb.yaml
+//
+// The flags describe one service; -config FILE describes many, in a YAML
+// file whose keys are the flags' names (example.yaml, docs/l4lb.md):
+// SIGHUP or POST /reload on the admin address applies a changed file
+// service by service, leaving the unchanged ones untouched, and refuses a
+// bad file whole, naming the line, the service and the setting.
 //
 // Each backend holds the VIP on its loopback device (see docs/xdp.md).
 // With -forward l2 (the default) it must be on the interface's segment,
@@ -96,13 +103,14 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/internal/ops"
-	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -118,22 +126,41 @@ func main() {
 	}
 }
 
-// config is the command line, parsed.
+// config is the command line, parsed: the load balancer's settings and,
+// but for -decap, its one service's. A configuration file (-config) is
+// the same settings for many services (loadFile).
 type config struct {
+	global
+	serviceConfig
+}
+
+// global are the settings of the whole load balancer.
+type global struct {
 	iface    string
-	svc      xdpmaglev.Service
-	backends []xdpmaglev.Backend
 	opts     xdpmaglev.Options
 	admin    string
+	decap    bool                   // -decap: the backends' decapsulator, not a load balancer
+	dopts    xdpmaglev.DecapOptions // -decap's -vip, -gue-port and -mode
+	bgp      bgpConfig              // -bgp-asn and -bgp-*
+	file     string                 // -config: the services come from this file
+	warnings []string               // printed at start: legal, but likely not what the operator meant
+}
+
+// serviceConfig is one service: where its backends come from, how its
+// packets reach them, and how they are checked.
+type serviceConfig struct {
+	name     string // in the configuration file; "default" for the flags' one service
+	svc      xdpmaglev.Service
+	backends []xdpmaglev.Backend
 	src      *ops.Sources // -etcd, -dns, -k8s-service, ...: where the backends come from, if not -backend
 	drained  []netip.Addr // -drain
 	timeout  time.Duration
-	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port
-	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
-	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
+	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port, -m
 	health   healthConfig             // -health and -health-*
-	bgp      bgpConfig                // -bgp-asn and -bgp-*
-	warnings []string                 // printed at start: legal, but likely not what the operator meant
+	// settings are the flags the service was parsed from, in order: two
+	// services of the same settings are the same; srcSettings those of
+	// its membership source.
+	settings, srcSettings string
 }
 
 // addrFlags collects -drain IP flags.
@@ -150,13 +177,14 @@ func (a *addrFlags) Set(s string) error {
 	return nil
 }
 
-// backendFlags collects -backend IP[=MAC] flags.
+// backendFlags collects -backend IP[=MAC][*WEIGHT] flags.
 type backendFlags []xdpmaglev.Backend
 
 func (b *backendFlags) String() string { return fmt.Sprint(len(*b), " backends") }
 
 func (b *backendFlags) Set(s string) error {
-	addr, mac, hasMAC := strings.Cut(s, "=")
+	rest, weight, hasWeight := strings.Cut(s, "*")
+	addr, mac, hasMAC := strings.Cut(rest, "=")
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return fmt.Errorf("backend %q: %v", s, err)
@@ -166,6 +194,13 @@ func (b *backendFlags) Set(s string) error {
 		if be.HW, err = net.ParseMAC(mac); err != nil || len(be.HW) != 6 {
 			return fmt.Errorf("backend %q: %q is not an Ethernet address", s, mac)
 		}
+	}
+	if hasWeight {
+		w, err := strconv.ParseUint(weight, 10, 32)
+		if err != nil {
+			return fmt.Errorf("backend %q: weight %q is not a number in [0, 4294967295]", s, weight)
+		}
+		be.Weight = uint32(w)
 	}
 	*b = append(*b, be)
 	return nil
@@ -187,8 +222,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
 	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
 	fs.StringVar(&proto, "proto", "tcp", "the service's protocol: tcp or udp")
-	fs.Var(&bs, "backend", "a backend, IP or IP=MAC (repeat the flag for each)")
+	fs.Var(&bs, "backend", "a backend, `IP[=MAC][*WEIGHT]` (repeat the flag for each): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1")
 	fs.IntVar(&m, "m", 0, "the table size, a prime (default 65537)")
+	fs.StringVar(&c.file, "config", "", "the configuration `file` (YAML) of many services; with it, no other flag (docs/l4lb.md)")
+	fs.IntVar(&c.opts.ConntrackSize, "conntrack-size", 0, "the flows connection tracking holds, per address family (default 262144)")
+	fs.IntVar(&c.opts.MaxServices, "max-services", 0, "the most services the data plane holds (default 64)")
+	fs.IntVar(&c.opts.MaxBackends, "max-backends", 0, "the most backends of all services together the data plane holds (default 4096)")
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
@@ -223,6 +262,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.file != "" {
+		if len(set) > 1 {
+			return c, errors.New("-config takes no other flag: the file has every setting")
+		}
+		return c, nil
+	}
+	c.name = "default"
 	if c.iface == "" || vip == "" {
 		return c, errors.New("-iface and -vip are required")
 	}
@@ -258,6 +304,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-drain-timeout must not be negative")
 	case c.opts.FloodRate < -1 || c.opts.FloodRate > 1<<31:
 		return c, fmt.Errorf("-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", c.opts.FloodRate)
+	case set["m"] && maglev.CheckSize(m) != nil:
+		return c, fmt.Errorf("-m %d: %v", m, maglev.CheckSize(m))
+	}
+	for name, v := range map[string]int{"conntrack-size": c.opts.ConntrackSize, "max-services": c.opts.MaxServices, "max-backends": c.opts.MaxBackends} {
+		if set[name] && (v < 1 || v > 1<<24) {
+			return c, fmt.Errorf("-%s %d: not in [1, 16777216]", name, v)
+		}
 	}
 	if err := parseHealth(&c.health, health, healthPort, set); err != nil {
 		return c, err
@@ -299,7 +352,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 			return c, fmt.Errorf("-backend %v: -forward %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", a, c.fwd.Forward, c.svc.VIP.Addr())
 		}
 	}
-	c.opts.M, c.opts.Seed, c.backends = m, seed, bs
+	c.fwd.M, c.opts.Seed, c.backends = m, seed, bs
 	return c, nil
 }
 
@@ -413,7 +466,7 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 var healthFlags = []string{"health-path", "health-status", "health-port", "health-interval", "health-timeout", "health-rise", "health-fall"}
 
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = append([]string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
 	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
@@ -456,82 +509,101 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range c.warnings {
+	g, svcs := c.global, []serviceConfig{c.serviceConfig}
+	if c.file != "" {
+		if g, svcs, err = loadFile(c.file); err != nil {
+			return err
+		}
+	}
+	for _, w := range g.warnings {
 		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 	}
 	if c.decap {
 		return runDecap(ctx, c, stdout, stderr)
 	}
-	if w := forwardingOff(c.iface, c.svc, c.fwd.Forward); w != "" {
-		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+	for _, s := range svcs {
+		if w := forwardingOff(g.iface, s.svc, s.fwd.Forward); w != "" {
+			_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+		}
 	}
 	pm, err := ops.NewMetrics()
 	if err != nil {
 		return err
 	}
 	defer pm.Close()
-	c.opts.MeterProvider = pm.Provider
-	lb, err := xdpmaglev.Load(c.iface, c.opts)
+	g.opts.MeterProvider = pm.Provider
+	lb, err := xdpmaglev.Load(g.iface, g.opts)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
 	out := &lockedWriter{w: stdout}
-	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
-	if c.health.kind != "" {
-		if p.health, err = newChecker(c.svc, c.health, pm.Provider, out, func() { _ = p.apply() }); err != nil {
-			return err
-		}
-	}
-	defer p.close()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	var sp *speaker
-	if c.bgp.asn != 0 {
-		if sp, err = newSpeaker(c.bgp, pm.Provider, out, stderr); err != nil {
+	if g.bgp.asn != 0 {
+		if sp, err = newSpeaker(g.bgp, pm.Provider, out, stderr); err != nil {
 			return err
 		}
-		p.bgp = sp
 		defer sp.stopServer(false) // on an error, with no drain; after sp.restart or sp.retire, nothing
-		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", c.bgp)
+		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", g.bgp)
 	}
-	if c.src.Dynamic() {
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.src)
-		if p.health != nil {
-			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
+	b, err := newBalancer(ctx, lb, pm.Provider, sp, out, logger)
+	if err != nil {
+		return err
+	}
+	b.iface = g.iface
+	defer b.close()
+	if c.file != "" {
+		_, _ = fmt.Fprintf(out, "l4lb: attached to %s (%v), services from %s\n", g.iface, lb.Mode(), c.file)
+	}
+	did, err := b.apply(svcs)
+	if err != nil {
+		return err
+	}
+	var reload func() (string, error)
+	if c.file != "" {
+		_, _ = fmt.Fprintf(out, "l4lb: %s\n", did)
+		reload = func() (string, error) {
+			ng, nsvcs, err := loadFile(c.file)
+			if err == nil {
+				err = sameGlobal(g, ng)
+			}
+			if err == nil {
+				did, err = b.apply(nsvcs)
+			}
+			if err != nil {
+				_, _ = fmt.Fprintf(out, "l4lb: reload refused, the running configuration stays: %v\n", err)
+				return "", err
+			}
+			_, _ = fmt.Fprintf(out, "l4lb: reloaded %s: %s\n", c.file, did)
+			return did, nil
 		}
-		set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
-		stop, err := c.src.Watch(ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer stop()
-	} else {
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, %d backends\n", c.svc, c.iface, lb.Mode(), by(c.fwd), len(c.backends))
-		if p.health != nil {
-			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
-		}
-		m := make(map[netip.Addr]member, len(c.backends))
-		for _, b := range c.backends {
-			m[b.Addr.Unmap()] = member{weight: b.Weight, hw: b.HW}
-		}
-		if err := p.setMembers(m); err != nil {
-			return err
-		}
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					_, _ = reload() // its status line says how it went
+				}
+			}
+		}()
 	}
 
 	if sp != nil {
-		if err := sp.connect(); err != nil { // once the service has its first state
+		if err := sp.connect(); err != nil { // once every service has its first state
 			return err
 		}
 	}
 
-	if c.admin != "" {
+	if g.admin != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", handler(lb, c, sp))
+		b.register(mux, reload)
 		mux.Handle("/metrics", pm.Handler)
-		p.register(mux)
-		mux.Handle("POST /drain-lb", drainLB(sp))
-		a, err := ops.ServeAdmin(c.admin, mux)
+		a, err := ops.ServeAdmin(g.admin, mux)
 		if err != nil {
 			return err
 		}
@@ -545,11 +617,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	case <-sp.outOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
 	}
-	p.close()
+	b.close()
 	if err := lb.Close(); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
+	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", g.iface)
+	return nil
+}
+
+// sameGlobal returns an error naming the first of the load balancer's own
+// settings that differs between the running configuration a and the file
+// read again, b: those take a restart.
+func sameGlobal(a, b global) error {
+	for _, d := range []struct {
+		key  string
+		x, y any
+	}{
+		{"iface", a.iface, b.iface},
+		{"mode", a.opts.Mode, b.opts.Mode},
+		{"seed", a.opts.Seed, b.opts.Seed},
+		{"flood-rate", a.opts.FloodRate, b.opts.FloodRate},
+		{"conntrack-size", a.opts.ConntrackSize, b.opts.ConntrackSize},
+		{"max-services", a.opts.MaxServices, b.opts.MaxServices},
+		{"max-backends", a.opts.MaxBackends, b.opts.MaxBackends},
+		{"admin", a.admin, b.admin},
+		{"bgp-*", fmt.Sprint(a.bgp, a.bgp.listenPort), fmt.Sprint(b.bgp, b.bgp.listenPort)},
+	} {
+		if d.x != d.y {
+			return fmt.Errorf("%w: %s: %v, running with %v: the load balancer's own settings take a restart", ErrConfig, d.key, d.y, d.x)
+		}
+	}
 	return nil
 }
 

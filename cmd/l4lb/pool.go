@@ -1,18 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // A pool is the service's backends as l4lb knows them: the members (from
@@ -47,23 +48,27 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	fwd     xdpmaglev.ServiceOptions // how packets reach the backends
-	timeout time.Duration            // the drain timeout
 	out     io.Writer                // status lines
-	health  *checker                 // nil: no health check; set before the first setMembers
 	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
+	updates metric.Int64Counter      // the data plane's updates; nil: not counted; set before the first setMembers
+	attrs   metric.MeasurementOption // of updates
 
-	applyMu sync.Mutex // held by apply across the data plane's update
-	mu      sync.Mutex // guards the fields below
-	members map[netip.Addr]member
-	drained map[netip.Addr]bool      // by -drain or the admin API
-	since   map[netip.Addr]time.Time // when each draining backend began draining
-	applied []xdpmaglev.Backend      // what the data plane holds, by address
-	ready   bool                     // applied has been set once
-	timer   *time.Timer              // the next drain timeout, if any
-	open    bool                     // failing open: every backend down, the last table kept
-	err     error                    // the last apply's error
-	closed  bool
+	applyMu    sync.Mutex               // held by apply across the data plane's update
+	mu         sync.Mutex               // guards the fields below
+	name       string                   // the service's name, for status lines
+	fwd        xdpmaglev.ServiceOptions // how packets reach the backends
+	timeout    time.Duration            // the drain timeout
+	health     *checker                 // nil: no health check; set before the first setMembers, or by reconfigure
+	members    map[netip.Addr]member
+	drained    map[netip.Addr]bool      // by -drain or the admin API
+	since      map[netip.Addr]time.Time // when each draining backend began draining
+	applied    []xdpmaglev.Backend      // what the data plane holds, by address
+	appliedFwd xdpmaglev.ServiceOptions // and how it reaches them
+	ready      bool                     // applied has been set once
+	timer      *time.Timer              // the next drain timeout, if any
+	open       bool                     // failing open: every backend down, the last table kept
+	err        error                    // the last apply's error
+	closed     bool
 }
 
 // A member is a backend of the flags or of etcd.
@@ -194,11 +199,12 @@ func (p *pool) apply() error {
 	// first apply with no HW; the data plane keeps the address it has.
 	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
 		return x.Addr == y.Addr && x.Weight == y.Weight && x.Down == y.Down && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
-	}) && p.ready {
+	}) && p.ready && p.fwd == p.appliedFwd {
 		return nil
 	}
+	fwd := p.fwd
 	p.mu.Unlock()
-	err := p.lb.SetServiceOptions(p.svc, bs, p.fwd) // may wait for the neighbours: p.mu is free meanwhile
+	err := p.lb.SetServiceOptions(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
 	p.mu.Lock()
 	if err != nil {
 		p.err = err
@@ -208,7 +214,10 @@ func (p *pool) apply() error {
 		return err
 	}
 	p.err = nil
-	p.applied, p.ready = bs, true
+	p.applied, p.ready, p.appliedFwd = bs, true, fwd
+	if p.updates != nil {
+		p.updates.Add(context.Background(), 1, p.attrs)
+	}
 	live, draining, down := 0, 0, 0
 	for _, b := range bs {
 		switch {
@@ -225,7 +234,7 @@ func (p *pool) apply() error {
 	if down > 0 {
 		downs = fmt.Sprintf(", %d down", down)
 	}
-	_, _ = fmt.Fprintf(p.out, "l4lb: %d backends live, %d draining%s, table digest %s\n", live, draining, downs, hex.EncodeToString(d[:]))
+	_, _ = fmt.Fprintf(p.out, "l4lb: %s%d backends live, %d draining%s, table digest %s\n", p.prefix(), live, draining, downs, hex.EncodeToString(d[:]))
 	return nil
 }
 
@@ -296,12 +305,57 @@ func (p *pool) tellBGP() {
 	}
 	switch {
 	case p.open:
-		p.bgp.set(p.svc.VIP.Addr(), false, "failing open: every backend is down by its health check")
+		p.bgp.set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
-		p.bgp.set(p.svc.VIP.Addr(), false, "no backend in service (none of weight > 0 up)")
+		p.bgp.set(p.svc, false, "no backend in service (none of weight > 0 up)")
 	default:
-		p.bgp.set(p.svc.VIP.Addr(), true, fmt.Sprintf("%d backends in service", live))
+		p.bgp.set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}
+}
+
+// prefix starts the pool's status lines: "service NAME: ", or "" for the
+// one service of the flags. p.mu is held.
+func (p *pool) prefix() string {
+	if p.name == "" || p.name == "default" {
+		return ""
+	}
+	return fmt.Sprintf("service %q: ", p.name)
+}
+
+// reconfigure takes c's settings: name, forwarding, drain timeout, the
+// drains of the configuration (those of old leave, c's come; the admin
+// API's stay), and, if health, the checker h (nil: none). It returns the
+// checker replaced, for the caller to close with no lock held; the next
+// setMembers applies the rest.
+func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health bool) *checker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.name, p.fwd, p.timeout = c.name, c.fwd, c.timeout
+	for _, a := range old {
+		delete(p.drained, a.Unmap())
+	}
+	for _, a := range c.drained {
+		p.drained[a.Unmap()] = true
+	}
+	if !health {
+		return nil
+	}
+	replaced := p.health
+	p.health = h
+	if h != nil {
+		h.failOpen.Store(p.open)
+	}
+	if h == nil && p.open {
+		p.open = false
+	}
+	return replaced
+}
+
+// currentMembers returns a copy of the members.
+func (p *pool) currentMembers() map[netip.Addr]member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.members)
 }
 
 // tick applies the plan when a drain timeout passes.
@@ -327,6 +381,7 @@ func (p *pool) close() {
 
 // backendsStatus is /debug/maglev/backends's JSON.
 type backendsStatus struct {
+	Name         string `json:"name"` // the service's, "default" for the flags' one
 	Service      string `json:"service"`
 	Digest       string `json:"digest"` // maglev.Table.Digest, hex
 	DrainTimeout string `json:"drain_timeout"`
@@ -373,7 +428,7 @@ func (p *pool) status() backendsStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	st := backendsStatus{Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
+	st := backendsStatus{Name: p.name, Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
 	if p.health != nil {
 		st.Health = p.health.cfg.String()
 	}
@@ -408,29 +463,4 @@ func (p *pool) status() backendsStatus {
 		return netip.MustParseAddr(x.Addr).Compare(netip.MustParseAddr(y.Addr))
 	})
 	return st
-}
-
-// handler serves the pool's admin API:
-//
-//	GET  /debug/maglev/backends        the backends, their states and the table's digest, JSON
-//	POST /drain?addr=IP                drain a backend: no new flows; its flows continue until the drain timeout
-//	POST /undrain?addr=IP              take it back
-func (p *pool) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/maglev/backends", func(w http.ResponseWriter, r *http.Request) {
-		ops.WriteJSON(w, p.status())
-	})
-	for path, on := range map[string]bool{"POST /drain": true, "POST /undrain": false} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			a, err := netip.ParseAddr(r.FormValue("addr"))
-			if err != nil {
-				http.Error(w, "l4lb: addr: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			if err := p.drain(a, on); err != nil {
-				http.Error(w, "l4lb: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			ops.WriteJSON(w, p.status())
-		})
-	}
 }

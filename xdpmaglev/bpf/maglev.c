@@ -15,7 +15,6 @@
 // Set by the control plane before loading (rodata: the verifier sees them
 // as constants).
 volatile const __u64 hash_seed = 0;    // Options.Seed
-volatile const __u32 table_size = 65537; // Options.M, every table's slots
 volatile const __u8 lb_mac[6] __attribute__((aligned(2))) = {}; // the attached interface's address
 volatile const __u32 flood_rate = 125000; // Options.FloodRate: new flows a second, per CPU; 0: no guard
 
@@ -182,8 +181,9 @@ struct {
 		__uint(type, BPF_MAP_TYPE_ARRAY);
 		__type(key, __u32);
 		__type(value, struct slot);
-		__uint(max_entries, 65537); // Options.M
-		__uint(map_flags, BPF_F_MMAPABLE); // written through mmap
+		__uint(max_entries, 65538); // 1 + each service's own M (ServiceOptions.M)
+		// written through mmap; tables of different sizes
+		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
 	});
 } tables SEC(".maps");
 
@@ -541,18 +541,24 @@ static __always_inline struct backend *backend(__u32 id, __u32 cookie)
 	return b;
 }
 
-// choose looks the flow's slot up in the service's table. A slot whose
-// backend left after this packet read the table (the control plane frees
-// removed backends just after it swaps the table in) sends it to the
-// table once more, which is then the new one.
+// choose looks the flow's slot up in the service's table: slot 0 holds
+// the table's size M (in its id), and slot 1 + h mod M the flow's, so a
+// table swapped in carries its own size. A slot whose backend left after
+// this packet read the table (the control plane frees removed backends
+// just after it swaps the table in) sends it to the table once more,
+// which is then the new one.
 static __always_inline struct backend *choose(__u32 svc, __u64 h, struct slot *out)
 {
-	__u32 i = h % table_size;
+	__u32 zero = 0;
 #pragma unroll
 	for (int try = 0; try < 2; try++) {
 		void *table = bpf_map_lookup_elem(&tables, &svc);
 		if (!table)
 			return 0;
+		struct slot *head = bpf_map_lookup_elem(table, &zero);
+		if (!head || head->id == 0)
+			return 0;
+		__u32 i = 1 + h % head->id;
 		struct slot *s = bpf_map_lookup_elem(table, &i);
 		if (!s || s->id == NO_BACKEND)
 			return 0;
