@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -45,9 +46,11 @@ type tableBackend struct {
 //	POST /drain?addr=IP[&service=N]       drain a backend (of every service without service=): no new flows; its flows continue until the drain timeout
 //	POST /undrain?addr=IP[&service=N]     take it back
 //	POST /reload                          with -config: read the file again and apply it (as SIGHUP does)
+//	POST /drain-lb                        with -bgp-asn: take the load balancer out of service (drainLB)
 //
 // reload is nil without -config.
 func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
+	mux.Handle("POST /drain-lb", drainLB(b.sp))
 	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
 		st, err := b.lb.Stats()
 		if err != nil {
@@ -173,5 +176,28 @@ func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
 			s.VIPs = append(s.VIPs, a.String())
 		}
 		ops.WriteJSON(w, s)
+	})
+}
+
+// drainLB serves POST /drain-lb, which takes the load balancer out of
+// service: sp withdraws every VIP from the routers at once, waits
+// -bgp-drain while they move the traffic to the other load balancers
+// (this one forwarding all it still receives), then closes the sessions,
+// and run detaches the data plane and returns. It answers 202 Accepted
+// with the speaker's state once the VIPs are withdrawn from GoBGP's
+// table, and the same to a repeated request; without BGP (sp nil), 409
+// Conflict: nothing would move the traffic away.
+func drainLB(sp *speaker) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sp == nil {
+			http.Error(w, "l4lb: POST /drain-lb needs -bgp-asn: without BGP nothing takes this load balancer out of the routers' paths; remove it from their routes, then stop it", http.StatusConflict)
+			return
+		}
+		sp.retire()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sp.status()) // an error is the client gone
 	})
 }

@@ -40,7 +40,7 @@ var ErrConfig = errors.New("bad configuration file")
 
 // globalKeys are the top-level keys that are the load balancer's own.
 var globalKeys = []string{"iface", "mode", "seed", "flood-rate", "admin", "conntrack-size", "max-services", "max-backends", "pin-dir",
-	"bgp-asn", "bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-drain"}
+	"bgp-asn", "bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-restart-time", "bgp-drain"}
 
 // serviceKeys are the keys of a service, besides name. Those not in
 // serviceOnly may be given at the top too, as every service's default.
@@ -326,7 +326,7 @@ func scalarOf(key string, n *yaml.Node) (string, error) {
 			}
 		case "bgp-peer":
 			allowed = []string{"addr", "asn"}
-			s = fields["addr"] + "@" + fields["asn"]
+			s = fields["addr"] + "," + fields["asn"]
 		default:
 			return "", lineError(n, "%s: a value, not a mapping", key)
 		}

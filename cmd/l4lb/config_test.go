@@ -22,7 +22,8 @@ func TestConfigExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.iface != "eth0" || g.opts.Seed != 7 || g.admin != "127.0.0.1:9180" || g.opts.MaxServices != 64 ||
-		g.bgp.asn != 65001 || len(g.bgp.peers) != 1 || g.file != "example.yaml" {
+		g.bgp.asn != 65001 || len(g.bgp.peers) != 1 || g.bgp.peers[0] != (bgpPeer{netip.MustParseAddr("10.0.0.1"), 65000}) ||
+		g.bgp.restart != 120*time.Second || g.file != "example.yaml" {
 		t.Errorf("global %+v", g)
 	}
 	if len(svcs) != 4 {
@@ -90,6 +91,42 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("%q: %v, want %q in it", tc.file, err, w)
 			}
 		}
+	}
+}
+
+// TestConfigBGP: the BGP keys of a file, a peer in each of its forms.
+func TestConfigBGP(t *testing.T) {
+	const file = `iface: eth0
+bgp-asn: 65001
+bgp-router-id: 198.18.0.3
+bgp-peer:
+  - 198.18.0.1,65000
+  - 198.18.0.2@65002
+  - {addr: 198.18.0.4, asn: 65004}
+bgp-restart-time: 30s
+bgp-drain: 1s
+services:
+  - name: web
+    vip: 198.19.0.1:80
+    backends: [198.18.0.11]
+`
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := loadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), 198.18.0.2 (AS 65002), 198.18.0.4 (AS 65004), hold 9s, graceful restart 30s, drain 1s"
+	if got := g.bgp.String(); got != want {
+		t.Errorf("bgp: %q, want %q", got, want)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(file, "30s", "5000s", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := loadFile(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-restart-time 5000s") {
+		t.Errorf("bgp-restart-time 5000s: %v", err)
 	}
 }
 

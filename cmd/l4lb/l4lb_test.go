@@ -171,6 +171,11 @@ func TestCommand(t *testing.T) {
 		back.Digest != before.Digest || back.Backends[1].State != "live" {
 		t.Errorf("before %+v\ndrained %+v\nback %+v", before, drained, back)
 	}
+	// Without -bgp-asn nothing would take the load balancer out of the
+	// routers' paths: POST /drain-lb is refused, and l4lb goes on.
+	if _, err := request(ns, "POST", "/drain-lb"); err == nil || !strings.Contains(err.Error(), "409 Conflict: l4lb: POST /drain-lb needs -bgp-asn") {
+		t.Errorf("POST /drain-lb without BGP: %v, want 409 naming -bgp-asn", err)
+	}
 	if _, err := request(ns, "POST", "/drain?addr=nonsense"); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Errorf("POST /drain?addr=nonsense: %v, want 400", err)
 	}
@@ -209,7 +214,7 @@ func inNS[T any](ns string, fn func() (T, error)) (T, error) {
 }
 
 // request sends an admin request to l4lb in namespace ns and returns the
-// body of a 200 response.
+// body of a 2xx response (200 OK, or 202 Accepted for POST /drain-lb).
 func request(ns, method, path string) ([]byte, error) {
 	return requestAt(ns, "127.0.0.1:9180", method, path)
 }
@@ -232,7 +237,7 @@ func requestAt(ns, addr, method, path string) ([]byte, error) {
 		}
 		defer func() { _ = resp.Body.Close() }()
 		body, err := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode/100 != 2 {
 			return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, body)
 		}
 		return body, err

@@ -68,16 +68,23 @@
 // fails open) and says so. The members decide who may be a backend, the
 // health check who is up.
 //
-// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR@ASN (repeatable),
+// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR,ASN (repeatable),
 // l4lb speaks BGP itself (GoBGP, embedded) to those routers, accepting
 // their sessions on -bgp-listen-port too, and announces the VIP as a /32
 // or /128, next hop its own address on each session, while the service
 // has a backend in service (of weight > 0, not drained, and up by the
 // health check); it withdraws it when there is none, failing open
 // included, so that the routers send the traffic to the load balancers
-// that see a healthy backend. At SIGINT or SIGTERM it withdraws first,
-// forwards for -bgp-drain while the routers move away, then closes the
-// sessions.
+// that see a healthy backend. The sessions negotiate BGP graceful restart
+// (RFC 4724) with -bgp-restart-time (120 s; 0: none): SIGINT and SIGTERM
+// are a restart, which ends the sessions with no NOTIFICATION so that the
+// routers keep l4lb's paths, as stale, for that time, until the next l4lb
+// announces them again and sends its End-of-RIB. POST /drain-lb on the
+// admin address takes the load balancer out of service: it withdraws the
+// VIP, forwards for -bgp-drain while the routers move away, closes the
+// sessions, detaches and exits; so does SIGTERM with -bgp-restart-time 0,
+// or when no router's session negotiated graceful restart. -bgp-hold (9 s)
+// is how long a router waits for a load balancer that went silent.
 //
 // l4lb prints the attach mode, and serves the table's summary and the
 // counters as JSON at /debug/maglev on the admin address. Its data plane
@@ -252,12 +259,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.health.timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
 	fs.IntVar(&c.health.rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
 	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
-	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first at SIGINT or SIGTERM (default: no BGP)")
+	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first when the load balancer is taken out of service (POST /drain-lb) (default: no BGP)")
 	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
-	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR@ASN` (repeat the flag for each); the next hop is l4lb's address on the session")
+	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each); the next hop is l4lb's address on the session")
 	fs.IntVar(&c.bgp.listenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
 	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
-	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "at SIGINT or SIGTERM, how long l4lb keeps forwarding after withdrawing the VIP and before it stops, for the routers to move the traffic away")
+	fs.DurationVar(&c.bgp.restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
+	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
 	c.pin.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -558,7 +566,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if sp, err = newSpeaker(g.bgp, pm.Provider, out, stderr); err != nil {
 			return err
 		}
-		defer sp.stopServer() // on an error, with no drain; after sp.stop, nothing
+		defer sp.stopServer(false) // on an error, with no drain; after sp.restart or sp.retire, nothing
 		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", g.bgp)
 	}
 	b, err := newBalancer(ctx, lb, pm.Provider, sp, out, logger)
@@ -611,6 +619,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 
+	if sp != nil {
+		if err := sp.connect(); err != nil { // once every service has its first state
+			return err
+		}
+	}
+
 	if g.admin != "" {
 		mux := http.NewServeMux()
 		b.register(mux, reload)
@@ -622,12 +636,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer func() { _ = a.Close() }()
 		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
 	}
-	<-ctx.Done()
-	if sp != nil {
-		sp.stop() // withdraw, drain, close the sessions: the data plane forwards meanwhile
+	retired := false
+	select {
+	case <-ctx.Done(): // SIGINT or SIGTERM: a restart
+		if sp != nil {
+			sp.restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained
+		}
+	case <-sp.outOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
+		retired = true
 	}
 	b.close()
-	return leave(lb, g.iface, out)
+	if retired {
+		return detach(lb, g.iface, out) // out of service: the program and the pins go
+	}
+	return leave(lb, g.iface, out) // the data plane stays, pinned, for the next l4lb
 }
 
 // sameGlobal returns an error naming the first of the load balancer's own

@@ -141,6 +141,13 @@ func (p *process) stop() []string {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatal(err)
 	}
+	return p.rest()
+}
+
+// rest returns the lines the process prints until it exits, failing the
+// test unless it exits cleanly within 20 s.
+func (p *process) rest() []string {
+	p.t.Helper()
 	deadline := time.After(20 * time.Second)
 	var rest []string
 	for {
@@ -153,14 +160,14 @@ func (p *process) stop() []string {
 			select {
 			case <-p.exited:
 			case <-deadline:
-				p.t.Fatal("l4lb still running 20 s after SIGTERM")
+				p.t.Fatal("l4lb still running 20 s after it was told to stop")
 			}
 			if p.err != nil {
 				p.t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
 			}
 			return rest
 		case <-deadline:
-			p.t.Fatal("l4lb still running 20 s after SIGTERM")
+			p.t.Fatal("l4lb still running 20 s after it was told to stop")
 		}
 	}
 }
