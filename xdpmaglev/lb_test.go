@@ -598,3 +598,66 @@ func TestServiceSizes(t *testing.T) {
 	}
 	wantErr(t, lb.SetServiceOptions(small, bs, ServiceOptions{M: 1000}), ErrService)
 }
+
+// TestSetServices sets many services in one call: each forwards as its
+// own table says; a second call updates them with connection tracking
+// kept; a call with one bad update, or more services than fit, makes
+// none of its changes.
+func TestSetServices(t *testing.T) {
+	lb := newLB(t, Options{Seed: 5, MaxServices: 4})
+	var us []Update
+	for i := range 3 {
+		us = append(us, Update{Service: Service{VIP: vip(false, uint16(80+i)), Proto: TCP}, Backends: testBackends(1+4*i, 4, false), Options: ServiceOptions{M: []int{251, 257, 263}[i]}})
+	}
+	if err := lb.SetServices(us); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	first := map[Service][]net.HardwareAddr{}
+	for _, u := range us {
+		if got := lb.Table(u.Service).Size(); got != u.Options.M {
+			t.Fatalf("%v: %d slots, want %d", u.Service, got, u.Options.M)
+		}
+		for p := range uint16(n) {
+			c := client(false, 20000+p)
+			want := predict(t, lb, u.Service, u.Backends, c)
+			wantForward(t, lb, packet(c, u.Service.VIP, 6, nil), want)
+			first[u.Service] = append(first[u.Service], want)
+		}
+	}
+	// Each service gains backends: tracked flows stay, new ones follow the
+	// new tables.
+	for i := range us {
+		us[i].Backends = testBackends(1+4*i, 6, false)
+	}
+	if err := lb.SetServices(us); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if lb.Table(u.Service).NumBackends() != 6 {
+			t.Fatalf("%v: %d backends after the update", u.Service, lb.Table(u.Service).NumBackends())
+		}
+		for p := range uint16(n) {
+			wantForward(t, lb, packet(client(false, 20000+p), u.Service.VIP, 6, nil), first[u.Service][p])
+			c := client(false, 40000+p)
+			wantForward(t, lb, packet(c, u.Service.VIP, 6, nil), predict(t, lb, u.Service, u.Backends, c))
+		}
+	}
+	// None of a bad call's changes are made.
+	extra := Update{Service: Service{VIP: vip(false, 90), Proto: TCP}, Backends: testBackends(40, 2, false)}
+	bad := Update{Service: Service{VIP: vip(false, 91), Proto: TCP}, Backends: testBackends(50, 2, false), Options: ServiceOptions{M: 1000}}
+	wantErr(t, lb.SetServices([]Update{extra, bad}), ErrService)
+	wantErr(t, lb.SetServices([]Update{extra, extra}), ErrService)
+	full := []Update{extra, {Service: Service{VIP: vip(false, 92), Proto: TCP}, Backends: testBackends(60, 2, false)}}
+	wantErr(t, lb.SetServices(full), ErrFull)
+	if got := len(lb.Services()); got != 3 {
+		t.Fatalf("%d services after the failed calls, want 3", got)
+	}
+	// The failed calls gave their ids back: the one free service id
+	// still takes a service.
+	if err := lb.SetServices([]Update{extra}); err != nil {
+		t.Fatal(err)
+	}
+	c := client(false, 1234)
+	wantForward(t, lb, packet(c, extra.Service.VIP, 6, nil), predict(t, lb, extra.Service, extra.Backends, c))
+}
