@@ -90,7 +90,15 @@ func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptio
 // the data plane's error (the members are kept: the next change, or the
 // next drain timeout, tries again).
 func (p *pool) setMembers(m map[netip.Addr]member) error {
+	p.members0(m)
+	return p.apply()
+}
+
+// members0 replaces the members, and the health check's backends, and
+// applies nothing.
+func (p *pool) members0(m map[netip.Addr]member) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.members = m
 	if p.health != nil {
 		addrs := make([]netip.Addr, 0, len(m))
@@ -99,8 +107,6 @@ func (p *pool) setMembers(m map[netip.Addr]member) error {
 		}
 		p.health.set(addrs) // starts probes, waits for none
 	}
-	p.mu.Unlock()
-	return p.apply()
 }
 
 // drain drains (on) or undrains (off) the backend at a, member or not.
@@ -185,7 +191,21 @@ func (p *pool) apply() error {
 		return xdpmaglev.ErrClosed
 	}
 	defer p.tellBGP() // last, with p.mu held: what the data plane holds decides
-	now := time.Now()
+	bs, fwd, todo := p.begin(time.Now())
+	if !todo {
+		return nil
+	}
+	p.mu.Unlock()
+	err := p.lb.SetServiceOptions(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
+	p.mu.Lock()
+	return p.end(bs, fwd, err)
+}
+
+// begin is apply's first half: it returns the backends and options the
+// data plane should hold at now, and whether they differ from what it
+// holds, and sets the timer for the next drain timeout. p.applyMu and
+// p.mu are held.
+func (p *pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptions, bool) {
 	bs, next := p.plan(now)
 	p.markDown(bs)
 	if p.timer != nil {
@@ -200,12 +220,15 @@ func (p *pool) apply() error {
 	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
 		return x.Addr == y.Addr && x.Weight == y.Weight && x.Down == y.Down && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
 	}) && p.ready && p.fwd == p.appliedFwd {
-		return nil
+		return nil, xdpmaglev.ServiceOptions{}, false
 	}
-	fwd := p.fwd
-	p.mu.Unlock()
-	err := p.lb.SetServiceOptions(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
-	p.mu.Lock()
+	return bs, p.fwd, true
+}
+
+// end is apply's second half, once the data plane was given bs and fwd
+// with the outcome err: it records them and prints the status line, or
+// keeps err and tries again in a second. p.applyMu and p.mu are held.
+func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err error) error {
 	if err != nil {
 		p.err = err
 		if p.timer == nil {
@@ -236,6 +259,57 @@ func (p *pool) apply() error {
 	}
 	_, _ = fmt.Fprintf(p.out, "l4lb: %s%d backends live, %d draining%s, table digest %s\n", p.prefix(), live, draining, downs, hex.EncodeToString(d[:]))
 	return nil
+}
+
+// applyAll applies the pools' plans to their data plane, lb, at once
+// (xdpmaglev.LB.SetServices: one batch update for every table, where one
+// apply each would wait on the kernel once each). If the batch fails,
+// each pool applies on its own, and gets its own error. It returns the
+// first error.
+func applyAll(lb *xdpmaglev.LB, ps []*pool) error {
+	var us []xdpmaglev.Update
+	var todo []*pool
+	var plans [][]xdpmaglev.Backend
+	for _, p := range ps {
+		p.applyMu.Lock()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			p.applyMu.Unlock()
+			continue
+		}
+		bs, fwd, do := p.begin(time.Now())
+		if do {
+			us = append(us, xdpmaglev.Update{Service: p.svc, Backends: bs, Options: fwd})
+			todo, plans = append(todo, p), append(plans, bs)
+		} else {
+			p.tellBGP()
+		}
+		p.mu.Unlock()
+		if !do {
+			p.applyMu.Unlock()
+		}
+	}
+	err := lb.SetServices(us)
+	for i, p := range todo {
+		if err == nil {
+			p.mu.Lock()
+			_ = p.end(plans[i], us[i].Options, nil)
+			p.tellBGP()
+			p.mu.Unlock()
+		}
+		p.applyMu.Unlock()
+	}
+	if err == nil {
+		return nil
+	}
+	var first error
+	for _, p := range todo {
+		if err := p.apply(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // markDown sets Down on the backends of bs that the health check has

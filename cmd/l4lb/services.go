@@ -93,6 +93,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 			b.stopService(r)
 		}
 	}
+	var batch []*pool // the new services of static backends: applied at once
 	for _, c := range svcs {
 		if old[c.svc] != nil {
 			continue
@@ -104,6 +105,13 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 		}
 		started[c.svc] = r
 		added = append(added, c.name)
+		if !c.src.Dynamic() {
+			batch = append(batch, r.pool)
+		}
+	}
+	if err := applyAll(b.lb, batch); err != nil {
+		undo()
+		return "", err
 	}
 	// A changed source: the new watch starts, and must give its first
 	// list, before the old one stops.
@@ -178,7 +186,8 @@ func list(names []string) string {
 }
 
 // start starts the service c: its pool, its health check, and its
-// backends: the static ones set, or the source's first list.
+// backends: the source's first list applied, or the static ones set as
+// the members, for the caller to apply (applyAll).
 func (b *balancer) start(c serviceConfig) (*running, error) {
 	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.out)
 	p.name, p.bgp = c.name, b.sp
@@ -217,9 +226,8 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 			return nil, err
 		}
 		r.stop = stop
-	} else if err := p.setMembers(static(c.backends)); err != nil {
-		b.stopService(r)
-		return nil, err
+	} else {
+		p.members0(static(c.backends)) // applied by the caller, with the other new services
 	}
 	return r, nil
 }
