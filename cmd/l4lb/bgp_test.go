@@ -126,6 +126,34 @@ type router struct {
 	sock string
 }
 
+// daemon runs a router daemon, bin with args, in the foreground in
+// namespace ns until the end of the test, and returns its output so far
+// and a channel closed when it exits. If the test failed, the output is
+// logged, and the file log too if not "".
+func daemon(t *testing.T, ns, log, bin string, args ...string) (*strings.Builder, chan struct{}) {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			var logged []byte
+			if log != "" {
+				logged, _ = os.ReadFile(log)
+			}
+			t.Logf("%s's output:\n%s%s", filepath.Base(bin), out.String(), logged)
+		}
+	})
+	return out, exited
+}
+
 // startBird runs BIRD in namespace ns with conf, its control socket in
 // the test's temporary directory, until the end of the test; it returns
 // once BIRD answers on the socket (within 10 s).
@@ -137,21 +165,7 @@ func startBird(t *testing.T, ns, conf string) *router {
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", ns, "bird", "-f", "-c", cf, "-s", r.sock)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() && out.Len() > 0 {
-			t.Logf("bird's output:\n%s", out.String())
-		}
-	})
+	out, exited := daemon(t, ns, "", "bird", "-f", "-c", cf, "-s", r.sock)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if _, err := r.birdc("show status"); err == nil {

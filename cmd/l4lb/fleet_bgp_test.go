@@ -365,24 +365,9 @@ func startFRR(t *testing.T, ns, conf string) *frr {
 	}
 	r := &frr{t: t, dir: dir}
 	for _, d := range []string{"zebra", "bgpd"} {
-		cmd := exec.Command("ip", "netns", "exec", ns, filepath.Join(frrDir, d), "-f", filepath.Join(dir, d+".conf"),
+		daemon(t, ns, filepath.Join(dir, d+".log"), filepath.Join(frrDir, d), "-f", filepath.Join(dir, d+".conf"),
 			"-i", filepath.Join(dir, d+".pid"), "-z", filepath.Join(dir, "zserv.api"), "--vty_socket", dir, "-P", "0",
 			"--log", "file:"+filepath.Join(dir, d+".log"))
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(exited) }()
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				log, _ := os.ReadFile(filepath.Join(dir, d+".log"))
-				t.Logf("%s's output:\n%s%s", d, out.String(), log)
-			}
-		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
