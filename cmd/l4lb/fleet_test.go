@@ -968,21 +968,27 @@ type load struct {
 	ok, fail atomic.Int64
 	mu       sync.Mutex
 	failures map[string]int // by error
+	first    error          // the first failure
 	quit     chan struct{}
+	once     sync.Once
 	wg       sync.WaitGroup
 }
 
 // startLoad starts a load of workers until its stop.
-func (f *fleet) startLoad(workers int) *load {
+func (f *fleet) startLoad(workers int) *load { return startLoad(f.client, workers, 0) }
+
+// startLoad starts a load of workers from namespace ns, each pausing
+// between its connections, until its stop.
+func startLoad(ns string, workers int, pause time.Duration) *load {
 	l := &load{failures: map[string]int{}, quit: make(chan struct{})}
 	for w := range workers {
 		l.wg.Go(func() {
-			_, _ = inNS(f.client, func() (struct{}, error) {
+			_, _ = inNS(ns, func() (struct{}, error) {
 				for n := 0; ; n++ {
 					select {
 					case <-l.quit:
 						return struct{}{}, nil
-					default:
+					case <-time.After(pause):
 					}
 					c, err := dialFrom(0)
 					if err == nil {
@@ -993,6 +999,9 @@ func (f *fleet) startLoad(workers int) *load {
 						l.fail.Add(1)
 						l.mu.Lock()
 						l.failures[err.Error()]++
+						if l.first == nil {
+							l.first = err
+						}
 						l.mu.Unlock()
 						continue
 					}
@@ -1004,11 +1013,16 @@ func (f *fleet) startLoad(workers int) *load {
 	return l
 }
 
+// close ends the load, once.
+func (l *load) close() {
+	l.once.Do(func() { close(l.quit) })
+	l.wg.Wait()
+}
+
 // stop ends the load and returns how many connections worked, how many
 // failed, and the failures' kinds with their counts.
 func (l *load) stop() (ok, fail int64, kinds []string) {
-	close(l.quit)
-	l.wg.Wait()
+	l.close()
 	for k, n := range l.failures {
 		kinds = append(kinds, fmt.Sprintf("%d× %s", n, k))
 	}

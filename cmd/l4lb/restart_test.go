@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -362,59 +361,6 @@ func (e *echoes) gap(from, to time.Time) time.Duration {
 	return longest
 }
 
-// newConns opens new connections from 2 workers, one at a time each
-// (connect, read the backend's name, echo a line, close), until stopped:
-// a bounded load.
-type newConns struct {
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	ok, fail atomic.Int64
-	mu       sync.Mutex
-	first    error
-}
-
-func (r *restartNet) startNewConns() *newConns {
-	l := &newConns{stop: make(chan struct{})}
-	for w := range 2 {
-		l.wg.Go(func() {
-			_, _ = inNS(r.client, func() (struct{}, error) {
-				for n := 0; ; n++ {
-					select {
-					case <-l.stop:
-						return struct{}{}, nil
-					case <-time.After(5 * time.Millisecond):
-					}
-					c, err := dialFrom(0)
-					if err == nil {
-						err = c.echo(fmt.Sprintf("w%d n%d", w, n))
-						_ = c.Close()
-					}
-					if err != nil {
-						l.fail.Add(1)
-						l.mu.Lock()
-						if l.first == nil {
-							l.first = err
-						}
-						l.mu.Unlock()
-						continue
-					}
-					l.ok.Add(1)
-				}
-			})
-		})
-	}
-	return l
-}
-
-func (l *newConns) close() {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	l.wg.Wait()
-}
-
 // TestRestart restarts l4lb, pinned, under 100 long-lived connections
 // that echo a line every 20 ms and a bounded load of new connections:
 // five restarts with the same backends, one that adds three (the
@@ -429,7 +375,7 @@ func TestRestart(t *testing.T) {
 	three := restartTable(t, 3)
 	e := startEchoes(r.connect(three, portRange(30000, 100)))
 	defer e.close()
-	loop := r.startNewConns()
+	loop := startLoad(r.client, 2, 5*time.Millisecond) // a bounded load of new connections
 	defer loop.close()
 	time.Sleep(time.Second)
 
