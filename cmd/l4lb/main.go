@@ -280,7 +280,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, err
 	}
 	if c.file != "" {
-		if len(set) > 1 && !(len(set) == 2 && set["rebuild"]) { // -rebuild is a one-off, not in the file
+		if len(set) > 1 && (len(set) != 2 || !set["rebuild"]) { // -rebuild is a one-off, not in the file
 			return c, errors.New("-config takes no other flag: the file has every setting")
 		}
 		return c, nil
