@@ -25,6 +25,11 @@ func build(t *testing.T) string {
 		// flags) still run under the race detector.
 		t.Skip("runs the built l4lb, which -race does not instrument: the plain run covers it")
 	}
+	if testing.Short() {
+		// -short is the check that the module builds and tests alone
+		// (release/modules): the README's test command runs these.
+		t.Skip("runs the built l4lb in network namespaces: the run without -short covers it")
+	}
 	bin := filepath.Join(t.TempDir(), "l4lb")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
