@@ -577,7 +577,9 @@ func TestHealthServeChild(t *testing.T) {
 // backend on 127.0.0.1 (served by another process) and its record, by TCP
 // and HTTP. cpu-ns/op is the benchmark process's CPU time (user and
 // system) an op; on loopback it includes the kernel's work for both ends
-// of the connection.
+// of the connection. kind=tcp-syscalls is the floor of a TCP probe: its
+// system calls alone (socket, a blocking connect, close), no Go
+// networking.
 func BenchmarkProbe(b *testing.B) {
 	tcpPort, httpPort := serveBackend(b)
 	for _, kind := range []string{"tcp", "http"} {
@@ -601,9 +603,8 @@ func BenchmarkProbe(b *testing.B) {
 			a := netip.MustParseAddr("127.0.0.1")
 			pb := c.newProbed(a) // probed here, with no timer
 			c.backends[a] = pb
-			var ru0, ru1 syscall.Rusage
 			b.ReportAllocs()
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+			cpu0 := cpuTime(b)
 			for b.Loop() {
 				start := time.Now()
 				err := c.probe(pb)
@@ -612,13 +613,28 @@ func BenchmarkProbe(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 			c.mu.Lock()
 			delete(c.backends, a) // it has no timer for close to stop
 			c.mu.Unlock()
 			pb.cancel()
-			cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
-			b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
 		})
 	}
+	b.Run("kind=tcp-syscalls", func(b *testing.B) {
+		sa := &syscall.SockaddrInet4{Port: int(tcpPort), Addr: [4]byte{127, 0, 0, 1}}
+		b.ReportAllocs()
+		cpu0 := cpuTime(b)
+		for b.Loop() {
+			fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			err = syscall.Connect(fd, sa)
+			_ = syscall.Close(fd)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
+	})
 }
