@@ -179,17 +179,13 @@ func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider
 // meterScope is the instrumentation scope of l4lb's own metrics.
 const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"
 
-// slots is how finely probes spread over an interval: a backend's probes
-// start in one of this many slots of it, at random, so that many backends
-// spread out, and those of a slot share the process's wakeup (with 1,000
-// backends probed every second, that takes a third less CPU than a time
-// of each backend's own; docs/l4lb.md, "Health checks at scale").
-const slots = 100
-
 // set makes addrs the backends probed: a new one starts up and is probed
-// from now on, in a slot of the interval taken at random, one no longer
-// listed stops being probed and its health is forgotten. It waits for
-// nothing.
+// from now on, the first time after a random part of the interval, so
+// that many backends' probes spread out over it (grouped in bursts they
+// would share the process's wakeups, but with 10,000 HTTP backends a
+// second, they made probes miss their deadlines: docs/l4lb.md, "Health
+// checks at scale"); one no longer listed stops being probed and its
+// health is forgotten. It waits for nothing.
 func (c *checker) set(addrs []netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -204,8 +200,7 @@ func (c *checker) set(addrs []netip.Addr) {
 		}
 		b := c.newProbed(a)
 		c.backends[a] = b
-		slot := c.cfg.interval / slots
-		b.next = time.Now().Truncate(slot).Add(slot * time.Duration(1+rand.N(slots)))
+		b.next = time.Now().Add(rand.N(c.cfg.interval))
 		c.wg.Add(1)
 		b.timer = time.AfterFunc(time.Until(b.next), func() { c.run(b) })
 	}
