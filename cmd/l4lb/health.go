@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,12 +50,20 @@ func (h healthConfig) String() string {
 	return fmt.Sprintf("%s on %s every %v (timeout %v, rise %d, fall %d)", what, port, h.interval, h.timeout, h.rise, h.fall)
 }
 
-// A checker probes the backends of one service, each in a goroutine of
-// its own, and keeps each one's health: up or down, with the rise and fall
+// A checker probes the backends of one service, each on a schedule of its
+// own, and keeps each one's health: up or down, with the rise and fall
 // counts of healthConfig. A backend starts up, and goes down after fall
 // failed probes in a row; a down backend comes up after rise passes in a
 // row. On each transition the checker prints a status line and calls
 // changed, with no lock held; the caller (the pool) then asks isDown.
+//
+// A backend's schedule is a timer, and a goroutine only while a probe is
+// under way: at 10,000 backends an idle goroutine each would hold more
+// memory in stacks than everything else the process has (docs/l4lb.md,
+// "Health checks at scale"). A TCP probe connects anew each time; an HTTP
+// probe keeps its connection for the next one (HTTP/1.1 keep-alive), and
+// reads the response in its own goroutine (net/http's transport would
+// add two goroutines and 8 KiB of buffers a connection).
 //
 // A checker is safe for concurrent use by multiple goroutines. mu guards
 // the backends' states and is never held across a probe, which waits on
@@ -65,27 +75,49 @@ type checker struct {
 	port        uint16 // the port probed
 	out         io.Writer
 	changed     func()
-	client      *http.Client // http: no keep-alive, no redirects
+	dialer      net.Dialer // no TCP keep-alive: a probe's connection lives a moment, or is used every interval
 	reg         metric.Registration
 	probeDur    metric.Float64Histogram
+	okAttrs     metric.MeasurementOption // probeDur's, of a probe passed
+	failAttrs   metric.MeasurementOption // and failed
 	transitions metric.Int64Counter
 	svcAttr     attribute.KeyValue
 	failOpen    atomic.Bool // set by the pool: every backend down, the last table kept
 
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex // guards the fields below and the probed ones
 	backends map[netip.Addr]*probed
 	closed   bool
-	wg       sync.WaitGroup // the probing goroutines
+	wg       sync.WaitGroup // one for each timer armed and each probe under way
 }
 
-// probed is the health of one backend. The checker's mu guards it.
+// probed is the health of one backend, and its schedule. The checker's mu
+// guards the fields up to timer; the others are set before its first
+// probe, but for conn and unwatch.
 type probed struct {
 	up       bool
 	ok, fail int    // probes passed, failed, in a row (one of them is 0)
 	err      string // the last failed probe's error
 	probes   int    // probes done
-	stop     chan struct{}
-	attrs    metric.MeasurementOption // maglev.service, maglev.backend
+	stopped  bool   // no longer probed: its timer is not armed again
+	timer    *time.Timer
+	next     time.Time // when the timer's probe starts
+
+	addr   netip.Addr
+	target string          // addr and the port probed, as the dialer takes them
+	ctx    context.Context // cancelled when stopped: a probe under way ends
+	cancel context.CancelFunc
+	attrs  metric.MeasurementOption // maglev.service, maglev.backend
+
+	// http: the GET, as a request (for its URL and ReadResponse) and as
+	// written; reqErr if the path makes none. Set before the first probe.
+	req    *http.Request
+	wire   []byte
+	reqErr error
+	// http: the connection kept from one probe to the next, nil if none,
+	// and the func that stops closing it when ctx is cancelled. Only the
+	// backend's probe uses them (one at a time).
+	conn    net.Conn
+	unwatch func() bool
 }
 
 // newChecker returns the checker of svc by cfg, recording through mp
@@ -99,14 +131,9 @@ func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider
 	if c.port == 0 {
 		c.port = svc.VIP.Port()
 	}
-	if cfg.kind == "http" {
-		c.client = &http.Client{
-			Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse // a redirect is a status like any other
-			},
-		}
-	}
+	c.dialer.KeepAlive = -1
+	c.okAttrs = metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.outcome", "ok")))
+	c.failAttrs = metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.outcome", "fail")))
 	meter := mp.Meter(meterScope)
 	var errs []error
 	up, err := meter.Int64ObservableGauge("maglev.l4lb.health.up",
@@ -153,8 +180,12 @@ func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider
 const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"
 
 // set makes addrs the backends probed: a new one starts up and is probed
-// from now on, one no longer listed stops being probed and its health is
-// forgotten. It waits for nothing.
+// from now on, the first time after a random part of the interval, so
+// that many backends' probes spread out over it (grouped in bursts they
+// would share the process's wakeups, but with 10,000 HTTP backends a
+// second, they made probes miss their deadlines: docs/l4lb.md, "Health
+// checks at scale"); one no longer listed stops being probed and its
+// health is forgotten. It waits for nothing.
 func (c *checker) set(addrs []netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -167,17 +198,44 @@ func (c *checker) set(addrs []netip.Addr) {
 		if c.backends[a] != nil {
 			continue
 		}
-		b := &probed{up: true, stop: make(chan struct{}),
-			attrs: metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.backend", a.String())))}
+		b := c.newProbed(a)
 		c.backends[a] = b
+		b.next = time.Now().Add(rand.N(c.cfg.interval))
 		c.wg.Add(1)
-		go c.loop(a, b)
+		b.timer = time.AfterFunc(time.Until(b.next), func() { c.run(b) })
 	}
 	for a, b := range c.backends {
 		if !keep[a] {
-			close(b.stop)
+			c.stop(b)
 			delete(c.backends, a)
 		}
+	}
+}
+
+// newProbed returns the health of a backend at a not yet probed: up, with
+// no timer.
+func (c *checker) newProbed(a netip.Addr) *probed {
+	b := &probed{up: true, addr: a, target: netip.AddrPortFrom(a, c.port).String(),
+		attrs: metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.backend", a.String())))}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	if c.cfg.kind == "http" {
+		b.req, b.reqErr = http.NewRequest(http.MethodGet, "http://"+b.target+c.cfg.path, nil)
+		if b.req != nil {
+			// What net/http's transport writes, less Accept-Encoding: the
+			// body is not read.
+			b.wire = fmt.Appendf(nil, "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: l4lb-health\r\n\r\n", b.req.URL.RequestURI(), b.req.URL.Host)
+		}
+	}
+	return b
+}
+
+// stop stops probing b: its timer is not armed again, a probe under way
+// ends. c.mu must be held.
+func (c *checker) stop(b *probed) {
+	b.stopped = true
+	b.cancel()
+	if b.timer.Stop() {
+		c.wg.Done() // its probe will not run
 	}
 }
 
@@ -206,7 +264,7 @@ func (c *checker) healthOf(a netip.Addr) (state, lastErr string, ok, fail int) {
 	return state, b.err, b.ok, b.fail
 }
 
-// close stops every probe and waits for the probing goroutines to end.
+// close stops every probe and waits for the probes under way to end.
 func (c *checker) close() {
 	c.mu.Lock()
 	if c.closed {
@@ -215,56 +273,51 @@ func (c *checker) close() {
 	}
 	c.closed = true
 	for a, b := range c.backends {
-		close(b.stop)
+		c.stop(b)
 		delete(c.backends, a)
 	}
 	c.mu.Unlock()
-	c.wg.Wait()
+	c.wg.Wait()            // and with the probes, their connections are closed
 	_ = c.reg.Unregister() // its error is the SDK shut down already
 }
 
-// loop probes the backend at a every interval, the first time after a
-// random part of one (so that many backends' probes spread out), until b
-// is stopped.
-func (c *checker) loop(a netip.Addr, b *probed) {
+// run is a probe of b's, in a goroutine of its own (its timer's): it
+// probes, records the result, and arms the timer for the next probe, an
+// interval after this one was due (at once if that has passed), unless b
+// was stopped meanwhile.
+func (c *checker) run(b *probed) {
 	defer c.wg.Done()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		<-b.stop
-		cancel() // a probe under way ends now
-	}()
-	t := time.NewTimer(rand.N(c.cfg.interval))
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
+	start := time.Now()
+	err := c.probe(b) // no lock held: it waits on the network
+	took := time.Since(start)
+	if b.ctx.Err() != nil {
+		return // stopped
+	}
+	c.record(b, err, took)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !b.stopped {
+		b.next = b.next.Add(c.cfg.interval)
+		if now := time.Now(); b.next.Before(now) {
+			b.next = now
 		}
-		start := time.Now()
-		err := c.probe(ctx, a) // no lock held: it waits on the network
-		took := time.Since(start)
-		if ctx.Err() != nil {
-			return // stopped
-		}
-		t.Reset(max(c.cfg.interval-took, 0))
-		c.record(a, b, err, took)
+		c.wg.Add(1)
+		b.timer.Reset(time.Until(b.next))
 	}
 }
 
 // record counts a probe of b's: its result, and a transition if its rise
 // or fall count is reached, printed and passed to changed.
-func (c *checker) record(a netip.Addr, b *probed, err error, took time.Duration) {
-	outcome := "ok"
+func (c *checker) record(b *probed, err error, took time.Duration) {
+	outcome := c.okAttrs
 	if err != nil {
-		outcome = "fail"
+		outcome = c.failAttrs
 	}
-	c.probeDur.Record(context.Background(), took.Seconds(), metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.outcome", outcome))))
+	c.probeDur.Record(context.Background(), took.Seconds(), outcome)
 	c.mu.Lock()
-	if c.backends[a] != b {
+	if b.stopped {
 		c.mu.Unlock()
-		return // stopped meanwhile
+		return
 	}
 	b.probes++
 	var to string
@@ -282,47 +335,123 @@ func (c *checker) record(a netip.Addr, b *probed, err error, took time.Duration)
 	line := ""
 	switch to {
 	case "up":
-		line = fmt.Sprintf("l4lb: health: %v up: %d probes passed in a row", a, b.ok)
+		line = fmt.Sprintf("l4lb: health: %v up: %d probes passed in a row", b.addr, b.ok)
 	case "down":
-		line = fmt.Sprintf("l4lb: health: %v down: %d probes failed in a row, the last: %s", a, b.fail, b.err)
+		line = fmt.Sprintf("l4lb: health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err)
 	}
 	c.mu.Unlock()
 	if to == "" {
 		return
 	}
 	c.transitions.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(c.svcAttr,
-		attribute.String("maglev.backend", a.String()), attribute.String("maglev.state", to))))
+		attribute.String("maglev.backend", b.addr.String()), attribute.String("maglev.state", to))))
 	_, _ = fmt.Fprintln(c.out, line)
 	c.changed()
 }
 
-// probe checks the backend at a once, within the timeout: a TCP connect,
-// or an HTTP GET whose status must be the configured one.
-func (c *checker) probe(ctx context.Context, a netip.Addr) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+// probe checks b once, within the timeout: a TCP connect, or an HTTP GET
+// whose status must be the configured one.
+func (c *checker) probe(b *probed) error {
+	deadline := time.Now().Add(c.cfg.timeout)
+	if c.cfg.kind == "http" {
+		return c.probeHTTP(b, deadline)
+	}
+	ctx, cancel := context.WithDeadline(b.ctx, deadline)
 	defer cancel()
-	target := netip.AddrPortFrom(a, c.port).String()
-	if c.cfg.kind == "tcp" {
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", target)
-		if err != nil {
-			return err
+	conn, err := c.dialer.DialContext(ctx, "tcp", b.target)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
+}
+
+// probeHTTP GETs b's path on its kept connection, dialled if it has none,
+// by the deadline, and checks the status. A kept connection that the
+// backend closed since the last probe (the GET meets its end or a reset
+// before a byte of response) is dialled anew, once, as net/http's
+// transport retries such a GET.
+func (c *checker) probeHTTP(b *probed, deadline time.Time) error {
+	if b.reqErr != nil {
+		return b.reqErr
+	}
+	for retried := false; ; retried = true {
+		kept := b.conn != nil
+		if !kept {
+			ctx, cancel := context.WithDeadline(b.ctx, deadline)
+			conn, err := c.dialer.DialContext(ctx, "tcp", b.target)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("GET %s: %w", b.req.URL, err)
+			}
+			b.conn = conn
+			b.unwatch = context.AfterFunc(b.ctx, func() { _ = conn.Close() }) // stopped: a GET under way ends
 		}
-		return conn.Close()
+		status, keep, answered, err := b.get(deadline)
+		if !keep {
+			b.drop()
+		}
+		switch {
+		case err != nil && kept && !answered && !retried && b.ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case err != nil:
+			return fmt.Errorf("GET %s: %w", b.req.URL, err)
+		case status != c.cfg.status:
+			return fmt.Errorf("GET %s: status %d, want %d", b.req.URL, status, c.cfg.status)
+		}
+		return nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+target+c.cfg.path, nil)
-	if err != nil {
-		return err
+}
+
+// readers are the buffered readers of HTTP probes under way, so that a
+// kept connection holds none.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<10) }}
+
+// get writes b's GET on b.conn and reads the response, past any 1xx, and
+// its body to its end (up to 64 KiB: the status decides, not the body).
+// It returns the status, whether the connection may serve the next GET,
+// and whether any response came.
+func (b *probed) get(deadline time.Time) (status int, keep, answered bool, err error) {
+	if err := b.conn.SetDeadline(deadline); err != nil {
+		return 0, false, false, err
 	}
-	req.Header.Set("User-Agent", "l4lb-health")
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return err
+	if _, err := b.conn.Write(b.wire); err != nil {
+		return 0, false, false, err
 	}
-	defer func() { _ = resp.Body.Close() }()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // the status decides, not the body
-	if resp.StatusCode != c.cfg.status {
-		return fmt.Errorf("GET %s: status %d, want %d", req.URL, resp.StatusCode, c.cfg.status)
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(b.conn)
+	defer func() {
+		br.Reset(nil)
+		readers.Put(br)
+	}()
+	for range 5 { // net/http's transport reads at most five 1xx too
+		if _, err := br.Peek(1); err != nil {
+			return 0, false, answered, err
+		}
+		answered = true
+		resp, err := http.ReadResponse(br, b.req)
+		if err != nil {
+			return 0, false, true, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue
+		}
+		// Read to its end, the body needs no Close; a longer one is left
+		// unread, with its connection.
+		n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10+1))
+		// Kept if the body ended, nothing came after it, and the backend
+		// keeps the connection alive.
+		keep = err == nil && n <= 64<<10 && !resp.Close && br.Buffered() == 0 && resp.StatusCode != http.StatusSwitchingProtocols
+		return resp.StatusCode, keep, true, nil
 	}
-	return nil
+	return 0, false, true, errors.New("more than five 1xx responses")
+}
+
+// drop closes b's kept connection, if any.
+func (b *probed) drop() {
+	if b.conn == nil {
+		return
+	}
+	b.unwatch()
+	_ = b.conn.Close()
+	b.conn, b.unwatch = nil, nil
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// probeServer is a real HTTP server on 127.0.0.1 for the checker's
+// in-process tests: it counts the connections it accepted and closed, and
+// its handler is the test's.
+type probeServer struct {
+	srv            *http.Server
+	port           uint16
+	opened, closed atomic.Int64
+}
+
+// newProbeServer serves h on 127.0.0.1, closing connections idle for
+// idle (0: never), until the end of the test.
+func newProbeServer(t *testing.T, idle time.Duration, h http.HandlerFunc) *probeServer {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &probeServer{port: uint16(l.Addr().(*net.TCPAddr).Port)}
+	s.srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.opened.Add(1)
+			case http.StateClosed, http.StateHijacked:
+				s.closed.Add(1)
+			}
+		}}
+	go func() { _ = s.srv.Serve(l) }()
+	t.Cleanup(func() { _ = s.srv.Close() })
+	return s
+}
+
+// waitFor polls cond every 5 ms and fails the test if it does not hold
+// within 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// newTestChecker is the checker of cfg, recording nowhere, closed at the
+// end of the test; changed counts its calls in n.
+func newTestChecker(t *testing.T, cfg healthConfig, n *atomic.Int64) *checker {
+	t.Helper()
+	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	c, err := newChecker(svc, cfg, noop.NewMeterProvider(), io.Discard, func() { n.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	return c
+}
+
+// probesOf returns the probes done and the health of the backend at a.
+func probesOf(c *checker, a netip.Addr) (probes int, state, lastErr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.backends[a]
+	if b == nil {
+		return 0, "", ""
+	}
+	state = "down"
+	if b.up {
+		state = "up"
+	}
+	return b.probes, state, b.err
+}
+
+// TestHealthKeepAlive: HTTP probes of a real server reuse one connection
+// from probe to probe, and a backend no longer probed has it closed; a
+// server that closes it after each response (Connection: close), or while
+// it is idle between two probes (an idle timeout shorter than the
+// interval), costs a new connection a probe and never a failed probe.
+func TestHealthKeepAlive(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		close bool          // Connection: close on each response
+		idle  time.Duration // the server's idle timeout
+		conns func(probes, conns int64) bool
+	}{
+		{"kept", false, 0, func(p, n int64) bool { return n == 1 }},
+		{"connection close", true, 0, func(p, n int64) bool { return n >= p }},
+		{"closed while idle", false, time.Millisecond, func(p, n int64) bool { return n >= p/2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newProbeServer(t, tc.idle, func(w http.ResponseWriter, r *http.Request) {
+				if tc.close {
+					w.Header().Set("Connection", "close")
+				}
+				if r.URL.Path != "/healthz" || r.Header.Get("User-Agent") != "l4lb-health" || !strings.HasPrefix(r.Host, "127.0.0.1:") {
+					w.WriteHeader(http.StatusBadRequest)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
+			var transitions atomic.Int64
+			c := newTestChecker(t, healthConfig{kind: "http", path: "/healthz", status: 200, port: s.port,
+				interval: 20 * time.Millisecond, timeout: 5 * time.Second, rise: 1, fall: 1}, &transitions)
+			a := netip.MustParseAddr("127.0.0.1")
+			c.set([]netip.Addr{a})
+			waitFor(t, "10 probes", func() bool { n, _, _ := probesOf(c, a); return n >= 10 })
+			n, state, lastErr := probesOf(c, a)
+			if conns := s.opened.Load(); !tc.conns(int64(n), conns) {
+				t.Errorf("%d probes opened %d connections", n, conns)
+			}
+			if state != "up" || lastErr != "" || transitions.Load() != 0 {
+				t.Errorf("health %s, last error %q, %d transitions; want up, none, 0", state, lastErr, transitions.Load())
+			}
+			c.set(nil)
+			waitFor(t, "every connection closed", func() bool { return s.closed.Load() == s.opened.Load() })
+			if n, state, _ := probesOf(c, a); n != 0 || state != "" {
+				t.Errorf("removed, the backend still has %d probes, health %q", n, state)
+			}
+		})
+	}
+}
+
+// TestHealthStopEndsProbe: a probe under way (a GET the server never
+// answers, with an hour's timeout) ends when its backend is no longer
+// probed, and when the checker is closed, closing its connection: neither
+// waits for the timeout. No transition is recorded for it.
+func TestHealthStopEndsProbe(t *testing.T) {
+	arrived := make(chan struct{}, 4)
+	s := newProbeServer(t, 0, func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done() // until the client closes the connection
+	})
+	var transitions atomic.Int64
+	c := newTestChecker(t, healthConfig{kind: "http", path: "/hang", status: 200, port: s.port,
+		interval: time.Hour, timeout: time.Hour, rise: 1, fall: 1}, &transitions)
+	a := netip.MustParseAddr("127.0.0.1")
+	probeNow := func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.backends[a].timer.Reset(0) // not in up to an hour
+	}
+
+	c.set([]netip.Addr{a})
+	probeNow()
+	<-arrived
+	c.set(nil)
+	waitFor(t, "the connection of the probe under way closed", func() bool { return s.closed.Load() == 1 })
+
+	c.set([]netip.Addr{a})
+	probeNow()
+	<-arrived
+	c.close() // returns: the probe under way ended
+	waitFor(t, "the connection of the probe under way closed", func() bool { return s.closed.Load() == 2 })
+	if n := s.opened.Load(); n != 2 {
+		t.Errorf("server: %d connections opened, want 2", n)
+	}
+	if transitions.Load() != 0 {
+		t.Errorf("%d transitions, want 0: a stopped probe is not a failure", transitions.Load())
+	}
+}
