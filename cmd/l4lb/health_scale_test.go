@@ -368,9 +368,9 @@ const scaleBenchEnv = "L4LB_HEALTH_SCALE"
 // its resident memory, what it allocates a probe, the probes that failed
 // in the window and the transitions before it (warm-transitions: on a
 // loaded machine, the first round, every connection dialled and accepted
-// at once, can miss deadlines). It creates a network namespace: run it as root with
-// L4LB_HEALTH_SCALE=1, under flock /tmp/netns.lock where other tests do,
-// with -benchtime 10x (docs/l4lb.md, "Health checks at scale").
+// at once, can miss deadlines). It creates a network namespace: run it as
+// root with L4LB_HEALTH_SCALE=1 and -benchtime 10x, not beside other
+// namespace tests (docs/l4lb.md, "Health checks at scale").
 func BenchmarkHealthScale(b *testing.B) {
 	if os.Getenv(scaleBenchEnv) != "1" {
 		b.Skip("set L4LB_HEALTH_SCALE=1 to run it (a minute or more)")
