@@ -152,6 +152,7 @@ func scaleNS(tb testing.TB, n int) string {
 	if err := raiseNoFile(uint64(n) + 1000); err != nil {
 		tb.Fatal(err)
 	}
+	sweepScaleNS()
 	ns := fmt.Sprintf("hsc-%d", os.Getpid())
 	run := func(args ...string) {
 		tb.Helper()
@@ -189,6 +190,30 @@ func scaleNS(tb testing.TB, n int) string {
 	go func() { _ = srv.Serve(hl) }()
 	tb.Cleanup(func() { _ = srv.Close() })
 	return ns
+}
+
+// sweepScaleNS deletes the namespaces hsc-PID that a scale run left when
+// its process was killed before its cleanups ran (no process PID runs).
+func sweepScaleNS() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		rest, ok := strings.CutPrefix(f[0], "hsc-")
+		pid, err := strconv.Atoi(rest)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its run is under way
+		}
+		_ = exec.Command("ip", "netns", "del", f[0]).Run() // best effort
+	}
 }
 
 // runScale runs the checker process of cfg in namespace ns (made by
