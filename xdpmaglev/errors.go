@@ -27,6 +27,19 @@ var (
 	// ErrFull: more services or backends than Options.MaxServices or
 	// Options.MaxBackends.
 	ErrFull = errors.New("xdpmaglev: too many services or backends")
-	// ErrClosed: a method called after Close.
+	// ErrClosed: a method called after Close or Release.
 	ErrClosed = errors.New("xdpmaglev: closed")
+	// ErrLayout: Options.PinPath holds pinned maps that this version of
+	// the package cannot adopt: of another layout version (an upgrade
+	// that changed the maps), left half made, or not xdpmaglev's.
+	// Options.Rebuild replaces xdpmaglev's with new, empty ones.
+	ErrLayout = errors.New("xdpmaglev: incompatible pinned maps")
+	// ErrPinned: the maps pinned in Options.PinPath are of this layout,
+	// but were made for other Options (ConntrackSize, MaxServices,
+	// MaxBackends), another interface or network namespace, or another
+	// attach mode. Options.Rebuild replaces them.
+	ErrPinned = errors.New("xdpmaglev: pinned maps made otherwise")
+	// ErrInUse: another LB, in this process or another, holds
+	// Options.PinPath.
+	ErrInUse = errors.New("xdpmaglev: pin directory in use")
 )

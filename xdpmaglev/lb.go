@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -46,8 +48,9 @@ func (m AttachMode) String() string {
 
 // Options configure Load. The zero value is ready to use.
 type Options struct {
-	// M is every service's table size: a prime, maglev.DefaultSize
-	// (65,537) if 0. A table of M slots takes 8·M bytes of kernel memory.
+	// M is the table size of a service whose ServiceOptions.M is 0: a
+	// prime, maglev.DefaultSize (65,537) if 0. A table of M slots takes
+	// 8·(M+1) bytes of kernel memory.
 	M int
 	// Seed seeds the flow hash (see FlowHash). Load balancers that should
 	// agree on where a new flow goes share it; a secret seed keeps
@@ -80,6 +83,26 @@ type Options struct {
 	// (docs/metrics.md lists them): otel.GetMeterProvider() if nil, which
 	// records nothing until the application installs an SDK.
 	MeterProvider metric.MeterProvider
+	// PinPath, a directory in a BPF filesystem (/sys/fs/bpf/l4lb/eth0,
+	// say: one per interface), makes the data plane outlive the process:
+	// Load pins every map and the program's link there, and Release
+	// leaves them, the program attached and forwarding. A Load that finds
+	// them adopts them: the services, backends, connection tracking and
+	// counters go on, and the new program replaces the old one on the
+	// link in one step, so that no packet meets no program. Load checks
+	// first that their layout is this package's (ErrLayout otherwise)
+	// and that they were made with the same ConntrackSize, MaxServices,
+	// MaxBackends, interface and attach mode (ErrPinned otherwise); one
+	// LB at a time holds the directory (ErrInUse). Close removes the
+	// pins. Empty: nothing is pinned, and Close or the end of the process
+	// detaches the program and frees the maps. docs/xdp.md, "Restarts and
+	// upgrades".
+	PinPath string
+	// Rebuild lets Load replace pinned maps it cannot adopt (ErrLayout,
+	// ErrPinned) with new, empty ones: the services and connection
+	// tracking are lost. A link on the same interface in the mode asked
+	// for is kept and given the new program.
+	Rebuild bool
 }
 
 const (
@@ -111,6 +134,9 @@ type LB struct {
 	stop     chan struct{} // closed by Close: ends refresh
 	done     chan struct{} // closed when refresh has ended
 	metrics  *metrics
+	pins     *pinned            // nil without Options.PinPath
+	rec      maglevLayoutRecord // the layout record, as the layout map holds it
+	adopted  bool               // Load adopted pinned maps
 	closed   bool
 }
 
@@ -119,6 +145,9 @@ type LB struct {
 // if the driver supports XDP and generically otherwise: Mode says which.
 // An empty iface loads the program without attaching it (Program returns
 // it, to attach elsewhere or to run with BPF_PROG_TEST_RUN).
+//
+// With opts.PinPath, Load adopts the maps and the link pinned there, if
+// any (see Options.PinPath), and pins its own otherwise.
 //
 // Load needs CAP_BPF and CAP_NET_ADMIN (root, usually). It works in the
 // network namespace of the calling thread; the LB's methods may then be
@@ -144,45 +173,97 @@ func Load(iface string, opts Options) (*LB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xdpmaglev: reading the program: %w", err)
 	}
+	hash := specHash(spec) // before the sizes are set: it leaves them out
 	var mac [6]byte
 	copy(mac[:], opts.SourceMAC)
 	flood := uint32(0)
 	if opts.FloodRate > 0 {
 		flood = uint32(opts.FloodRate)
 	}
-	for name, v := range map[string]any{"hash_seed": opts.Seed, "table_size": uint32(opts.M), "lb_mac": mac, "flood_rate": flood} {
+	for name, v := range map[string]any{"hash_seed": opts.Seed, "lb_mac": mac, "flood_rate": flood} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
 	}
-	spec.Maps["services4"].MaxEntries = uint32(opts.MaxServices)
-	spec.Maps["services6"].MaxEntries = uint32(opts.MaxServices)
-	spec.Maps["tables"].MaxEntries = uint32(opts.MaxServices)
-	spec.Maps["service_stats"].MaxEntries = uint32(opts.MaxServices)
-	spec.Maps["backends"].MaxEntries = uint32(opts.MaxBackends)
-	spec.Maps["nexthops"].MaxEntries = uint32(opts.MaxBackends)
-	spec.Maps["backend_stats"].MaxEntries = uint32(opts.MaxBackends)
-	spec.Maps["conntrack4"].MaxEntries = uint32(opts.ConntrackSize)
-	spec.Maps["conntrack6"].MaxEntries = uint32(opts.ConntrackSize)
+	sizes := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize}
+	for name, opt := range sizeOption {
+		spec.Maps[name].MaxEntries = uint32(sizes[opt])
+	}
 	inner := spec.Maps["tables"].InnerMap
-	inner.MaxEntries = uint32(opts.M)
-	// Each SetService creates a table from this spec: without its BTF,
-	// which the kernel would otherwise load anew every time.
+	inner.MaxEntries = 1 + uint32(opts.M)
+	// Each SetService creates a table from this spec, of the service's
+	// size (BPF_F_INNER_MAP lets the tables' sizes differ): without its
+	// BTF, which the kernel would otherwise load anew every time.
 	table := inner.Copy()
 	table.Key, table.Value = nil, nil
 
 	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}}
-	if err := spec.LoadAndAssign(&lb.objs, nil); err != nil {
+	ifindex := 0
+	if ifc != nil {
+		ifindex = ifc.Index
+	}
+	var copts *ebpf.CollectionOptions
+	if opts.PinPath != "" {
+		if lb.pins, err = openPins(opts, spec, ifindex); err != nil {
+			return nil, err
+		}
+		if !lb.pins.fresh {
+			copts = &ebpf.CollectionOptions{MapReplacements: lb.pins.maps}
+		}
+	}
+	// undo releases what Load took, on an error: the pins it made, not
+	// the ones it adopted.
+	undo := func() {
+		if lb.pins != nil {
+			if lb.pins.fresh {
+				_, _ = removePins(lb.pins.dir, false) // best effort: the error is Load's
+			}
+			lb.pins.close()
+		}
+		_ = lb.objs.Close()
+	}
+	err = spec.LoadAndAssign(&lb.objs, copts)
+	if lb.pins != nil {
+		lb.pins.closeMaps() // the LB's objects hold their own copies
+	}
+	if err != nil {
+		undo()
 		return nil, fmt.Errorf("xdpmaglev: loading the program: %w", err)
 	}
-	for i := range uint32(opts.MaxServices) {
-		lb.svcFree = append(lb.svcFree, i)
+	lb.rec = maglevLayoutRecord{Version: layoutVersion, Spec: hash, Ifindex: uint32(ifindex)}
+	if ifindex != 0 && lb.pins != nil {
+		if lb.rec.Netns, err = netnsID(); err != nil {
+			undo()
+			return nil, err
+		}
 	}
-	for i := range uint32(opts.MaxBackends) {
-		lb.beFree = append(lb.beFree, i)
+	switch {
+	case lb.pins == nil || lb.pins.fresh:
+		for i := range uint32(opts.MaxServices) {
+			lb.svcFree = append(lb.svcFree, i)
+		}
+		for i := range uint32(opts.MaxBackends) {
+			lb.beFree = append(lb.beFree, i)
+		}
+		if lb.pins != nil {
+			err = lb.pins.pinAll(lb.objs.byName(), stateMaps(spec))
+		}
+	default:
+		lb.adopted = true
+		err = lb.adopt(lb.pins.rec.Cookie)
+	}
+	if err == nil {
+		lb.rec.Cookie = lb.cookie
+		if err = lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
+			err = fmt.Errorf("xdpmaglev: writing the layout record: %w", err)
+		}
+	}
+	if err != nil {
+		undo()
+		return nil, err
 	}
 	if lb.metrics, err = newMetrics(lb, opts.MeterProvider); err != nil {
-		_ = lb.objs.Close()
+		undo()
 		return nil, err
 	}
 	if ifc == nil {
@@ -191,13 +272,13 @@ func Load(iface string, opts Options) (*LB, error) {
 	lb.ifindex = ifc.Index
 	if lb.neigh, err = newNeighbours(ifc.Index); err != nil {
 		_ = lb.metrics.close()
-		_ = lb.objs.Close()
+		undo()
 		return nil, err
 	}
 	if err := lb.attach(ifc, opts.Mode); err != nil {
 		lb.neigh.close()
 		_ = lb.metrics.close()
-		_ = lb.objs.Close()
+		undo()
 		return nil, err
 	}
 	lb.stop, lb.done = make(chan struct{}), make(chan struct{})
@@ -243,7 +324,32 @@ func normalize(o *Options) error {
 	return nil
 }
 
+// attach attaches the program to ifc in mode: on the pinned link, if
+// Load adopted one, by replacing its program (BPF_LINK_UPDATE: each packet
+// meets the old program or the new one); else by a new link, which it
+// pins with Options.PinPath.
 func (lb *LB) attach(ifc *net.Interface, mode AttachMode) error {
+	if p := lb.pins; p != nil && p.link != nil {
+		if err := p.link.Update(lb.objs.XdpMaglev); err != nil {
+			return fmt.Errorf("%w: replacing the program on the link pinned in %s: %w", ErrAttach, p.dir, err)
+		}
+		lb.link, lb.mode, p.link = p.link, p.mode, nil
+		return nil
+	}
+	if err := lb.attachNew(ifc, mode); err != nil {
+		return err
+	}
+	if lb.pins != nil {
+		if err := lb.link.Pin(filepath.Join(lb.pins.dir, linkPin)); err != nil {
+			_ = lb.link.Close()
+			lb.link = nil
+			return fmt.Errorf("xdpmaglev: pinning the link: %w", err)
+		}
+	}
+	return nil
+}
+
+func (lb *LB) attachNew(ifc *net.Interface, mode AttachMode) error {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpMaglev, Interface: ifc.Index, Flags: flags})
 	}
@@ -272,8 +378,14 @@ func (lb *LB) Mode() AttachMode { return lb.mode }
 func (lb *LB) Program() *ebpf.Program { return lb.objs.XdpMaglev }
 
 // Close detaches the program, if attached, and closes the program and
-// every map, which the kernel then frees. Close is idempotent.
-func (lb *LB) Close() error {
+// every map, which the kernel then frees; with Options.PinPath, it
+// removes the pins and the directory too. Close is idempotent, and does
+// nothing after Release.
+func (lb *LB) Close() error { return lb.shutdown(true) }
+
+// shutdown ends the LB: with detach, as Close does; without, as Release
+// does.
+func (lb *LB) shutdown(detach bool) error {
 	lb.mu.Lock()
 	if lb.closed {
 		lb.mu.Unlock()
@@ -289,6 +401,16 @@ func (lb *LB) Close() error {
 	defer lb.mu.Unlock()
 	var errs []error
 	if lb.link != nil {
+		if detach && lb.pins != nil {
+			// Detached whoever else holds the link; then unpinned and
+			// closed, it is freed.
+			if err := lb.link.Detach(); err != nil && !errors.Is(err, ebpf.ErrNotSupported) {
+				errs = append(errs, fmt.Errorf("xdpmaglev: detaching: %w", err))
+			}
+			if err := lb.link.Unpin(); err != nil {
+				errs = append(errs, fmt.Errorf("xdpmaglev: removing the link's pin: %w", err))
+			}
+		}
 		if err := lb.link.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("xdpmaglev: detaching: %w", err))
 		}
@@ -301,6 +423,16 @@ func (lb *LB) Close() error {
 	}
 	if err := lb.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("xdpmaglev: closing: %w", err))
+	}
+	if p := lb.pins; p != nil {
+		if detach {
+			if _, err := removePins(p.dir, true); err != nil {
+				errs = append(errs, err)
+			} else if err := os.Remove(p.dir); err != nil {
+				errs = append(errs, fmt.Errorf("xdpmaglev: removing PinPath: %w", err))
+			}
+		}
+		p.close()
 	}
 	return errors.Join(errs...)
 }

@@ -536,3 +536,128 @@ func TestAttachModeString(t *testing.T) {
 		t.Errorf("Service.String: %q", s)
 	}
 }
+
+// TestServiceSizes runs services of different table sizes side by side,
+// and changes one's size: new flows go where each service's own table of
+// its own size names (the program reads the size from the table), and
+// the flows connection tracking holds stay where they were.
+func TestServiceSizes(t *testing.T) {
+	lb := newLB(t, Options{Seed: 3, M: 251})
+	small := Service{VIP: vip(false, 80), Proto: TCP}
+	large := Service{VIP: vip(false, 443), Proto: TCP}
+	bs := testBackends(1, 7, false)
+	if err := lb.SetService(small, bs); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 65537}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Table(small).Size(); got != 251 {
+		t.Fatalf("the small service's table has %d slots, want Options.M, 251", got)
+	}
+	if got := lb.Table(large).Size(); got != 65537 {
+		t.Fatalf("the large service's table has %d slots, want ServiceOptions.M, 65537", got)
+	}
+	// A program that used one size for both would send many of the large
+	// service's flows where a table of 251 slots names.
+	other, err := maglev.NewWeighted(names(bs), 251, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 600
+	differ := 0
+	first := make([]net.HardwareAddr, n)
+	for p := range uint16(n) {
+		c := client(false, 30000+p)
+		h := FlowHash(3, c, large.VIP, 6)
+		if other.LookupHash(h) != lb.Table(large).LookupHash(h) {
+			differ++
+		}
+		wantForward(t, lb, packet(c, small.VIP, 6, nil), predict(t, lb, small, bs, c))
+		first[p] = predict(t, lb, large, bs, c)
+		wantForward(t, lb, packet(c, large.VIP, 6, nil), first[p])
+	}
+	if differ < n/2 {
+		t.Fatalf("a table of 251 slots agrees with the large one on %d of %d flows: the test shows nothing", n-differ, n)
+	}
+
+	// The large service shrinks: its tracked flows stay, new ones follow
+	// the new table.
+	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 1021}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Table(large).Size(); got != 1021 {
+		t.Fatalf("after the change, %d slots, want 1021", got)
+	}
+	for p := range uint16(n) {
+		wantForward(t, lb, packet(client(false, 30000+p), large.VIP, 6, nil), first[p])
+	}
+	for p := range uint16(n) {
+		c := client(false, 50000+p)
+		wantForward(t, lb, packet(c, large.VIP, 6, nil), predict(t, lb, large, bs, c))
+	}
+	wantErr(t, lb.SetServiceOptions(small, bs, ServiceOptions{M: 1000}), ErrService)
+}
+
+// TestSetServices sets many services in one call: each forwards as its
+// own table says; a second call updates them with connection tracking
+// kept; a call with one bad update, or more services than fit, makes
+// none of its changes.
+func TestSetServices(t *testing.T) {
+	lb := newLB(t, Options{Seed: 5, MaxServices: 4})
+	var us []Update
+	for i := range 3 {
+		us = append(us, Update{Service: Service{VIP: vip(false, uint16(80+i)), Proto: TCP}, Backends: testBackends(1+4*i, 4, false), Options: ServiceOptions{M: []int{251, 257, 263}[i]}})
+	}
+	if err := lb.SetServices(us); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	first := map[Service][]net.HardwareAddr{}
+	for _, u := range us {
+		if got := lb.Table(u.Service).Size(); got != u.Options.M {
+			t.Fatalf("%v: %d slots, want %d", u.Service, got, u.Options.M)
+		}
+		for p := range uint16(n) {
+			c := client(false, 20000+p)
+			want := predict(t, lb, u.Service, u.Backends, c)
+			wantForward(t, lb, packet(c, u.Service.VIP, 6, nil), want)
+			first[u.Service] = append(first[u.Service], want)
+		}
+	}
+	// Each service gains backends: tracked flows stay, new ones follow the
+	// new tables.
+	for i := range us {
+		us[i].Backends = testBackends(1+4*i, 6, false)
+	}
+	if err := lb.SetServices(us); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range us {
+		if lb.Table(u.Service).NumBackends() != 6 {
+			t.Fatalf("%v: %d backends after the update", u.Service, lb.Table(u.Service).NumBackends())
+		}
+		for p := range uint16(n) {
+			wantForward(t, lb, packet(client(false, 20000+p), u.Service.VIP, 6, nil), first[u.Service][p])
+			c := client(false, 40000+p)
+			wantForward(t, lb, packet(c, u.Service.VIP, 6, nil), predict(t, lb, u.Service, u.Backends, c))
+		}
+	}
+	// None of a bad call's changes are made.
+	extra := Update{Service: Service{VIP: vip(false, 90), Proto: TCP}, Backends: testBackends(40, 2, false)}
+	bad := Update{Service: Service{VIP: vip(false, 91), Proto: TCP}, Backends: testBackends(50, 2, false), Options: ServiceOptions{M: 1000}}
+	wantErr(t, lb.SetServices([]Update{extra, bad}), ErrService)
+	wantErr(t, lb.SetServices([]Update{extra, extra}), ErrService)
+	full := []Update{extra, {Service: Service{VIP: vip(false, 92), Proto: TCP}, Backends: testBackends(60, 2, false)}}
+	wantErr(t, lb.SetServices(full), ErrFull)
+	if got := len(lb.Services()); got != 3 {
+		t.Fatalf("%d services after the failed calls, want 3", got)
+	}
+	// The failed calls gave their ids back: the one free service id
+	// still takes a service.
+	if err := lb.SetServices([]Update{extra}); err != nil {
+		t.Fatal(err)
+	}
+	c := client(false, 1234)
+	wantForward(t, lb, packet(c, extra.Service.VIP, 6, nil), predict(t, lb, extra.Service, extra.Backends, c))
+}

@@ -23,12 +23,15 @@ type maglevBackend struct {
 	Src     [4]uint32
 	Port    uint16
 	SrcMask uint16
+	Svc     uint32
+	Weight  uint32
 }
 
 type maglevConsts uint32
 
 const (
-	maglevConstsNO_BACKEND maglevConsts = 4294967295
+	maglevConstsNO_BACKEND     maglevConsts = 4294967295
+	maglevConstsLAYOUT_VERSION maglevConsts = 1
 )
 
 type maglevCounter uint32
@@ -109,6 +112,16 @@ const (
 	maglevForwardFWD_GUE  maglevForward = 2
 )
 
+type maglevLayoutRecord struct {
+	_       structs.HostLayout
+	Version uint32
+	Cookie  uint32
+	Spec    uint64
+	Netns   uint64
+	Ifindex uint32
+	Pad     uint32
+}
+
 type maglevNexthop struct {
 	_       structs.HostLayout
 	Dmac    [6]uint8
@@ -163,6 +176,7 @@ const (
 	maglevMapConntrack6    = "conntrack6"
 	maglevMapCounters      = "counters"
 	maglevMapFloodState    = "flood_state"
+	maglevMapLayout        = "layout"
 	maglevMapNexthops      = "nexthops"
 	maglevMapServiceStats  = "service_stats"
 	maglevMapServices4     = "services4"
@@ -176,10 +190,10 @@ const (
 	maglevVarFloodRate     = "flood_rate"
 	maglevVarHashSeed      = "hash_seed"
 	maglevVarLbMac         = "lb_mac"
-	maglevVarTableSize     = "table_size"
 	maglevVarUnusedConsts  = "unused_consts"
 	maglevVarUnusedCounter = "unused_counter"
 	maglevVarUnusedForward = "unused_forward"
+	maglevVarUnusedLayout  = "unused_layout"
 )
 
 // loadMaglev returns the embedded CollectionSpec for maglev.
@@ -242,6 +256,7 @@ type maglevMapSpecs struct {
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
+	Layout       *ebpf.MapSpec `ebpf:"layout"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
@@ -256,10 +271,10 @@ type maglevVariableSpecs struct {
 	FloodRate     *ebpf.VariableSpec `ebpf:"flood_rate"`
 	HashSeed      *ebpf.VariableSpec `ebpf:"hash_seed"`
 	LbMac         *ebpf.VariableSpec `ebpf:"lb_mac"`
-	TableSize     *ebpf.VariableSpec `ebpf:"table_size"`
 	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedForward *ebpf.VariableSpec `ebpf:"unused_forward"`
+	UnusedLayout  *ebpf.VariableSpec `ebpf:"unused_layout"`
 }
 
 // maglevObjects contains all objects after they have been loaded into the kernel.
@@ -289,6 +304,7 @@ type maglevMaps struct {
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
+	Layout       *ebpf.Map `ebpf:"layout"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
@@ -305,6 +321,7 @@ func (m *maglevMaps) Close() error {
 		m.Conntrack6,
 		m.Counters,
 		m.FloodState,
+		m.Layout,
 		m.Nexthops,
 		m.ServiceStats,
 		m.Services4,
@@ -320,10 +337,10 @@ type maglevVariables struct {
 	FloodRate     *ebpf.Variable `ebpf:"flood_rate"`
 	HashSeed      *ebpf.Variable `ebpf:"hash_seed"`
 	LbMac         *ebpf.Variable `ebpf:"lb_mac"`
-	TableSize     *ebpf.Variable `ebpf:"table_size"`
 	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`
 	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedForward *ebpf.Variable `ebpf:"unused_forward"`
+	UnusedLayout  *ebpf.Variable `ebpf:"unused_layout"`
 }
 
 // maglevPrograms contains all programs after they have been loaded into the kernel.

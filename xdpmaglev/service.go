@@ -2,6 +2,7 @@ package xdpmaglev
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -123,6 +124,12 @@ type ServiceOptions struct {
 	// GUEPort is ForwardGUE's outer UDP destination port: DefaultGUEPort
 	// if 0.
 	GUEPort uint16
+	// M is the service's table size, a prime: the LB's Options.M if 0.
+	// It is the service's alone: services of many backends want large
+	// tables, and many services of few backends small ones (8·M bytes of
+	// kernel memory each). A table holds its size, so changing M swaps
+	// the service's table as any change does, atomically.
+	M int
 	// SourceBits, at most MaxSourceBits, varies the outer source per flow,
 	// as Katran does: the lowest SourceBits bits of Source (which must be
 	// zero) come from the flow hash (its bits 20 and up), so that a
@@ -250,11 +257,30 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // table build (about a millisecond for 1,000 backends at M = 65,537) and a
 // write of 8·M bytes to the kernel.
 func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOptions) error {
-	if err := svc.check(); err != nil {
+	p, err := lb.prepare(svc, backends, opts)
+	if err != nil {
 		return err
 	}
+	return lb.install(svc, backends, p.bs, p.full, p.opts, p.unresolved, nil)
+}
+
+// prepared is a service's update, checked, its table built and its
+// backends resolved: what install takes.
+type prepared struct {
+	bs         []Backend
+	full       *maglev.Table
+	opts       ServiceOptions
+	unresolved []string
+}
+
+// prepare checks an update of svc, builds its table and resolves its
+// backends, with no lock held.
+func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (prepared, error) {
+	if err := svc.check(); err != nil {
+		return prepared{}, err
+	}
 	if err := lb.serviceOptions(svc, &opts); err != nil {
-		return err
+		return prepared{}, err
 	}
 	encap := opts.Forward != ForwardL2
 	bs := make([]Backend, len(backends))
@@ -262,17 +288,17 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	for i, b := range backends {
 		b.Addr = b.Addr.Unmap()
 		if !b.Addr.IsValid() || b.Addr.Zone() != "" {
-			return fmt.Errorf("%w %d: invalid address %v", ErrBackend, i, b.Addr)
+			return prepared{}, fmt.Errorf("%w %d: invalid address %v", ErrBackend, i, b.Addr)
 		}
 		if seen[b.Addr] {
-			return fmt.Errorf("%w %v: listed twice", ErrBackend, b.Addr)
+			return prepared{}, fmt.Errorf("%w %v: listed twice", ErrBackend, b.Addr)
 		}
 		seen[b.Addr] = true
 		if len(b.HW) != 0 && len(b.HW) != 6 {
-			return fmt.Errorf("%w %v: hardware address %v is not 6 bytes", ErrBackend, b.Addr, b.HW)
+			return prepared{}, fmt.Errorf("%w %v: hardware address %v is not 6 bytes", ErrBackend, b.Addr, b.HW)
 		}
 		if encap && b.Addr.Is4() != svc.VIP.Addr().Unmap().Is4() {
-			return fmt.Errorf("%w %v: %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", ErrBackend, b.Addr, opts.Forward, svc.VIP.Addr())
+			return prepared{}, fmt.Errorf("%w %v: %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", ErrBackend, b.Addr, opts.Forward, svc.VIP.Addr())
 		}
 		if encap {
 			b.HW = nil
@@ -283,9 +309,9 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	for i, b := range bs {
 		names[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
 	}
-	table, err := maglev.NewWeighted(names, lb.opts.M, nil)
+	table, err := maglev.NewWeighted(names, opts.M, nil)
 	if err != nil {
-		return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
+		return prepared{}, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 	}
 
 	// Hardware addresses: the ones the service has, else resolved here,
@@ -304,7 +330,7 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 				continue
 			}
 			if lb.neigh == nil {
-				return fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
+				return prepared{}, fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
 			}
 			if bs[i].HW, err = lb.neigh.resolve(bs[i].Addr); err != nil {
 				unresolved = append(unresolved, bs[i].Addr.String())
@@ -319,7 +345,7 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 		}
 		lb.neigh.prime(addrs...)
 	}
-	return lb.install(svc, backends, bs, table, opts, unresolved, nil)
+	return prepared{bs: bs, full: table, opts: opts, unresolved: unresolved}, nil
 }
 
 // install sets svc to the table full less the unresolved and the Down
@@ -327,6 +353,28 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 // is the caller's list, kept for the refresh. With gen, it does nothing
 // unless the service is still at that generation.
 func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, opts ServiceOptions, unresolved []string, gen *uint64) error {
+	table, up, err := inService(svc, bs, full, unresolved)
+	if err != nil {
+		return err
+	}
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return ErrClosed
+	}
+	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
+		return nil // changed since: the next refresh looks again
+	}
+	if err := lb.set(svc, table, up, opts); err != nil {
+		return err
+	}
+	lb.record(svc, request, full, unresolved)
+	return nil
+}
+
+// inService returns the table of full less the unresolved and the Down
+// backends of bs, and the backends of bs that are not Down.
+func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []string) (*maglev.Table, []Backend, error) {
 	up := make([]Backend, 0, len(bs))
 	out := slices.Clone(unresolved)
 	for _, b := range bs {
@@ -340,24 +388,107 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 	if len(out) > 0 {
 		var err error
 		if table, err = full.Without(out...); err != nil {
-			return fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
+			return nil, nil, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 		}
+	}
+	return table, up, nil
+}
+
+// record keeps what the refresh needs of svc's install. lb.mu is held.
+func (lb *LB) record(svc Service, request []Backend, full *maglev.Table, unresolved []string) {
+	s := lb.services[svc]
+	lb.gen++
+	s.gen, s.request, s.full, s.unresolved = lb.gen, request, full, unresolved
+}
+
+// An Update is one service's backends and options, for SetServices.
+type Update struct {
+	Service  Service
+	Backends []Backend
+	Options  ServiceOptions
+}
+
+// SetServices sets each update's service as SetServiceOptions does, and
+// swaps their tables in with one batch update of the map of tables: the
+// kernel waits for running programs to be done with the maps it replaces
+// once, not once a service (about 10 ms each: 100 tables took 1.15 s one
+// by one and 9 ms in one batch; docs/l4lb.md, "Many services at scale"). Each
+// service's swap is atomic, as SetServiceOptions's is. If one update is
+// bad, or the data plane cannot take them all, none is made.
+func (lb *LB) SetServices(us []Update) error {
+	type ready struct {
+		u     Update
+		p     prepared
+		table *maglev.Table
+		up    []Backend
+	}
+	rs := make([]ready, 0, len(us))
+	seen := make(map[Service]bool, len(us))
+	for _, u := range us {
+		if seen[u.Service] {
+			return fmt.Errorf("%w %v: updated twice", ErrService, u.Service)
+		}
+		seen[u.Service] = true
+		p, err := lb.prepare(u.Service, u.Backends, u.Options)
+		if err != nil {
+			return err
+		}
+		table, up, err := inService(u.Service, p.bs, p.full, p.unresolved)
+		if err != nil {
+			return err
+		}
+		rs = append(rs, ready{u: u, p: p, table: table, up: up})
 	}
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
 	if lb.closed {
 		return ErrClosed
 	}
-	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
-		return nil // changed since: the next refresh looks again
-	}
-	if err := lb.set(svc, table, up, opts); err != nil {
+	sts := make([]*staged, 0, len(rs))
+	abort := func(err error) error {
+		for i := len(sts) - 1; i >= 0; i-- {
+			_ = sts[i].inner.Close()
+			err = sts[i].fail(err)
+		}
 		return err
 	}
-	s := lb.services[svc]
-	lb.gen++
-	s.gen, s.request, s.full, s.unresolved = lb.gen, request, full, unresolved
-	return nil
+	for _, r := range rs {
+		st, err := lb.stage(r.u.Service, r.table, r.up, r.p.opts)
+		if err != nil {
+			return abort(err)
+		}
+		sts = append(sts, st)
+	}
+	keys := make([]uint32, len(sts))
+	fds := make([]uint32, len(sts))
+	for i, st := range sts {
+		keys[i], fds[i] = st.next.id, uint32(st.inner.FD())
+	}
+	var errs []error
+	if len(sts) > 0 {
+		n, err := lb.objs.Tables.BatchUpdate(keys, fds, nil)
+		if err != nil {
+			// The first n are swapped in: they are finished, the rest
+			// undone.
+			err = fmt.Errorf("xdpmaglev: swapping the tables of %d services: %w", len(sts)-n, err)
+			rest := sts[n:]
+			sts = sts[:n]
+			for i := len(rest) - 1; i >= 0; i-- {
+				_ = rest[i].inner.Close()
+				err = rest[i].fail(err)
+			}
+			errs = append(errs, err)
+		}
+	}
+	for i, st := range sts {
+		_ = st.inner.Close() // the outer map holds the table
+		if err := lb.finish(st); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		lb.record(rs[i].u.Service, rs[i].u.Backends, rs[i].p.full, rs[i].p.unresolved)
+	}
+	return errors.Join(errs...)
 }
 
 // knownMACs returns the hardware addresses of svc's backends, by address.
@@ -377,9 +508,15 @@ func (lb *LB) knownMACs(svc Service) map[netip.Addr]net.HardwareAddr {
 
 // serviceOptions checks opts and fills in its defaults for svc.
 func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
+	if opts.M == 0 {
+		opts.M = lb.opts.M
+	}
+	if err := maglev.CheckSize(opts.M); err != nil {
+		return fmt.Errorf("%w %v: M: %w", ErrService, svc, err)
+	}
 	switch opts.Forward {
 	case ForwardL2:
-		*opts = ServiceOptions{}
+		*opts = ServiceOptions{M: opts.M}
 		return nil
 	case ForwardIPIP, ForwardGUE:
 	default:
@@ -415,15 +552,16 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	return nil
 }
 
-// entry returns b's entry in the backends map, for a service of opts.
-func entry(b Backend, cookie uint32, opts ServiceOptions) maglevBackend {
-	v := maglevBackend{Cookie: cookie, Mode: uint8(opts.Forward), Family: 4}
+// entry returns b's entry in the backends map, for service svc of opts.
+// Its address, service and weight are there for an LB that adopts the
+// maps (adopt), which the program reads only in the encapsulating modes.
+func entry(b Backend, cookie, svc uint32, opts ServiceOptions) maglevBackend {
+	v := maglevBackend{Cookie: cookie, Mode: uint8(opts.Forward), Family: 4, Addr: addrWords(b.Addr), Svc: svc, Weight: b.Weight}
+	if !b.Addr.Is4() {
+		v.Family = 6
+	}
 	copy(v.Mac[:], b.HW)
 	if opts.Forward != ForwardL2 {
-		if !b.Addr.Is4() {
-			v.Family = 6
-		}
-		v.Addr = addrWords(b.Addr)
 		v.Src = addrWords(opts.Source)
 		v.Port = netOrder16(opts.GUEPort)
 		v.SrcMask = uint16(1<<opts.SourceBits - 1)
@@ -433,6 +571,30 @@ func entry(b Backend, cookie uint32, opts ServiceOptions) maglevBackend {
 
 // set installs table for svc, with bs resolved. lb.mu is held.
 func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOptions) error {
+	st, err := lb.stage(svc, table, bs, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.inner.Close() }() // the outer map holds the table
+	if err := lb.objs.Tables.Put(st.next.id, st.inner); err != nil {
+		return st.fail(fmt.Errorf("xdpmaglev: swapping the table of %v: %w", svc, err))
+	}
+	return lb.finish(st)
+}
+
+// A staged update of a service is written to the maps but for its table's
+// swap: its backends' entries, and its table in a map of its own. Once
+// the table is in the map of tables, finish ends it; fail undoes it.
+type staged struct {
+	svc       Service
+	old, next *service
+	isNew     bool
+	inner     *ebpf.Map // the table; the caller closes it
+	fail      func(error) error
+}
+
+// stage stages svc's update to table with bs resolved. lb.mu is held.
+func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts ServiceOptions) (*staged, error) {
 	old := lb.services[svc]
 	isNew := old == nil
 	if isNew {
@@ -453,12 +615,12 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 	}
 	if isNew {
 		if len(lb.svcFree) == 0 {
-			return fmt.Errorf("%w: service %v would be one more than MaxServices, %d", ErrFull, svc, lb.opts.MaxServices)
+			return nil, fmt.Errorf("%w: service %v would be one more than MaxServices, %d", ErrFull, svc, lb.opts.MaxServices)
 		}
 		next.id, lb.svcFree = lb.svcFree[0], lb.svcFree[1:]
 		addedSvc = true
 		if err := zeroStats(lb.objs.ServiceStats, next.id); err != nil {
-			return fail(err)
+			return nil, fail(err)
 		}
 	}
 	newCount := 0
@@ -468,7 +630,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 		}
 	}
 	if newCount > len(lb.beFree) {
-		return fail(fmt.Errorf("%w: %d new backends for %v, %d free of MaxBackends, %d", ErrFull, newCount, svc, len(lb.beFree), lb.opts.MaxBackends))
+		return nil, fail(fmt.Errorf("%w: %d new backends for %v, %d free of MaxBackends, %d", ErrFull, newCount, svc, len(lb.beFree), lb.opts.MaxBackends))
 	}
 	for _, b := range bs {
 		cur := old.backends[b.Addr]
@@ -481,19 +643,25 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 				lb.cookie = 1
 			}
 			cur = &backend{id: id, cookie: lb.cookie}
-			if err := zeroStats(lb.objs.BackendStats, id); err != nil {
-				return fail(err)
+			// The counter first, so that no Load that adopts the maps
+			// hands this cookie out again.
+			lb.rec.Cookie = lb.cookie
+			if err := lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
+				return nil, fail(fmt.Errorf("xdpmaglev: writing the layout record: %w", err))
 			}
-		} else if cur.entry == entry(b, cur.cookie, opts) {
+			if err := zeroStats(lb.objs.BackendStats, id); err != nil {
+				return nil, fail(err)
+			}
+		} else if cur.entry == entry(b, cur.cookie, next.id, opts) {
 			next.backends[b.Addr] = cur
 			continue
 		} else {
 			cur = &backend{id: cur.id, cookie: cur.cookie}
 		}
 		cur.hw = slices.Clone(b.HW)
-		cur.entry = entry(b, cur.cookie, opts)
+		cur.entry = entry(b, cur.cookie, next.id, opts)
 		if err := lb.objs.Backends.Put(cur.id, cur.entry); err != nil {
-			return fail(fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err))
+			return nil, fail(fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err))
 		}
 		next.backends[b.Addr] = cur
 	}
@@ -508,31 +676,36 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 		}
 		slots[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
 	}
-	owners := table.AppendSlots(make([]uint32, 0, lb.opts.M))
-	inner, err := ebpf.NewMap(lb.inner)
+	owners := table.AppendSlots(make([]uint32, 0, table.Size()))
+	spec := *lb.inner
+	spec.MaxEntries = 1 + uint32(table.Size())
+	inner, err := ebpf.NewMap(&spec)
 	if err != nil {
-		return fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
+		return nil, fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
 	}
-	defer func() { _ = inner.Close() }() // the outer map holds the table
 	if err := writeSlots(inner, owners, slots); err != nil {
-		return fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
+		_ = inner.Close()
+		return nil, fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
 	}
-	if err := lb.objs.Tables.Put(next.id, inner); err != nil {
-		return fail(fmt.Errorf("xdpmaglev: swapping the table of %v: %w", svc, err))
-	}
-	if isNew {
-		m, k := lb.key(svc)
-		if err := m.Put(k, maglevService{Id: next.id}); err != nil {
-			_ = lb.objs.Tables.Delete(next.id) // best effort: the error is err
-			return fail(fmt.Errorf("xdpmaglev: adding service %v: %w", svc, err))
+	return &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}, nil
+}
+
+// finish ends st once its table is in the map of tables: a new service's
+// entry, the LB's state, and the backends that left freed. lb.mu is held.
+func (lb *LB) finish(st *staged) error {
+	if st.isNew {
+		m, k := lb.key(st.svc)
+		if err := m.Put(k, maglevService{Id: st.next.id}); err != nil {
+			_ = lb.objs.Tables.Delete(st.next.id) // best effort: the error is err
+			return st.fail(fmt.Errorf("xdpmaglev: adding service %v: %w", st.svc, err))
 		}
 	}
-	lb.services[svc] = next
+	lb.services[st.svc] = st.next
 
 	// Backends that left: freed after the swap, so a packet that read the
 	// old table finds its backend, or looks at the new table.
-	for addr, b := range old.backends {
-		if next.backends[addr] == nil {
+	for addr, b := range st.old.backends {
+		if st.next.backends[addr] == nil {
 			lb.freeBackend(b)
 		}
 	}
@@ -602,24 +775,26 @@ func (lb *LB) Services() []Service {
 	return out
 }
 
-// writeSlots writes the table map: slot i holds slots[owners[i]], or no
-// backend. The map is BPF_F_MMAPABLE, so this is a copy into its memory,
+// writeSlots writes the table map: slot 0 holds the table's size (in its
+// id), and slot 1 + i slots[owners[i]], or no backend. The map is BPF_F_MMAPABLE, so this is a copy into its memory,
 // mapped here and unmapped before returning (a map stays alive while it
 // is mapped): one system call each way instead of one update per slot.
 func writeSlots(m *ebpf.Map, owners []uint32, slots []maglevSlot) error {
-	size := 8 * len(owners)
+	size := 8 * (1 + len(owners))
 	page := unix.Getpagesize()
 	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return fmt.Errorf("mmap: %w", err)
 	}
+	binary.NativeEndian.PutUint32(mem, uint32(len(owners)))
+	binary.NativeEndian.PutUint32(mem[4:], 0)
 	for i, o := range owners {
 		v := maglevSlot{Id: noBackend}
 		if o != math.MaxUint32 {
 			v = slots[o]
 		}
-		binary.NativeEndian.PutUint32(mem[8*i:], v.Id)
-		binary.NativeEndian.PutUint32(mem[8*i+4:], v.Cookie)
+		binary.NativeEndian.PutUint32(mem[8+8*i:], v.Id)
+		binary.NativeEndian.PutUint32(mem[8+8*i+4:], v.Cookie)
 	}
 	if err := unix.Munmap(mem); err != nil {
 		return fmt.Errorf("munmap: %w", err)

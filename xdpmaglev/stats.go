@@ -43,7 +43,9 @@ const (
 	_ = uint(int(maglevCounterC_MAX) - len(counterNames))
 )
 
-// Stats are the data plane's counters, summed over CPUs, since Load.
+// Stats are the data plane's counters, summed over CPUs, since the maps
+// were made: a Load that adopts pinned maps (Options.PinPath) goes on
+// counting where the last LB left off.
 type Stats struct {
 	// Forwarded counts the packets sent to a backend (XDP_TX).
 	Forwarded uint64 `json:"forwarded"`

@@ -2,7 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/netip"
+	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -10,12 +13,18 @@ import (
 
 // status is /debug/maglev's JSON.
 type status struct {
-	Service string          `json:"service"`
-	Attach  string          `json:"attach"`
-	Forward string          `json:"forward"` // -forward: l2, ipip or gue
-	Table   tableSummary    `json:"table"`
-	Stats   xdpmaglev.Stats `json:"stats"`
-	BGP     *bgpStatus      `json:"bgp,omitempty"` // with -bgp-asn: the peers' sessions and the VIP's route
+	Attach   string          `json:"attach"`
+	Services []serviceStatus `json:"services"` // by name
+	Stats    xdpmaglev.Stats `json:"stats"`
+	BGP      *bgpStatus      `json:"bgp,omitempty"` // with -bgp-asn: the peers' sessions and the VIPs' routes
+}
+
+// serviceStatus is a service's part of /debug/maglev.
+type serviceStatus struct {
+	Name    string       `json:"name"`
+	Service string       `json:"service"`
+	Forward string       `json:"forward"` // l2, ipip or gue
+	Table   tableSummary `json:"table"`
 }
 
 type tableSummary struct {
@@ -29,31 +38,120 @@ type tableBackend struct {
 	Slots  int    `json:"slots"`
 }
 
-// handler serves the table's summary and the counters as JSON, and the
-// BGP speaker's state if sp is not nil.
-func handler(lb *xdpmaglev.LB, c config, sp *speaker) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st, err := lb.Stats()
+// register serves the load balancer's admin API on mux:
+//
+//	GET  /debug/maglev                    every service's table summary, the counters, BGP; JSON
+//	GET  /debug/maglev/services           every service's backends, their states and the table's digest
+//	GET  /debug/maglev/backends?service=N one service's (the one service's without service=)
+//	POST /drain?addr=IP[&service=N]       drain a backend (of every service without service=): no new flows; its flows continue until the drain timeout
+//	POST /undrain?addr=IP[&service=N]     take it back
+//	POST /reload                          with -config: read the file again and apply it (as SIGHUP does)
+//	POST /drain-lb                        with -bgp-asn: take the load balancer out of service (drainLB)
+//
+// reload is nil without -config.
+func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
+	mux.Handle("POST /drain-lb", drainLB(b.sp))
+	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
+		st, err := b.lb.Stats()
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			http.Error(w, "l4lb: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		s := status{Service: c.svc.String(), Attach: lb.Mode().String(), Forward: c.fwd.Forward.String(), Stats: st}
-		if sp != nil {
-			s.BGP = sp.status()
+		s := status{Attach: b.lb.Mode().String(), Stats: st, Services: []serviceStatus{}}
+		if b.sp != nil {
+			s.BGP = b.sp.status()
 		}
-		if t := lb.Table(c.svc); t != nil {
-			s.Table.Size = t.Size()
-			counts, weights := t.Counts(), t.Weights()
-			for i, name := range t.Backends() {
-				s.Table.Backends = append(s.Table.Backends, tableBackend{Addr: name, Weight: weights[i], Slots: counts[i]})
+		for _, r := range b.services() {
+			ss := serviceStatus{Name: r.cfg.name, Service: r.cfg.svc.String(), Forward: r.cfg.fwd.Forward.String()}
+			if t := b.lb.Table(r.cfg.svc); t != nil {
+				ss.Table.Size = t.Size()
+				counts, weights := t.Counts(), t.Weights()
+				for i, name := range t.Backends() {
+					ss.Table.Backends = append(ss.Table.Backends, tableBackend{Addr: name, Weight: weights[i], Slots: counts[i]})
+				}
 			}
+			s.Services = append(s.Services, ss)
 		}
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s) // an error is the client gone
+		ops.WriteJSON(w, s)
 	})
+	mux.HandleFunc("GET /debug/maglev/services", func(w http.ResponseWriter, r *http.Request) {
+		out := []backendsStatus{}
+		for _, r := range b.services() {
+			out = append(out, r.pool.status())
+		}
+		ops.WriteJSON(w, out)
+	})
+	mux.HandleFunc("GET /debug/maglev/backends", func(w http.ResponseWriter, r *http.Request) {
+		rs, err := b.named(r.FormValue("service"), true)
+		if err != nil {
+			http.Error(w, "l4lb: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ops.WriteJSON(w, rs[0].pool.status())
+	})
+	for path, on := range map[string]bool{"POST /drain": true, "POST /undrain": false} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			a, err := netip.ParseAddr(r.FormValue("addr"))
+			if err != nil {
+				http.Error(w, "l4lb: addr: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			rs, err := b.named(r.FormValue("service"), false)
+			if err != nil {
+				http.Error(w, "l4lb: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			var out []backendsStatus
+			for _, r := range rs {
+				if err := r.pool.drain(a, on); err != nil {
+					http.Error(w, fmt.Sprintf("l4lb: service %q: %v", r.cfg.name, err), http.StatusInternalServerError)
+					return
+				}
+				out = append(out, r.pool.status())
+			}
+			if len(out) == 1 {
+				ops.WriteJSON(w, out[0])
+				return
+			}
+			ops.WriteJSON(w, out)
+		})
+	}
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		if reload == nil {
+			http.Error(w, "l4lb: no -config file to reload", http.StatusBadRequest)
+			return
+		}
+		did, err := reload()
+		if err != nil {
+			http.Error(w, "l4lb: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		ops.WriteJSON(w, map[string]string{"reloaded": did})
+	})
+}
+
+// named returns the running service named name, or with name "" every
+// service (one with one), or an error naming the services.
+func (b *balancer) named(name string, one bool) ([]*running, error) {
+	all := b.services()
+	if name == "" {
+		if one && len(all) != 1 {
+			return nil, fmt.Errorf("name a service: service=NAME, one of %s", names(all))
+		}
+		return all, nil
+	}
+	if r := b.service(name); r != nil {
+		return []*running{r}, nil
+	}
+	return nil, fmt.Errorf("no service %q: one of %s", name, names(all))
+}
+
+func names(rs []*running) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.cfg.name)
+	}
+	return strings.Join(out, ", ")
 }
 
 // decapStatus is /debug/maglev's JSON with -decap.
@@ -78,5 +176,28 @@ func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
 			s.VIPs = append(s.VIPs, a.String())
 		}
 		ops.WriteJSON(w, s)
+	})
+}
+
+// drainLB serves POST /drain-lb, which takes the load balancer out of
+// service: sp withdraws every VIP from the routers at once, waits
+// -bgp-drain while they move the traffic to the other load balancers
+// (this one forwarding all it still receives), then closes the sessions,
+// and run detaches the data plane and returns. It answers 202 Accepted
+// with the speaker's state once the VIPs are withdrawn from GoBGP's
+// table, and the same to a repeated request; without BGP (sp nil), 409
+// Conflict: nothing would move the traffic away.
+func drainLB(sp *speaker) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sp == nil {
+			http.Error(w, "l4lb: POST /drain-lb needs -bgp-asn: without BGP nothing takes this load balancer out of the routers' paths; remove it from their routes, then stop it", http.StatusConflict)
+			return
+		}
+		sp.retire()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sp.status()) // an error is the client gone
 	})
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/maglevlb/maglev/xdpmaglev"
 	"github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
@@ -30,7 +31,8 @@ type bgpConfig struct {
 	peers      []bgpPeer  // the routers to announce to
 	listenPort int        // the port it accepts sessions on; -1: none
 	hold       time.Duration
-	drain      time.Duration // between the withdrawal at stop and the end of the sessions
+	restart    time.Duration // the graceful restart time (RFC 4724) l4lb advertises; 0: no graceful restart
+	drain      time.Duration // between the withdrawal and the end of the sessions, when l4lb leaves the routers' paths
 }
 
 // A bgpPeer is a router l4lb announces its VIPs to.
@@ -39,17 +41,21 @@ type bgpPeer struct {
 	asn  uint32
 }
 
-func (p bgpPeer) String() string { return fmt.Sprintf("%v@%d", p.addr, p.asn) }
+func (p bgpPeer) String() string { return fmt.Sprintf("%v (AS %d)", p.addr, p.asn) }
 
-// peerFlags collects -bgp-peer ADDR@ASN flags.
+// peerFlags collects -bgp-peer ADDR,ASN flags (ADDR@ASN, the form of
+// earlier versions, is taken too).
 type peerFlags []bgpPeer
 
 func (f *peerFlags) String() string { return fmt.Sprint(*f) }
 
 func (f *peerFlags) Set(s string) error {
-	addr, asn, ok := strings.Cut(s, "@")
+	addr, asn, ok := strings.Cut(s, ",")
 	if !ok {
-		return fmt.Errorf("%q: ADDR@ASN (198.18.0.1@65000)", s)
+		addr, asn, ok = strings.Cut(s, "@")
+	}
+	if !ok {
+		return fmt.Errorf("%q: ADDR,ASN (198.18.0.1,65000)", s)
 	}
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
@@ -79,7 +85,7 @@ func parseASN(s string) (uint32, error) {
 }
 
 // bgpFlags are the flags of the BGP speaker besides -bgp-asn.
-var bgpFlags = []string{"bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-drain"}
+var bgpFlags = []string{"bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-restart-time", "bgp-drain"}
 
 // parseBGP checks -bgp-asn and the -bgp-* flags and fills in b, for the
 // service's VIP; without -bgp-asn no other -bgp-* flag may be set.
@@ -102,7 +108,7 @@ func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Add
 		return fmt.Errorf("-bgp-router-id %q: an IPv4 address (the BGP identifier, often the load balancer's address)", routerID)
 	}
 	if len(peers) == 0 {
-		return errors.New("-bgp-asn needs a -bgp-peer ADDR@ASN to announce to")
+		return errors.New("-bgp-asn needs a -bgp-peer ADDR,ASN to announce to")
 	}
 	for _, p := range peers {
 		if p.addr.Is4() != vip.Unmap().Is4() {
@@ -115,19 +121,30 @@ func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Add
 		return fmt.Errorf("-bgp-listen-port %d: a port in [1, 65535], or -1 for none", b.listenPort)
 	case b.hold != 0 && (b.hold < 3*time.Second || b.hold > 65535*time.Second || b.hold%time.Second != 0):
 		return fmt.Errorf("-bgp-hold %v: 0 or whole seconds in [3s, 65535s] (RFC 4271)", b.hold)
+	case b.restart != 0 && (b.restart < time.Second || b.restart > maxRestartTime || b.restart%time.Second != 0):
+		return fmt.Errorf("-bgp-restart-time %gs: 0 (no graceful restart) or whole seconds in [1s, %gs] (RFC 4724's 12 bits)", b.restart.Seconds(), maxRestartTime.Seconds())
 	case b.drain < 0:
 		return fmt.Errorf("-bgp-drain %v: must not be negative", b.drain)
 	}
 	return nil
 }
 
-// String describes the speaker: "AS 65001 (router ID 198.18.0.3) to 198.18.1.1@65000, hold 9s, drain 2s".
+// maxRestartTime is the longest restart time the graceful restart
+// capability carries: 12 bits of seconds.
+const maxRestartTime = 4095 * time.Second
+
+// String describes the speaker: "AS 65001 (router ID 198.18.0.3) to
+// 198.18.1.1 (AS 65000), hold 9s, graceful restart 120s, drain 2s".
 func (b bgpConfig) String() string {
 	var ps []string
 	for _, p := range b.peers {
 		ps = append(ps, p.String())
 	}
-	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, drain %v", b.asn, b.routerID, strings.Join(ps, ", "), b.hold, b.drain)
+	gr := "no graceful restart"
+	if b.restart > 0 {
+		gr = fmt.Sprintf("graceful restart %gs", b.restart.Seconds())
+	}
+	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v", b.asn, b.routerID, strings.Join(ps, ", "), b.hold, gr, b.drain)
 }
 
 // A speaker is l4lb's BGP: an embedded GoBGP server with a session to
@@ -138,10 +155,19 @@ func (b bgpConfig) String() string {
 // routing table agree, so that the pool, which calls set with its locks
 // held, never waits on BGP.
 //
+// Its sessions negotiate graceful restart (RFC 4724) unless the restart
+// time is 0, and l4lb opens them as a restarting speaker: a router that
+// kept the paths of the l4lb before this one, as stale, keeps forwarding
+// on them until this one's End-of-RIB, which follows its announcements.
+// How it ends is one of: restart (SIGINT, SIGTERM: the sessions end with
+// no NOTIFICATION, so that the routers keep the paths for the restart
+// time), retire (POST /drain-lb: withdraw every VIP, drain, then a
+// Cease) or stopServer (an error at start).
+//
 // A speaker is safe for concurrent use by multiple goroutines. mu guards
-// the VIPs' states and is never held across a call into GoBGP; only the
-// speaker's goroutine, and stop once it has ended, call AddPath and
-// DeletePath.
+// the VIPs' states and is never held across a call into GoBGP; rmu
+// serializes the calls that change GoBGP's table (reconcile), which wait
+// on no network.
 type speaker struct {
 	cfg      bgpConfig
 	s        *server.BgpServer
@@ -149,22 +175,35 @@ type speaker struct {
 	reg      metric.Registration
 	updates  metric.Int64Counter
 	kick     chan struct{} // a VIP's wish changed
-	quit     chan struct{} // closed by stop
+	quit     chan struct{} // closed by endLoop
 	loopDone chan struct{} // closed when the goroutine has ended
+	retired  chan struct{} // closed by retire once drained: the load balancer is out of service
+	quitOnce sync.Once     // of endLoop
 	stopOnce sync.Once     // of stopServer
+	rmu      sync.Mutex    // serializes reconcile
 
-	mu   sync.Mutex // guards the fields below
-	vips map[netip.Prefix]*announced
-	peer map[netip.Addr]string // each peer's session state, from GoBGP's events
+	mu     sync.Mutex // guards the fields below
+	vips   map[netip.Prefix]*announced
+	peer   map[netip.Addr]*peerState
+	leave  string    // why every VIP is withdrawn ("": l4lb is in service)
+	leftAt time.Time // when l4lb began to leave, for /debug/maglev
+}
+
+// peerState is a session's state, from GoBGP's events. The speaker's mu
+// guards it.
+type peerState struct {
+	state string // idle, connect, active, opensent, openconfirm or established
+	gr    bool   // graceful restart negotiated: the router advertised it on the session
 }
 
 // announced is one VIP's route. The speaker's mu guards it.
 type announced struct {
-	want   bool      // the service has a healthy backend
-	why    string    // why want is what it is, for the status line
-	path   uuid.UUID // GoBGP's path, if announced
-	on     bool      // in GoBGP's table, so announced to every established peer
-	since  time.Time // of the last change of on
+	wishes map[xdpmaglev.Service]wish // of the VIP's services
+	want   bool                       // a service of the VIP has a healthy backend
+	why    string                     // why want is what it is, for the status line
+	path   uuid.UUID                  // GoBGP's path, if announced
+	on     bool                       // in GoBGP's table, so announced to every established peer
+	since  time.Time                  // of the last change of on
 	family bgp.Family
 }
 
@@ -174,15 +213,16 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// newSpeaker starts GoBGP by cfg, with a session to each peer, recording
-// through mp, printing status lines to out and GoBGP's warnings and errors
-// to stderr; it announces nothing until set.
+// newSpeaker starts GoBGP by cfg, printing status lines to out and
+// GoBGP's warnings and errors to stderr, and recording through mp; it
+// opens no session until connect, and announces nothing until set.
 func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, out, stderr io.Writer) (*speaker, error) {
 	lvl := &slog.LevelVar{}
 	lvl.Set(slog.LevelWarn) // l4lb prints the transitions itself
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("from", "gobgp")
 	sp := &speaker{cfg: cfg, out: out, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
-		s: server.NewBgpServer(server.LoggerOption(logger, lvl)), vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]string{}}
+		retired: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
+		vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]*peerState{}}
 	go sp.s.Serve()
 	ctx := context.Background()
 	if err := sp.s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
@@ -194,28 +234,57 @@ func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, out, stderr io.Writer) (
 	// (a global import policy would refuse l4lb's own paths too): the
 	// routers should export nothing to l4lb (docs/l4lb.md).
 	if err := sp.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnPeerUpdate: sp.peerEvent}, server.WatchPeer()); err != nil {
-		sp.stopServer()
+		sp.stopServer(false)
 		return nil, fmt.Errorf("bgp: %w", err)
 	}
-	hold := uint64(cfg.hold / time.Second)
 	for _, p := range cfg.peers {
-		sp.peer[p.addr] = "idle"
-		if err := sp.s.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
-			Conf: &api.PeerConf{NeighborAddress: p.addr.String(), PeerAsn: p.asn},
-			// A retry every 5 s, so that a router that comes back is
-			// peered again soon (GoBGP's default is 120 s).
-			Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: hold / 3, ConnectRetry: 5}},
-		}}); err != nil {
-			sp.stopServer()
-			return nil, fmt.Errorf("bgp: peer %v: %w", p, err)
-		}
+		sp.peer[p.addr] = &peerState{state: "idle"}
 	}
 	if err := sp.metrics(mp); err != nil {
-		sp.stopServer()
+		sp.stopServer(false)
 		return nil, err
 	}
 	go sp.loop()
 	return sp, nil
+}
+
+// connect puts every VIP set has been told of in GoBGP's table, then
+// opens a session to each peer. Call it once every service has told set
+// its first state: with graceful restart, a router that kept the paths of
+// the l4lb before this one drops the stale ones that the first
+// End-of-RIB does not follow, and GoBGP sends its End-of-RIB right after
+// the table it has when the session comes up.
+func (sp *speaker) connect() error {
+	sp.reconcile()
+	hold := uint64(sp.cfg.hold / time.Second)
+	restart := uint32(sp.cfg.restart / time.Second)
+	for _, p := range sp.cfg.peers {
+		f := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+		if !p.addr.Is4() {
+			f.Afi = api.Family_AFI_IP6
+		}
+		peer := &api.Peer{
+			Conf: &api.PeerConf{NeighborAddress: p.addr.String(), PeerAsn: p.asn},
+			// A retry every 5 s, so that a router that comes back is
+			// peered again soon (GoBGP's default is 120 s).
+			Timers:   &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: hold / 3, ConnectRetry: 5}},
+			AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: f, Enabled: true}}},
+		}
+		if restart > 0 {
+			// The family's forwarding state preserved (the F bit, which
+			// GoBGP sets while local-restarting), and the R bit: the
+			// router keeps the stale paths of an earlier l4lb until this
+			// one's End-of-RIB, which GoBGP sends once it has every
+			// router's, or one deferral time (1 s) after a session came
+			// up without them: l4lb uses no route of theirs.
+			peer.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: restart, DeferralTime: 1, LocalRestarting: true}
+			peer.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		if err := sp.s.AddPeer(context.Background(), &api.AddPeerRequest{Peer: peer}); err != nil {
+			return fmt.Errorf("bgp: peer %v: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // metrics registers the speaker's instruments.
@@ -244,9 +313,9 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 			}
 			o.ObserveInt64(ann, v, metric.WithAttributes(attribute.String("maglev.vip", p.String())))
 		}
-		for addr, state := range sp.peer {
+		for addr, ps := range sp.peer {
 			v := int64(0)
-			if state == "established" {
+			if ps.state == "established" {
 				v = 1
 			}
 			o.ObserveInt64(est, v, metric.WithAttributes(attribute.String("maglev.peer", addr.String())))
@@ -266,22 +335,51 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 	addr := e.Peer.State.NeighborAddress.Unmap()
 	state := strings.ToLower(strings.TrimPrefix(e.Peer.State.SessionState.String(), "BGP_FSM_"))
+	gr := false
+	for _, c := range e.Peer.State.RemoteCap {
+		if _, ok := c.(*bgp.CapGracefulRestart); ok {
+			gr = sp.cfg.restart > 0
+		}
+	}
 	sp.mu.Lock()
-	old, known := sp.peer[addr]
-	if known {
-		sp.peer[addr] = state
+	ps := sp.peer[addr]
+	var old string
+	if ps != nil {
+		old = ps.state
+		ps.state = state
+		if state == "established" {
+			ps.gr = gr
+		}
 	}
 	sp.mu.Unlock()
-	if known && old != state && (state == "established" || old == "established") {
+	if ps == nil || old == state || (state != "established" && old != "established") {
+		return
+	}
+	switch {
+	case state == "established" && sp.cfg.restart > 0 && !gr:
+		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router\n", addr)
+	default:
 		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v %s\n", addr, state)
 	}
 }
 
-// set records whether vip's service has a healthy backend, and why; the
-// speaker's goroutine announces or withdraws its route accordingly. It
+// set records whether svc has a healthy backend, and why; the speaker's
+// goroutine announces or withdraws its VIP's route accordingly: a VIP is
+// announced while a service of it (of any port and protocol) has one. It
 // waits for nothing.
-func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
-	p := vipPrefix(vip)
+func (sp *speaker) set(svc xdpmaglev.Service, healthy bool, why string) {
+	sp.wish(svc, &wish{healthy: healthy, why: why})
+}
+
+// forget drops svc's wish, as if it had no healthy backend, for a service
+// that stopped: its VIP is withdrawn unless another service of it has a
+// healthy backend.
+func (sp *speaker) forget(svc xdpmaglev.Service) { sp.wish(svc, nil) }
+
+// wish records svc's wish, or drops it (w nil), and kicks the goroutine if
+// the VIP's changed.
+func (sp *speaker) wish(svc xdpmaglev.Service, w *wish) {
+	p := vipPrefix(svc.VIP.Addr())
 	sp.mu.Lock()
 	a := sp.vips[p]
 	if a == nil {
@@ -289,8 +387,30 @@ func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
 		if !p.Addr().Is4() {
 			f = bgp.RF_IPv6_UC
 		}
-		a = &announced{family: f}
+		a = &announced{family: f, wishes: map[xdpmaglev.Service]wish{}}
 		sp.vips[p] = a
+	}
+	if w != nil {
+		a.wishes[svc] = *w
+	} else {
+		delete(a.wishes, svc)
+	}
+	healthy, why := false, "no service"
+	for _, w := range a.wishes {
+		healthy = healthy || w.healthy
+	}
+	var whys []string // of the services that decide
+	for s, w := range a.wishes {
+		switch {
+		case len(a.wishes) == 1:
+			whys = append(whys, w.why)
+		case w.healthy == healthy:
+			whys = append(whys, fmt.Sprintf("%v: %s", s, w.why))
+		}
+	}
+	if len(whys) > 0 {
+		slices.Sort(whys)
+		why = strings.Join(whys, "; ")
 	}
 	changed := a.want != healthy
 	a.want, a.why = healthy, why
@@ -303,7 +423,13 @@ func (sp *speaker) set(vip netip.Addr, healthy bool, why string) {
 	}
 }
 
-// loop makes GoBGP's table agree with the VIPs' wishes, until stop.
+// A wish is what one service of a VIP wants of its route.
+type wish struct {
+	healthy bool   // the service has a healthy backend
+	why     string // why healthy is what it is
+}
+
+// loop makes GoBGP's table agree with the VIPs' wishes, until endLoop.
 func (sp *speaker) loop() {
 	defer close(sp.loopDone)
 	for {
@@ -312,14 +438,24 @@ func (sp *speaker) loop() {
 			return
 		case <-sp.kick:
 		}
-		sp.reconcile(false)
+		sp.reconcile()
 	}
 }
 
+// endLoop ends the speaker's goroutine, once, and waits for it: after it,
+// only the caller changes GoBGP's table.
+func (sp *speaker) endLoop() {
+	sp.quitOnce.Do(func() { close(sp.quit) })
+	<-sp.loopDone
+}
+
 // reconcile announces each VIP that should be and is not, and withdraws
-// each that is and should not be (every VIP, with all). It prints a status
-// line for each change. No lock is held across GoBGP's calls.
-func (sp *speaker) reconcile(all bool) {
+// each that is and should not be (every VIP, once l4lb leaves). It prints
+// a status line for each change. No lock but rmu is held across GoBGP's
+// calls.
+func (sp *speaker) reconcile() {
+	sp.rmu.Lock()
+	defer sp.rmu.Unlock()
 	type change struct {
 		p    netip.Prefix
 		a    *announced
@@ -330,11 +466,11 @@ func (sp *speaker) reconcile(all bool) {
 	sp.mu.Lock()
 	var cs []change
 	for p, a := range sp.vips {
-		want := a.want && !all
+		want := a.want && sp.leave == ""
 		if want != a.on {
 			why := a.why
-			if all {
-				why = "l4lb is stopping"
+			if sp.leave != "" {
+				why = sp.leave
 			}
 			cs = append(cs, change{p: p, a: a, on: want, why: why, path: a.path})
 		}
@@ -366,6 +502,23 @@ func (sp *speaker) reconcile(all bool) {
 	}
 }
 
+// withdrawAll withdraws every VIP, for why, and keeps them withdrawn
+// whatever set is told after. It returns false if l4lb was leaving
+// already, and withdraws nothing more then.
+func (sp *speaker) withdrawAll(why string) bool {
+	sp.mu.Lock()
+	first := sp.leave == ""
+	if first {
+		sp.leave, sp.leftAt = why, time.Now()
+	}
+	sp.mu.Unlock()
+	if first {
+		sp.endLoop()
+		sp.reconcile()
+	}
+	return first
+}
+
 // announce adds p to GoBGP's table, with next hop unspecified, which GoBGP
 // sends as its own address on each session, and returns the path's ID.
 func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
@@ -394,28 +547,87 @@ func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 	return rs[0].UUID, rs[0].Error
 }
 
-// stop withdraws every VIP, waits the drain time so that the routers move
-// the traffic to the other load balancers, then closes the sessions and
-// stops GoBGP. The routes are withdrawn by UPDATE messages on sessions that
-// stay up, so a router moves the traffic at once, not when the session
-// ends.
-func (sp *speaker) stop() {
-	close(sp.quit)
-	<-sp.loopDone
-	sp.reconcile(true)
+// restart ends the speaker for a restart of l4lb (SIGINT, SIGTERM), the
+// data plane staying attached. With graceful restart, it closes the
+// sessions with no NOTIFICATION and leaves every path in place: a router
+// that negotiated graceful restart keeps them, as stale, for the restart
+// time, until the next l4lb's session announces them again and sends its
+// End-of-RIB (a router that did not is sent a Cease and drops them).
+// Without graceful restart (-bgp-restart-time 0, or no established
+// session that negotiated it) a router drops the paths when the session
+// ends, so restart first withdraws every VIP and drains, as retire does.
+func (sp *speaker) restart() {
+	sp.mu.Lock()
+	gr := false
+	for _, ps := range sp.peer {
+		gr = gr || (ps.gr && ps.state == "established")
+	}
+	sp.mu.Unlock()
+	if !gr {
+		sp.drainAndStop("l4lb is stopping, and no router keeps its paths (no graceful restart)")
+		return
+	}
+	sp.endLoop()
+	sp.stopServer(true)
+	_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v\n", sp.cfg.restart)
+}
+
+// retire takes the load balancer out of service (POST /drain-lb): it
+// withdraws every VIP and returns; in the background it waits the drain
+// time, closes the sessions, and closes the channel outOfService returns,
+// on which run detaches the data plane and returns. It returns false if
+// l4lb was leaving already.
+func (sp *speaker) retire() bool {
+	if !sp.withdrawAll("l4lb is out of service (POST /drain-lb)") {
+		return false
+	}
+	go func() {
+		sp.drain()
+		sp.stopServer(false)
+		_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+		close(sp.retired)
+	}()
+	return true
+}
+
+// outOfService returns a channel closed once retire has drained and
+// closed the sessions; nil (never ready) without BGP.
+func (sp *speaker) outOfService() <-chan struct{} {
+	if sp == nil {
+		return nil
+	}
+	return sp.retired
+}
+
+// drainAndStop withdraws every VIP, for why, waits the drain time so that
+// the routers move the traffic to the other load balancers, then closes
+// the sessions. The routes are withdrawn by UPDATE messages on sessions
+// that stay up, so a router moves the traffic at once, not when the
+// session ends.
+func (sp *speaker) drainAndStop(why string) {
+	sp.withdrawAll(why)
+	sp.drain()
+	sp.stopServer(false)
+	_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+}
+
+// drain waits the drain time, saying so.
+func (sp *speaker) drain() {
 	if sp.cfg.drain > 0 {
 		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: draining for %v\n", sp.cfg.drain)
 		time.Sleep(sp.cfg.drain)
 	}
-	sp.stopServer()
-	_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
 }
 
-// stopServer ends the sessions and GoBGP; it does so once, and returns at
-// once after.
-func (sp *speaker) stopServer() {
+// stopServer ends the sessions and GoBGP, once (it returns at once
+// after): with graceful, the sessions that negotiated graceful restart
+// end with no NOTIFICATION (the TCP connection closed: the routers keep
+// l4lb's paths as stale), else with a Cease (the routers drop them).
+func (sp *speaker) stopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
-		sp.s.Stop() // StopBgp: a Cease notification to each peer
+		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
+			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: stopping: %v\n", err)
+		}
 		if sp.reg != nil {
 			_ = sp.reg.Unregister() // its error is the SDK shut down already
 		}
@@ -424,17 +636,21 @@ func (sp *speaker) stopServer() {
 
 // bgpStatus is the speaker's part of /debug/maglev.
 type bgpStatus struct {
-	ASN      uint32        `json:"asn"`
-	RouterID string        `json:"router_id"`
-	Peers    []peerStatus  `json:"peers"`
-	VIPs     []routeStatus `json:"vips"`
-	Drain    string        `json:"drain"`
+	ASN         uint32        `json:"asn"`
+	RouterID    string        `json:"router_id"`
+	Peers       []peerStatus  `json:"peers"`
+	VIPs        []routeStatus `json:"vips"`
+	RestartTime string        `json:"restart_time"`            // the graceful restart time advertised; "0s": none
+	Drain       string        `json:"drain"`                   // -bgp-drain
+	Leaving     string        `json:"leaving,omitempty"`       // why every VIP is withdrawn, once l4lb leaves
+	LeftAt      string        `json:"leaving_since,omitempty"` // since when
 }
 
 type peerStatus struct {
-	Addr  string `json:"addr"`
-	ASN   uint32 `json:"asn"`
-	State string `json:"state"` // the session: idle, connect, active, opensent, openconfirm or established
+	Addr            string `json:"addr"`
+	ASN             uint32 `json:"asn"`
+	State           string `json:"state"`            // the session: idle, connect, active, opensent, openconfirm or established
+	GracefulRestart bool   `json:"graceful_restart"` // negotiated on the established session
 }
 
 type routeStatus struct {
@@ -448,12 +664,19 @@ type routeStatus struct {
 func (sp *speaker) status() *bgpStatus {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	st := &bgpStatus{ASN: sp.cfg.asn, RouterID: sp.cfg.routerID.String(), Drain: sp.cfg.drain.String()}
+	st := &bgpStatus{ASN: sp.cfg.asn, RouterID: sp.cfg.routerID.String(), RestartTime: fmt.Sprintf("%gs", sp.cfg.restart.Seconds()), Drain: sp.cfg.drain.String(), Leaving: sp.leave}
+	if !sp.leftAt.IsZero() {
+		st.LeftAt = sp.leftAt.UTC().Format(time.RFC3339)
+	}
 	for _, p := range sp.cfg.peers {
-		st.Peers = append(st.Peers, peerStatus{Addr: p.addr.String(), ASN: p.asn, State: sp.peer[p.addr]})
+		ps := sp.peer[p.addr]
+		st.Peers = append(st.Peers, peerStatus{Addr: p.addr.String(), ASN: p.asn, State: ps.state, GracefulRestart: ps.gr && ps.state == "established"})
 	}
 	for p, a := range sp.vips {
 		r := routeStatus{Prefix: p.String(), Announced: a.on, Reason: a.why}
+		if sp.leave != "" && !a.on {
+			r.Reason = sp.leave
+		}
 		if !a.since.IsZero() {
 			r.Since = a.since.UTC().Format(time.RFC3339)
 		}

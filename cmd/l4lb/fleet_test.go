@@ -80,7 +80,33 @@ type fleet struct {
 type lbProc struct {
 	cmd   *exec.Cmd
 	lines chan string
-	done  chan error
+	done  chan error // Wait's error, once
+	ended bool       // done was received: err is Wait's
+	err   error
+}
+
+// exited reports whether the process has exited, without waiting.
+func (p *lbProc) exited() bool {
+	if !p.ended {
+		select {
+		case p.err = <-p.done:
+			p.ended = true
+		default:
+		}
+	}
+	return p.ended
+}
+
+// wait waits up to d for the process to exit, and reports whether it did.
+func (p *lbProc) wait(d time.Duration) bool {
+	if !p.ended {
+		select {
+		case p.err = <-p.done:
+			p.ended = true
+		case <-time.After(d):
+		}
+	}
+	return p.ended
 }
 
 func (f *fleet) run(name string, args ...string) string {
@@ -316,13 +342,13 @@ func serve(t *testing.T, ns, name string) {
 	})
 }
 
-// startLB starts l4lb in load balancer i's namespace and waits for its
-// first table.
-func (f *fleet) startLB(i int) {
+// startLB starts l4lb in load balancer i's namespace, with the fleet's
+// flags and extra, and waits for its first table.
+func (f *fleet) startLB(i int, extra ...string) {
 	f.t.Helper()
-	cmd := exec.Command("ip", "netns", "exec", f.lbs[i], f.bin, "-iface", "eth0", "-vip", fleetVIP.String(),
+	cmd := exec.Command("ip", append([]string{"netns", "exec", f.lbs[i], f.bin, "-iface", "eth0", "-vip", fleetVIP.String(),
 		"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", f.prefix, "-seed", fmt.Sprint(fleetSeed),
-		"-mode", "native", "-admin", "127.0.0.1:9180", "-drain-timeout", fleetDrainT.String())
+		"-mode", "native", "-admin", "127.0.0.1:9180", "-drain-timeout", fleetDrainT.String()}, extra...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		f.t.Fatal(err)
@@ -350,8 +376,9 @@ func (f *fleet) startLB(i int) {
 			if strings.Contains(l, "table digest") {
 				return
 			}
-		case err := <-p.done:
-			f.t.Fatalf("l4lb %d exited: %v", i, err)
+		case p.err = <-p.done:
+			p.ended = true
+			f.t.Fatalf("l4lb %d exited: %v", i, p.err)
 		case <-time.After(30 * time.Second):
 			f.t.Fatalf("l4lb %d: no table in 30 s", i)
 		}
@@ -361,7 +388,7 @@ func (f *fleet) startLB(i int) {
 func (f *fleet) stopLB(i int) {
 	if p := f.procs[i]; p != nil {
 		_ = p.cmd.Process.Kill() // SIGKILL: a load balancer lost
-		if err := <-p.done; err == nil {
+		if p.wait(time.Minute); p.err == nil {
 			f.t.Errorf("load balancer %d exited cleanly after SIGKILL", i)
 		}
 		f.procs[i] = nil
@@ -552,8 +579,11 @@ func dialFrom(port int) (*fconn, error) {
 	return &fconn{Conn: c, r: r, port: port, backend: strings.TrimSpace(name)}, nil
 }
 
-func (c *fconn) echo(line string) error {
-	_ = c.SetDeadline(time.Now().Add(3 * time.Second)) // a bound, not a check
+func (c *fconn) echo(line string) error { return c.echoWithin(line, 3*time.Second) }
+
+// echoWithin sends line and checks that it comes back whole within d.
+func (c *fconn) echoWithin(line string, d time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(d)) // a bound, not a check
 	if _, err := io.WriteString(c, line+"\n"); err != nil {
 		return err
 	}
@@ -615,19 +645,24 @@ func (f *fleet) connect(want *maglev.Table, ports []int, keep bool) (map[string]
 }
 
 // pumps keep data flowing on long-lived connections: each sends a
-// numbered line every 20 ms and checks that it comes back whole.
+// numbered line every 20 ms and checks that it comes back whole, within 3
+// s (startPumps) or the pumps' timeout.
 type pumps struct {
-	stop  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	errs  map[int]error // by port
-	bytes atomic.Int64  // echoed and checked
-	lines atomic.Int64
-	conns []*fconn
+	timeout time.Duration
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    map[int]error // by port
+	bytes   atomic.Int64  // echoed and checked
+	lines   atomic.Int64
+	conns   []*fconn
 }
 
-func startPumps(conns []*fconn) *pumps {
-	p := &pumps{stop: make(chan struct{}), errs: map[int]error{}, conns: conns}
+func startPumps(conns []*fconn) *pumps { return startPumpsWithin(conns, 3*time.Second) }
+
+// startPumpsWithin is startPumps with a line's timeout of d.
+func startPumpsWithin(conns []*fconn, d time.Duration) *pumps {
+	p := &pumps{timeout: d, stop: make(chan struct{}), errs: map[int]error{}, conns: conns}
 	pad := strings.Repeat("x", 64)
 	for _, c := range conns {
 		p.wg.Go(func() {
@@ -639,7 +674,7 @@ func startPumps(conns []*fconn) *pumps {
 				case <-time.After(20 * time.Millisecond):
 				}
 				line := fmt.Sprintf("%d %d %s", c.port, seq, pad)
-				if err := c.echo(line); err != nil {
+				if err := c.echoWithin(line, p.timeout); err != nil {
 					p.mu.Lock()
 					p.errs[c.port] = fmt.Errorf("line %d: %w", seq, err)
 					p.mu.Unlock()
@@ -902,37 +937,7 @@ func loadUnder(t *testing.T, f *fleet) {
 	if testing.Short() {
 		dur = 6 * time.Second
 	}
-	var ok, fail atomic.Int64
-	var mu sync.Mutex
-	failures := map[string]int{}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 8 {
-		wg.Go(func() {
-			_, _ = inNS(f.client, func() (struct{}, error) {
-				for n := 0; ; n++ {
-					select {
-					case <-stop:
-						return struct{}{}, nil
-					default:
-					}
-					c, err := dialFrom(0)
-					if err == nil {
-						err = c.echo(fmt.Sprintf("w%d n%d", w, n))
-						_ = c.Close()
-					}
-					if err != nil {
-						fail.Add(1)
-						mu.Lock()
-						failures[err.Error()]++
-						mu.Unlock()
-						continue
-					}
-					ok.Add(1)
-				}
-			})
-		})
-	}
+	l := f.startLoad(8)
 	start := time.Now()
 	at := func(frac float64) { time.Sleep(time.Until(start.Add(time.Duration(frac * float64(dur))))) }
 	at(0.2)
@@ -944,20 +949,83 @@ func loadUnder(t *testing.T, f *fleet) {
 	at(0.65)
 	f.stopLB(1) // and dies
 	at(1)
-	close(stop)
-	wg.Wait()
+	ok, fail, kinds := l.stop()
 	elapsed := time.Since(start)
-	total := ok.Load() + fail.Load()
-	var kinds []string
-	for k, n := range failures {
-		kinds = append(kinds, fmt.Sprintf("%d× %s", n, k))
-	}
-	sort.Strings(kinds)
-	t.Logf("7. %v of load: %d short connections (%.0f/s), %d failed %v", elapsed.Round(time.Millisecond), total, float64(total)/elapsed.Seconds(), fail.Load(), kinds)
+	total := ok + fail
+	t.Logf("7. %v of load: %d short connections (%.0f/s), %d failed %v", elapsed.Round(time.Millisecond), total, float64(total)/elapsed.Seconds(), fail, kinds)
 	if total < 1000 {
 		t.Errorf("7. only %d connections in %v", total, elapsed)
 	}
-	if fail.Load() > 0 {
-		t.Errorf("7. %d of %d connections failed", fail.Load(), total)
+	if fail > 0 {
+		t.Errorf("7. %d of %d connections failed", fail, total)
 	}
+}
+
+// A load is short connections to the VIP from the client, one after the
+// other on each of its workers: connect, read the backend's name, echo a
+// line, close.
+type load struct {
+	ok, fail atomic.Int64
+	mu       sync.Mutex
+	failures map[string]int // by error
+	first    error          // the first failure
+	quit     chan struct{}
+	once     sync.Once
+	wg       sync.WaitGroup
+}
+
+// startLoad starts a load of workers until its stop.
+func (f *fleet) startLoad(workers int) *load { return startLoad(f.client, workers, 0) }
+
+// startLoad starts a load of workers from namespace ns, each pausing
+// between its connections, until its stop.
+func startLoad(ns string, workers int, pause time.Duration) *load {
+	l := &load{failures: map[string]int{}, quit: make(chan struct{})}
+	for w := range workers {
+		l.wg.Go(func() {
+			_, _ = inNS(ns, func() (struct{}, error) {
+				for n := 0; ; n++ {
+					select {
+					case <-l.quit:
+						return struct{}{}, nil
+					case <-time.After(pause):
+					}
+					c, err := dialFrom(0)
+					if err == nil {
+						err = c.echo(fmt.Sprintf("w%d n%d", w, n))
+						_ = c.Close()
+					}
+					if err != nil {
+						l.fail.Add(1)
+						l.mu.Lock()
+						l.failures[err.Error()]++
+						if l.first == nil {
+							l.first = err
+						}
+						l.mu.Unlock()
+						continue
+					}
+					l.ok.Add(1)
+				}
+			})
+		})
+	}
+	return l
+}
+
+// close ends the load, once.
+func (l *load) close() {
+	l.once.Do(func() { close(l.quit) })
+	l.wg.Wait()
+}
+
+// stop ends the load and returns how many connections worked, how many
+// failed, and the failures' kinds with their counts.
+func (l *load) stop() (ok, fail int64, kinds []string) {
+	l.close()
+	for k, n := range l.failures {
+		kinds = append(kinds, fmt.Sprintf("%d× %s", n, k))
+	}
+	sort.Strings(kinds)
+	return l.ok.Load(), l.fail.Load(), kinds
 }

@@ -181,7 +181,7 @@ func tableSlots(t *testing.T, ns string) map[string]int {
 		t.Fatalf("%v: %s", err, body)
 	}
 	out := map[string]int{}
-	for _, b := range st.Table.Backends {
+	for _, b := range st.Services[0].Table.Backends {
 		out[b.Addr] = b.Slots
 	}
 	return out

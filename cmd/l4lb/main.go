@@ -7,6 +7,14 @@
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -k8s-service prod/web:http [-kubeconfig FILE] -seed 7
 //	l4lb -iface eth0 -vip 203.0.113.1:80 -forward ipip [-encap-src 10.0.1.5] -backend 10.0.2.11
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
+//	l4lb -config /etc/l4lb.yaml
+//	l4lb -detach -iface eth0
+//
+// The flags describe one service; -config FILE describes many, in a YAML
+// file whose keys are the flags' names (example.yaml, docs/l4lb.md):
+// SIGHUP or POST /reload on the admin address applies a changed file
+// service by service, leaving the unchanged ones untouched, and refuses a
+// bad file whole, naming the line, the service and the setting.
 //
 // Each backend holds the VIP on its loopback device (see docs/xdp.md).
 // With -forward l2 (the default) it must be on the interface's segment,
@@ -60,20 +68,38 @@
 // fails open) and says so. The members decide who may be a backend, the
 // health check who is up.
 //
-// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR@ASN (repeatable),
+// With -bgp-asn, -bgp-router-id and -bgp-peer ADDR,ASN (repeatable),
 // l4lb speaks BGP itself (GoBGP, embedded) to those routers, accepting
 // their sessions on -bgp-listen-port too, and announces the VIP as a /32
 // or /128, next hop its own address on each session, while the service
 // has a backend in service (of weight > 0, not drained, and up by the
 // health check); it withdraws it when there is none, failing open
 // included, so that the routers send the traffic to the load balancers
-// that see a healthy backend. At SIGINT or SIGTERM it withdraws first,
-// forwards for -bgp-drain while the routers move away, then closes the
-// sessions.
+// that see a healthy backend. The sessions negotiate BGP graceful restart
+// (RFC 4724) with -bgp-restart-time (120 s; 0: none): SIGINT and SIGTERM
+// are a restart, which ends the sessions with no NOTIFICATION so that the
+// routers keep l4lb's paths, as stale, for that time, until the next l4lb
+// announces them again and sends its End-of-RIB. POST /drain-lb on the
+// admin address takes the load balancer out of service: it withdraws the
+// VIP, forwards for -bgp-drain while the routers move away, closes the
+// sessions, detaches and exits; so does SIGTERM with -bgp-restart-time 0,
+// or when no router's session negotiated graceful restart. -bgp-hold (9 s)
+// is how long a router waits for a load balancer that went silent.
 //
-// l4lb prints the attach mode, serves the table's summary and the counters
-// as JSON at /debug/maglev on the admin address, and detaches on SIGINT or
-// SIGTERM. docs/l4lb.md runs a fleet of them behind an ECMP router.
+// l4lb prints the attach mode, and serves the table's summary and the
+// counters as JSON at /debug/maglev on the admin address. Its data plane
+// is pinned in -pin-dir (/sys/fs/bpf/l4lb by default, a directory per
+// interface: /sys/fs/bpf/l4lb/eth0), so that it outlives the process: at
+// SIGINT or SIGTERM l4lb leaves the program attached and forwarding by
+// the last tables, and the next l4lb on the interface adopts the maps
+// (connection tracking, tables, backends, counters) and replaces the
+// program on its link in one step, so that a restart drops nothing.
+// Pins l4lb cannot adopt (another layout after an upgrade, another -mode)
+// are refused, or replaced with -rebuild. With -pin-dir "", or where no
+// BPF filesystem is mounted at the default, nothing is pinned and SIGINT
+// or SIGTERM detaches. l4lb -detach -iface DEV removes the program and
+// the pins, and prints what it removed. docs/l4lb.md runs a fleet of them
+// behind an ECMP router, and has "Restarts and upgrades".
 package main
 
 import (
@@ -89,13 +115,14 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/internal/ops"
-	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -111,22 +138,42 @@ func main() {
 	}
 }
 
-// config is the command line, parsed.
+// config is the command line, parsed: the load balancer's settings and,
+// but for -decap, its one service's. A configuration file (-config) is
+// the same settings for many services (loadFile).
 type config struct {
+	global
+	serviceConfig
+}
+
+// global are the settings of the whole load balancer.
+type global struct {
 	iface    string
-	svc      xdpmaglev.Service
-	backends []xdpmaglev.Backend
 	opts     xdpmaglev.Options
 	admin    string
+	decap    bool                   // -decap: the backends' decapsulator, not a load balancer
+	dopts    xdpmaglev.DecapOptions // -decap's -vip, -gue-port and -mode
+	bgp      bgpConfig              // -bgp-asn and -bgp-*
+	pin      pinConfig              // -pin-dir, -rebuild, -detach
+	file     string                 // -config: the services come from this file
+	warnings []string               // printed at start: legal, but likely not what the operator meant
+}
+
+// serviceConfig is one service: where its backends come from, how its
+// packets reach them, and how they are checked.
+type serviceConfig struct {
+	name     string // in the configuration file; "default" for the flags' one service
+	svc      xdpmaglev.Service
+	backends []xdpmaglev.Backend
 	src      *ops.Sources // -etcd, -dns, -k8s-service, ...: where the backends come from, if not -backend
 	drained  []netip.Addr // -drain
 	timeout  time.Duration
-	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port
-	decap    bool                     // -decap: the backends' decapsulator, not a load balancer
-	dopts    xdpmaglev.DecapOptions   // -decap's -vip, -gue-port and -mode
+	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port, -m
 	health   healthConfig             // -health and -health-*
-	bgp      bgpConfig                // -bgp-asn and -bgp-*
-	warnings []string                 // printed at start: legal, but likely not what the operator meant
+	// settings are the flags the service was parsed from, in order: two
+	// services of the same settings are the same; srcSettings those of
+	// its membership source.
+	settings, srcSettings string
 }
 
 // addrFlags collects -drain IP flags.
@@ -143,13 +190,14 @@ func (a *addrFlags) Set(s string) error {
 	return nil
 }
 
-// backendFlags collects -backend IP[=MAC] flags.
+// backendFlags collects -backend IP[=MAC][*WEIGHT] flags.
 type backendFlags []xdpmaglev.Backend
 
 func (b *backendFlags) String() string { return fmt.Sprint(len(*b), " backends") }
 
 func (b *backendFlags) Set(s string) error {
-	addr, mac, hasMAC := strings.Cut(s, "=")
+	rest, weight, hasWeight := strings.Cut(s, "*")
+	addr, mac, hasMAC := strings.Cut(rest, "=")
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
 		return fmt.Errorf("backend %q: %v", s, err)
@@ -159,6 +207,13 @@ func (b *backendFlags) Set(s string) error {
 		if be.HW, err = net.ParseMAC(mac); err != nil || len(be.HW) != 6 {
 			return fmt.Errorf("backend %q: %q is not an Ethernet address", s, mac)
 		}
+	}
+	if hasWeight {
+		w, err := strconv.ParseUint(weight, 10, 32)
+		if err != nil {
+			return fmt.Errorf("backend %q: weight %q is not a number in [0, 4294967295]", s, weight)
+		}
+		be.Weight = uint32(w)
 	}
 	*b = append(*b, be)
 	return nil
@@ -180,8 +235,12 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
 	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
 	fs.StringVar(&proto, "proto", "tcp", "the service's protocol: tcp or udp")
-	fs.Var(&bs, "backend", "a backend, IP or IP=MAC (repeat the flag for each)")
+	fs.Var(&bs, "backend", "a backend, `IP[=MAC][*WEIGHT]` (repeat the flag for each): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1")
 	fs.IntVar(&m, "m", 0, "the table size, a prime (default 65537)")
+	fs.StringVar(&c.file, "config", "", "the configuration `file` (YAML) of many services; with it, no other flag (docs/l4lb.md)")
+	fs.IntVar(&c.opts.ConntrackSize, "conntrack-size", 0, "the flows connection tracking holds, per address family (default 262144)")
+	fs.IntVar(&c.opts.MaxServices, "max-services", 0, "the most services the data plane holds (default 64)")
+	fs.IntVar(&c.opts.MaxBackends, "max-backends", 0, "the most backends of all services together the data plane holds (default 4096)")
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
@@ -200,13 +259,15 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.health.timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
 	fs.IntVar(&c.health.rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
 	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
-	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first at SIGINT or SIGTERM (default: no BGP)")
+	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first when the load balancer is taken out of service (POST /drain-lb) (default: no BGP)")
 	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
-	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR@ASN` (repeat the flag for each); the next hop is l4lb's address on the session")
+	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each); the next hop is l4lb's address on the session")
 	fs.IntVar(&c.bgp.listenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
 	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
-	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "at SIGINT or SIGTERM, how long l4lb keeps forwarding after withdrawing the VIP and before it stops, for the routers to move the traffic away")
+	fs.DurationVar(&c.bgp.restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
+	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
+	c.pin.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -215,6 +276,16 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if done, err := c.pin.check(c.iface, set); done || err != nil {
+		return c, err
+	}
+	if c.file != "" {
+		if len(set) > 1 && (len(set) != 2 || !set["rebuild"]) { // -rebuild is a one-off, not in the file
+			return c, errors.New("-config takes no other flag: the file has every setting")
+		}
+		return c, nil
+	}
+	c.name = "default"
 	if c.iface == "" || vip == "" {
 		return c, errors.New("-iface and -vip are required")
 	}
@@ -250,6 +321,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, errors.New("-drain-timeout must not be negative")
 	case c.opts.FloodRate < -1 || c.opts.FloodRate > 1<<31:
 		return c, fmt.Errorf("-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", c.opts.FloodRate)
+	case set["m"] && maglev.CheckSize(m) != nil:
+		return c, fmt.Errorf("-m %d: %v", m, maglev.CheckSize(m))
+	}
+	for name, v := range map[string]int{"conntrack-size": c.opts.ConntrackSize, "max-services": c.opts.MaxServices, "max-backends": c.opts.MaxBackends} {
+		if set[name] && (v < 1 || v > 1<<24) {
+			return c, fmt.Errorf("-%s %d: not in [1, 16777216]", name, v)
+		}
 	}
 	if err := parseHealth(&c.health, health, healthPort, set); err != nil {
 		return c, err
@@ -291,7 +369,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 			return c, fmt.Errorf("-backend %v: -forward %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", a, c.fwd.Forward, c.svc.VIP.Addr())
 		}
 	}
-	c.opts.M, c.opts.Seed, c.backends = m, seed, bs
+	c.fwd.M, c.opts.Seed, c.backends = m, seed, bs
 	return c, nil
 }
 
@@ -405,8 +483,8 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 var healthFlags = []string{"health-path", "health-status", "health-port", "health-interval", "health-timeout", "health-rise", "health-fall"}
 
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = append([]string{"backend", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
-	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn"}, append(healthFlags, bgpFlags...)...)
+var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn", "pin-dir", "rebuild"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
 // -gue-port.
@@ -448,90 +526,155 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range c.warnings {
+	if c.pin.detach {
+		return runDetach(c, stdout)
+	}
+	g, svcs := c.global, []serviceConfig{c.serviceConfig}
+	if c.file != "" {
+		if g, svcs, err = loadFile(c.file); err != nil {
+			return err
+		}
+		g.pin.rebuild = c.pin.rebuild // beside -config, not in the file: a one-off
+	}
+	for _, w := range g.warnings {
 		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 	}
 	if c.decap {
 		return runDecap(ctx, c, stdout, stderr)
 	}
-	if w := forwardingOff(c.iface, c.svc, c.fwd.Forward); w != "" {
-		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+	for _, s := range svcs {
+		if w := forwardingOff(g.iface, s.svc, s.fwd.Forward); w != "" {
+			_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+		}
 	}
 	pm, err := ops.NewMetrics()
 	if err != nil {
 		return err
 	}
 	defer pm.Close()
-	c.opts.MeterProvider = pm.Provider
-	lb, err := xdpmaglev.Load(c.iface, c.opts)
+	g.opts.MeterProvider = pm.Provider
+	g.opts.PinPath, g.opts.Rebuild = g.pin.path(g.iface, stderr), g.pin.rebuild
+	lb, err := xdpmaglev.Load(g.iface, g.opts)
+	if err != nil {
+		return loadError(err, g.iface)
+	}
+	defer release(lb) // on an error; the normal path leaves it below
+	out := &lockedWriter{w: stdout}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	var sp *speaker
+	if g.bgp.asn != 0 {
+		if sp, err = newSpeaker(g.bgp, pm.Provider, out, stderr); err != nil {
+			return err
+		}
+		defer sp.stopServer(false) // on an error, with no drain; after sp.restart or sp.retire, nothing
+		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", g.bgp)
+	}
+	b, err := newBalancer(ctx, lb, pm.Provider, sp, out, logger)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = lb.Close() }() // on an error; the normal path closes it below
-	out := &lockedWriter{w: stdout}
-	p := newPool(lb, c.svc, c.fwd, c.timeout, c.drained, out)
-	if c.health.kind != "" {
-		if p.health, err = newChecker(c.svc, c.health, pm.Provider, out, func() { _ = p.apply() }); err != nil {
-			return err
-		}
+	b.iface = g.iface
+	adopted(lb, b, out)
+	defer b.close()
+	if c.file != "" {
+		_, _ = fmt.Fprintf(out, "l4lb: attached to %s (%v), services from %s\n", g.iface, lb.Mode(), c.file)
 	}
-	defer p.close()
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	var sp *speaker
-	if c.bgp.asn != 0 {
-		if sp, err = newSpeaker(c.bgp, pm.Provider, out, stderr); err != nil {
-			return err
-		}
-		p.bgp = sp
-		defer sp.stopServer() // on an error, with no drain; after sp.stop, nothing
-		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", c.bgp)
+	did, err := b.apply(svcs)
+	if err != nil {
+		return err
 	}
-	if c.src.Dynamic() {
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, backends from %s\n", c.svc, c.iface, lb.Mode(), by(c.fwd), c.src)
-		if p.health != nil {
-			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
+	if err := prune(lb, b, out); err != nil {
+		return err
+	}
+	var reload func() (string, error)
+	if c.file != "" {
+		_, _ = fmt.Fprintf(out, "l4lb: %s\n", did)
+		reload = func() (string, error) {
+			ng, nsvcs, err := loadFile(c.file)
+			if err == nil {
+				err = sameGlobal(g, ng)
+			}
+			if err == nil {
+				did, err = b.apply(nsvcs)
+			}
+			if err != nil {
+				_, _ = fmt.Fprintf(out, "l4lb: reload refused, the running configuration stays: %v\n", err)
+				return "", err
+			}
+			_, _ = fmt.Fprintf(out, "l4lb: reloaded %s: %s\n", c.file, did)
+			return did, nil
 		}
-		set := func(eps []membership.Endpoint) error { return p.setMembers(members(eps, logger)) }
-		stop, err := c.src.Watch(ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer stop()
-	} else {
-		_, _ = fmt.Fprintf(out, "l4lb: %v attached to %s (%v)%s, %d backends\n", c.svc, c.iface, lb.Mode(), by(c.fwd), len(c.backends))
-		if p.health != nil {
-			_, _ = fmt.Fprintf(out, "l4lb: health check: %v\n", c.health)
-		}
-		m := make(map[netip.Addr]member, len(c.backends))
-		for _, b := range c.backends {
-			m[b.Addr.Unmap()] = member{weight: b.Weight, hw: b.HW}
-		}
-		if err := p.setMembers(m); err != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					_, _ = reload() // its status line says how it went
+				}
+			}
+		}()
+	}
+
+	if sp != nil {
+		if err := sp.connect(); err != nil { // once every service has its first state
 			return err
 		}
 	}
 
-	if c.admin != "" {
+	if g.admin != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", handler(lb, c, sp))
+		b.register(mux, reload)
 		mux.Handle("/metrics", pm.Handler)
-		p.register(mux)
-		a, err := ops.ServeAdmin(c.admin, mux)
+		a, err := ops.ServeAdmin(g.admin, mux)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = a.Close() }()
 		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
 	}
-	<-ctx.Done()
-	if sp != nil {
-		sp.stop() // withdraw, drain, close the sessions: the data plane forwards meanwhile
+	retired := false
+	select {
+	case <-ctx.Done(): // SIGINT or SIGTERM: a restart
+		if sp != nil {
+			sp.restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained
+		}
+	case <-sp.outOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
+		retired = true
 	}
-	p.close()
-	if err := lb.Close(); err != nil {
-		return err
+	b.close()
+	if retired {
+		return detach(lb, g.iface, out) // out of service: the program and the pins go
 	}
-	_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
+	return leave(lb, g.iface, out) // the data plane stays, pinned, for the next l4lb
+}
+
+// sameGlobal returns an error naming the first of the load balancer's own
+// settings that differs between the running configuration a and the file
+// read again, b: those take a restart.
+func sameGlobal(a, b global) error {
+	for _, d := range []struct {
+		key  string
+		x, y any
+	}{
+		{"iface", a.iface, b.iface},
+		{"mode", a.opts.Mode, b.opts.Mode},
+		{"seed", a.opts.Seed, b.opts.Seed},
+		{"flood-rate", a.opts.FloodRate, b.opts.FloodRate},
+		{"conntrack-size", a.opts.ConntrackSize, b.opts.ConntrackSize},
+		{"max-services", a.opts.MaxServices, b.opts.MaxServices},
+		{"max-backends", a.opts.MaxBackends, b.opts.MaxBackends},
+		{"admin", a.admin, b.admin},
+		{"pin-dir", a.pin.dir, b.pin.dir},
+		{"bgp-*", fmt.Sprint(a.bgp, a.bgp.listenPort), fmt.Sprint(b.bgp, b.bgp.listenPort)},
+	} {
+		if d.x != d.y {
+			return fmt.Errorf("%w: %s: %v, running with %v: the load balancer's own settings take a restart", ErrConfig, d.key, d.y, d.x)
+		}
+	}
 	return nil
 }
 

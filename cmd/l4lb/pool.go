@@ -1,18 +1,19 @@
 package main
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net"
-	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // A pool is the service's backends as l4lb knows them: the members (from
@@ -47,23 +48,27 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	fwd     xdpmaglev.ServiceOptions // how packets reach the backends
-	timeout time.Duration            // the drain timeout
 	out     io.Writer                // status lines
-	health  *checker                 // nil: no health check; set before the first setMembers
 	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
+	updates metric.Int64Counter      // the data plane's updates; nil: not counted; set before the first setMembers
+	attrs   metric.MeasurementOption // of updates
 
-	applyMu sync.Mutex // held by apply across the data plane's update
-	mu      sync.Mutex // guards the fields below
-	members map[netip.Addr]member
-	drained map[netip.Addr]bool      // by -drain or the admin API
-	since   map[netip.Addr]time.Time // when each draining backend began draining
-	applied []xdpmaglev.Backend      // what the data plane holds, by address
-	ready   bool                     // applied has been set once
-	timer   *time.Timer              // the next drain timeout, if any
-	open    bool                     // failing open: every backend down, the last table kept
-	err     error                    // the last apply's error
-	closed  bool
+	applyMu    sync.Mutex               // held by apply across the data plane's update
+	mu         sync.Mutex               // guards the fields below
+	name       string                   // the service's name, for status lines
+	fwd        xdpmaglev.ServiceOptions // how packets reach the backends
+	timeout    time.Duration            // the drain timeout
+	health     *checker                 // nil: no health check; set before the first setMembers, or by reconfigure
+	members    map[netip.Addr]member
+	drained    map[netip.Addr]bool      // by -drain or the admin API
+	since      map[netip.Addr]time.Time // when each draining backend began draining
+	applied    []xdpmaglev.Backend      // what the data plane holds, by address
+	appliedFwd xdpmaglev.ServiceOptions // and how it reaches them
+	ready      bool                     // applied has been set once
+	timer      *time.Timer              // the next drain timeout, if any
+	open       bool                     // failing open: every backend down, the last table kept
+	err        error                    // the last apply's error
+	closed     bool
 }
 
 // A member is a backend of the flags or of etcd.
@@ -85,7 +90,15 @@ func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptio
 // the data plane's error (the members are kept: the next change, or the
 // next drain timeout, tries again).
 func (p *pool) setMembers(m map[netip.Addr]member) error {
+	p.members0(m)
+	return p.apply()
+}
+
+// members0 replaces the members, and the health check's backends, and
+// applies nothing.
+func (p *pool) members0(m map[netip.Addr]member) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.members = m
 	if p.health != nil {
 		addrs := make([]netip.Addr, 0, len(m))
@@ -94,8 +107,6 @@ func (p *pool) setMembers(m map[netip.Addr]member) error {
 		}
 		p.health.set(addrs) // starts probes, waits for none
 	}
-	p.mu.Unlock()
-	return p.apply()
 }
 
 // drain drains (on) or undrains (off) the backend at a, member or not.
@@ -180,7 +191,21 @@ func (p *pool) apply() error {
 		return xdpmaglev.ErrClosed
 	}
 	defer p.tellBGP() // last, with p.mu held: what the data plane holds decides
-	now := time.Now()
+	bs, fwd, todo := p.begin(time.Now())
+	if !todo {
+		return nil
+	}
+	p.mu.Unlock()
+	err := p.lb.SetServiceOptions(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
+	p.mu.Lock()
+	return p.end(bs, fwd, err)
+}
+
+// begin is apply's first half: it returns the backends and options the
+// data plane should hold at now, and whether they differ from what it
+// holds, and sets the timer for the next drain timeout. p.applyMu and
+// p.mu are held.
+func (p *pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptions, bool) {
 	bs, next := p.plan(now)
 	p.markDown(bs)
 	if p.timer != nil {
@@ -194,12 +219,16 @@ func (p *pool) apply() error {
 	// first apply with no HW; the data plane keeps the address it has.
 	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
 		return x.Addr == y.Addr && x.Weight == y.Weight && x.Down == y.Down && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
-	}) && p.ready {
-		return nil
+	}) && p.ready && p.fwd == p.appliedFwd {
+		return nil, xdpmaglev.ServiceOptions{}, false
 	}
-	p.mu.Unlock()
-	err := p.lb.SetServiceOptions(p.svc, bs, p.fwd) // may wait for the neighbours: p.mu is free meanwhile
-	p.mu.Lock()
+	return bs, p.fwd, true
+}
+
+// end is apply's second half, once the data plane was given bs and fwd
+// with the outcome err: it records them and prints the status line, or
+// keeps err and tries again in a second. p.applyMu and p.mu are held.
+func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err error) error {
 	if err != nil {
 		p.err = err
 		if p.timer == nil {
@@ -208,7 +237,10 @@ func (p *pool) apply() error {
 		return err
 	}
 	p.err = nil
-	p.applied, p.ready = bs, true
+	p.applied, p.ready, p.appliedFwd = bs, true, fwd
+	if p.updates != nil {
+		p.updates.Add(context.Background(), 1, p.attrs)
+	}
 	live, draining, down := 0, 0, 0
 	for _, b := range bs {
 		switch {
@@ -225,8 +257,59 @@ func (p *pool) apply() error {
 	if down > 0 {
 		downs = fmt.Sprintf(", %d down", down)
 	}
-	_, _ = fmt.Fprintf(p.out, "l4lb: %d backends live, %d draining%s, table digest %s\n", live, draining, downs, hex.EncodeToString(d[:]))
+	_, _ = fmt.Fprintf(p.out, "l4lb: %s%d backends live, %d draining%s, table digest %s\n", p.prefix(), live, draining, downs, hex.EncodeToString(d[:]))
 	return nil
+}
+
+// applyAll applies the pools' plans to their data plane, lb, at once
+// (xdpmaglev.LB.SetServices: one batch update for every table, where one
+// apply each would wait on the kernel once each). If the batch fails,
+// each pool applies on its own, and gets its own error. It returns the
+// first error.
+func applyAll(lb *xdpmaglev.LB, ps []*pool) error {
+	var us []xdpmaglev.Update
+	var todo []*pool
+	var plans [][]xdpmaglev.Backend
+	for _, p := range ps {
+		p.applyMu.Lock()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			p.applyMu.Unlock()
+			continue
+		}
+		bs, fwd, do := p.begin(time.Now())
+		if do {
+			us = append(us, xdpmaglev.Update{Service: p.svc, Backends: bs, Options: fwd})
+			todo, plans = append(todo, p), append(plans, bs)
+		} else {
+			p.tellBGP()
+		}
+		p.mu.Unlock()
+		if !do {
+			p.applyMu.Unlock()
+		}
+	}
+	err := lb.SetServices(us)
+	for i, p := range todo {
+		if err == nil {
+			p.mu.Lock()
+			_ = p.end(plans[i], us[i].Options, nil)
+			p.tellBGP()
+			p.mu.Unlock()
+		}
+		p.applyMu.Unlock()
+	}
+	if err == nil {
+		return nil
+	}
+	var first error
+	for _, p := range todo {
+		if err := p.apply(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // markDown sets Down on the backends of bs that the health check has
@@ -296,12 +379,57 @@ func (p *pool) tellBGP() {
 	}
 	switch {
 	case p.open:
-		p.bgp.set(p.svc.VIP.Addr(), false, "failing open: every backend is down by its health check")
+		p.bgp.set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
-		p.bgp.set(p.svc.VIP.Addr(), false, "no backend in service (none of weight > 0 up)")
+		p.bgp.set(p.svc, false, "no backend in service (none of weight > 0 up)")
 	default:
-		p.bgp.set(p.svc.VIP.Addr(), true, fmt.Sprintf("%d backends in service", live))
+		p.bgp.set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}
+}
+
+// prefix starts the pool's status lines: "service NAME: ", or "" for the
+// one service of the flags. p.mu is held.
+func (p *pool) prefix() string {
+	if p.name == "" || p.name == "default" {
+		return ""
+	}
+	return fmt.Sprintf("service %q: ", p.name)
+}
+
+// reconfigure takes c's settings: name, forwarding, drain timeout, the
+// drains of the configuration (those of old leave, c's come; the admin
+// API's stay), and, if health, the checker h (nil: none). It returns the
+// checker replaced, for the caller to close with no lock held; the next
+// setMembers applies the rest.
+func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health bool) *checker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.name, p.fwd, p.timeout = c.name, c.fwd, c.timeout
+	for _, a := range old {
+		delete(p.drained, a.Unmap())
+	}
+	for _, a := range c.drained {
+		p.drained[a.Unmap()] = true
+	}
+	if !health {
+		return nil
+	}
+	replaced := p.health
+	p.health = h
+	if h != nil {
+		h.failOpen.Store(p.open)
+	}
+	if h == nil && p.open {
+		p.open = false
+	}
+	return replaced
+}
+
+// currentMembers returns a copy of the members.
+func (p *pool) currentMembers() map[netip.Addr]member {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.members)
 }
 
 // tick applies the plan when a drain timeout passes.
@@ -327,6 +455,7 @@ func (p *pool) close() {
 
 // backendsStatus is /debug/maglev/backends's JSON.
 type backendsStatus struct {
+	Name         string `json:"name"` // the service's, "default" for the flags' one
 	Service      string `json:"service"`
 	Digest       string `json:"digest"` // maglev.Table.Digest, hex
 	DrainTimeout string `json:"drain_timeout"`
@@ -373,7 +502,7 @@ func (p *pool) status() backendsStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	st := backendsStatus{Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
+	st := backendsStatus{Name: p.name, Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
 	if p.health != nil {
 		st.Health = p.health.cfg.String()
 	}
@@ -408,29 +537,4 @@ func (p *pool) status() backendsStatus {
 		return netip.MustParseAddr(x.Addr).Compare(netip.MustParseAddr(y.Addr))
 	})
 	return st
-}
-
-// handler serves the pool's admin API:
-//
-//	GET  /debug/maglev/backends        the backends, their states and the table's digest, JSON
-//	POST /drain?addr=IP                drain a backend: no new flows; its flows continue until the drain timeout
-//	POST /undrain?addr=IP              take it back
-func (p *pool) register(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/maglev/backends", func(w http.ResponseWriter, r *http.Request) {
-		ops.WriteJSON(w, p.status())
-	})
-	for path, on := range map[string]bool{"POST /drain": true, "POST /undrain": false} {
-		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
-			a, err := netip.ParseAddr(r.FormValue("addr"))
-			if err != nil {
-				http.Error(w, "l4lb: addr: "+err.Error(), http.StatusBadRequest)
-				return
-			}
-			if err := p.drain(a, on); err != nil {
-				http.Error(w, "l4lb: "+err.Error(), http.StatusInternalServerError)
-				return
-			}
-			ops.WriteJSON(w, p.status())
-		})
-	}
 }

@@ -80,7 +80,8 @@ func TestPoolAnswersDuringNeighbourWait(t *testing.T) {
 	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, io.Discard)
 	t.Cleanup(p.close)
 	mux := http.NewServeMux()
-	p.register(mux)
+	b := &balancer{lb: lb, running: map[xdpmaglev.Service]*running{svc: {cfg: serviceConfig{name: "default", svc: svc}, pool: p}}}
+	b.register(mux, nil)
 
 	done := make(chan error, 1)
 	go func() {

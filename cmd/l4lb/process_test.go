@@ -25,6 +25,11 @@ func build(t *testing.T) string {
 		// flags) still run under the race detector.
 		t.Skip("runs the built l4lb, which -race does not instrument: the plain run covers it")
 	}
+	if testing.Short() {
+		// -short is the check that the module builds and tests alone
+		// (release/modules): the README's test command runs these.
+		t.Skip("runs the built l4lb in network namespaces: the run without -short covers it")
+	}
 	bin := filepath.Join(t.TempDir(), "l4lb")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)
@@ -141,6 +146,13 @@ func (p *process) stop() []string {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatal(err)
 	}
+	return p.rest()
+}
+
+// rest returns the lines the process prints until it exits, failing the
+// test unless it exits cleanly within 20 s.
+func (p *process) rest() []string {
+	p.t.Helper()
 	deadline := time.After(20 * time.Second)
 	var rest []string
 	for {
@@ -153,14 +165,14 @@ func (p *process) stop() []string {
 			select {
 			case <-p.exited:
 			case <-deadline:
-				p.t.Fatal("l4lb still running 20 s after SIGTERM")
+				p.t.Fatal("l4lb still running 20 s after it was told to stop")
 			}
 			if p.err != nil {
 				p.t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
 			}
 			return rest
 		case <-deadline:
-			p.t.Fatal("l4lb still running 20 s after SIGTERM")
+			p.t.Fatal("l4lb still running 20 s after it was told to stop")
 		}
 	}
 }

@@ -25,6 +25,7 @@ typedef unsigned long long __u64;
 #define BPF_MAP_TYPE_ARRAY_OF_MAPS 12
 #define BPF_ANY 0
 #define BPF_F_MMAPABLE (1U << 10)
+#define BPF_F_INNER_MAP (1U << 12)
 
 // XDP verdicts and context.
 enum xdp_action {

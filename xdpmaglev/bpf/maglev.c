@@ -15,7 +15,6 @@
 // Set by the control plane before loading (rodata: the verifier sees them
 // as constants).
 volatile const __u64 hash_seed = 0;    // Options.Seed
-volatile const __u32 table_size = 65537; // Options.M, every table's slots
 volatile const __u8 lb_mac[6] __attribute__((aligned(2))) = {}; // the attached interface's address
 volatile const __u32 flood_rate = 125000; // Options.FloodRate: new flows a second, per CPU; 0: no guard
 
@@ -23,6 +22,14 @@ volatile const __u32 flood_rate = 125000; // Options.FloodRate: new flows a seco
 // (-type consts, -type forward).
 enum consts {
 	NO_BACKEND = 0xffffffffu, // a table slot with no backend
+	// The version of the maps' layout and meaning, which a control plane
+	// checks before it adopts maps pinned by another (Options.PinPath):
+	// raise it with any change of a map's type, key or value, or of what
+	// the program or the control plane makes of a map's contents (what a
+	// slot, a cookie or an entry means). TestLayoutVersion fails when the
+	// maps' layout changes and this does not; a change of meaning alone
+	// is for the author to see.
+	LAYOUT_VERSION = 1,
 };
 
 // How a service's packets reach its backends (ServiceOptions.Forward).
@@ -100,7 +107,9 @@ struct ct_entry {
 
 // A backend of one service, and how that service reaches it: by its MAC
 // (FWD_L2), or by its address from the load balancer's (the encapsulating
-// modes, whose next hop bpf_fib_lookup finds).
+// modes, whose next hop bpf_fib_lookup finds). The program reads none of
+// svc and weight, nor addr in FWD_L2: they are there for a control plane
+// that adopts pinned maps, to know each backend again.
 struct backend {
 	__u8 mac[6];
 	__u8 mode;   // enum forward
@@ -110,6 +119,8 @@ struct backend {
 	__u32 src[4];  // the outer source address
 	__u16 port;    // FWD_GUE: the outer UDP destination port, network order
 	__u16 src_mask; // the low bits of src that come from the flow hash (host order; 0: none)
+	__u32 svc;     // the id of the backend's service
+	__u32 weight;  // its weight in the service's table (0: draining)
 };
 
 // A CPU's flood guard: new flows counted in windows of 1/FLOOD_WINDOWS s.
@@ -182,8 +193,9 @@ struct {
 		__uint(type, BPF_MAP_TYPE_ARRAY);
 		__type(key, __u32);
 		__type(value, struct slot);
-		__uint(max_entries, 65537); // Options.M
-		__uint(map_flags, BPF_F_MMAPABLE); // written through mmap
+		__uint(max_entries, 65538); // 1 + each service's own M (ServiceOptions.M)
+		// written through mmap; tables of different sizes
+		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
 	});
 } tables SEC(".maps");
 
@@ -268,6 +280,26 @@ struct {
 	__type(value, struct nexthop);
 	__uint(max_entries, 4096); // Options.MaxBackends
 } nexthops SEC(".maps");
+
+// The layout record, the one entry of the map layout, which the program
+// never reads: what a control plane checks before it adopts pinned maps
+// (Options.PinPath), and the state it needs beside the maps. Its own
+// layout never changes, version first.
+struct layout_record {
+	__u32 version; // LAYOUT_VERSION of the maps; 0: still being pinned
+	__u32 cookie;  // the last backend cookie handed out
+	__u64 spec;    // a hash of the maps' types, keys, values and flags (specHash in pin.go)
+	__u64 netns;   // the inode of the network namespace of the interface; 0: none
+	__u32 ifindex; // the interface the maps were made for; 0: none
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct layout_record);
+	__uint(max_entries, 1);
+} layout SEC(".maps");
 
 #define PARSED (-1)
 #define FLOOD_WINDOWS 8            // windows a second
@@ -541,18 +573,24 @@ static __always_inline struct backend *backend(__u32 id, __u32 cookie)
 	return b;
 }
 
-// choose looks the flow's slot up in the service's table. A slot whose
-// backend left after this packet read the table (the control plane frees
-// removed backends just after it swaps the table in) sends it to the
-// table once more, which is then the new one.
+// choose looks the flow's slot up in the service's table: slot 0 holds
+// the table's size M (in its id), and slot 1 + h mod M the flow's, so a
+// table swapped in carries its own size. A slot whose backend left after
+// this packet read the table (the control plane frees removed backends
+// just after it swaps the table in) sends it to the table once more,
+// which is then the new one.
 static __always_inline struct backend *choose(__u32 svc, __u64 h, struct slot *out)
 {
-	__u32 i = h % table_size;
+	__u32 zero = 0;
 #pragma unroll
 	for (int try = 0; try < 2; try++) {
 		void *table = bpf_map_lookup_elem(&tables, &svc);
 		if (!table)
 			return 0;
+		struct slot *head = bpf_map_lookup_elem(table, &zero);
+		if (!head || head->id == 0)
+			return 0;
+		__u32 i = 1 + h % head->id;
 		struct slot *s = bpf_map_lookup_elem(table, &i);
 		if (!s || s->id == NO_BACKEND)
 			return 0;
@@ -1114,6 +1152,7 @@ int xdp_flow_hash(struct xdp_md *ctx)
 const enum consts *unused_consts __attribute__((unused));
 const enum forward *unused_forward __attribute__((unused));
 const enum counter *unused_counter __attribute__((unused));
+const struct layout_record *unused_layout __attribute__((unused));
 
 // MIT, as the rest of the module, or GPL-2.0 at the user's choice: the
 // kernel lets only GPL-compatible programs call bpf_fib_lookup.

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/etcdmaglev"
+	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.etcd.io/etcd/client/v3/naming/endpoints"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// TestReload runs l4lb -config with three services, then changes the file
+// and reloads it by SIGHUP and by POST /reload: a service added, one
+// removed, one changed, one left alone. Each service's table is the one
+// its backends make, the service left alone is not updated again (its
+// updates counter stays at 1), a bad file is refused naming the service
+// and the setting with the running services as they were, and a change of
+// the load balancer's own settings is refused.
+func TestReload(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbr")
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	write := func(services string) {
+		t.Helper()
+		file := "iface: v0\nseed: 5\nadmin: 127.0.0.1:9180\nm: 251\nservices:\n" + services
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be := func(i int) string { return fmt.Sprintf("198.18.0.%d=02:00:00:00:00:%02x", 10+i, 10+i) }
+	svc := func(name, vip string, m int, backends ...int) string {
+		var bs []string
+		for _, i := range backends {
+			bs = append(bs, be(i))
+		}
+		s := fmt.Sprintf("  - name: %s\n    vip: %s\n    backends: [%s]\n", name, vip, strings.Join(bs, ", "))
+		if m != 0 {
+			s += fmt.Sprintf("    m: %d\n", m)
+		}
+		return s
+	}
+	write(svc("web", "198.19.0.1:80", 0, 1, 2) + svc("old", "198.19.0.1:443", 0, 3) + svc("same", "198.19.0.2:53", 1021, 1, 2, 3))
+	p := start(t, ns, bin, "-config", path)
+	p.await("admin on")
+
+	// check says the running services are want, name to backends and M,
+	// each with the table its backends make.
+	check := func(want map[string][]int, sizes map[string]int) {
+		t.Helper()
+		body, err := request(ns, "GET", "/debug/maglev/services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []backendsStatus
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d services running, want %d: %s", len(got), len(want), body)
+		}
+		for _, s := range got {
+			idx, ok := want[s.Name]
+			if !ok {
+				t.Fatalf("service %q runs, and is not in the file: %s", s.Name, body)
+			}
+			var bs []maglev.Backend
+			for _, i := range idx {
+				bs = append(bs, maglev.Backend{Name: fmt.Sprintf("198.18.0.%d", 10+i), Weight: 1})
+			}
+			m := sizes[s.Name]
+			if m == 0 {
+				m = 251
+			}
+			tb, err := maglev.NewWeighted(bs, m, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tb.Digest()
+			if s.Digest != hex.EncodeToString(d[:]) || len(s.Backends) != len(idx) {
+				t.Errorf("service %q: digest %s, %d backends; want %x, %d", s.Name, s.Digest, len(s.Backends), d, len(idx))
+			}
+		}
+	}
+	check(map[string][]int{"web": {1, 2}, "old": {3}, "same": {1, 2, 3}}, map[string]int{"same": 1021})
+	updates := func() map[string]int {
+		t.Helper()
+		body, err := request(ns, "GET", "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		re := regexp.MustCompile(`(?m)^maglev_l4lb_service_updates_total\{maglev_service="([^"]+)".*\} (\d+)$`)
+		for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+			n, _ := strconv.Atoi(m[2])
+			out[m[1]] = n
+		}
+		return out
+	}
+	if u := updates(); u["udp/198.19.0.2:53"] != 0 || u["tcp/198.19.0.2:53"] != 1 || u["tcp/198.19.0.1:80"] != 1 {
+		t.Errorf("updates after start: %v", u)
+	}
+
+	// SIGHUP: web gains a backend and a larger table, old leaves, new
+	// comes, same stays.
+	write(svc("web", "198.19.0.1:80", 1021, 1, 2, 4) + svc("new", "198.19.0.3:80", 0, 5) + svc("same", "198.19.0.2:53", 1021, 1, 2, 3))
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.await(`reloaded ` + path + `: 3 services: added new, changed web, removed old, 1 unchanged`)
+	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
+	u := updates()
+	if u["tcp/198.19.0.2:53"] != 1 || u["tcp/198.19.0.1:80"] != 2 || u["tcp/198.19.0.3:80"] != 1 {
+		t.Errorf("updates after the reload: %v; want same 1 (untouched), web 2, new 1", u)
+	}
+	body, err := request(ns, "GET", "/debug/maglev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Services) != 3 || len(st.Stats.Services) != 3 {
+		t.Errorf("/debug/maglev: %d services, the data plane %d; want 3: %s", len(st.Services), len(st.Stats.Services), body)
+	}
+
+	// A bad file, by POST /reload: refused whole, naming the service and
+	// the setting; nothing changes.
+	write(svc("web", "198.19.0.1:80", 0, 1) + svc("same", "198.19.0.2:53", 1021, 1, 2, 3) + "    health: tcp\n    health-rise: 0\n")
+	// request's error holds the reply's status and body.
+	if _, err = request(ns, "POST", "/reload"); err == nil || !strings.Contains(err.Error(), "400") ||
+		!strings.Contains(err.Error(), `:14: service "same": -health-rise 0: at least 1`) || !strings.Contains(err.Error(), "bad configuration file") {
+		t.Errorf("POST /reload of a bad file: %v", err)
+	}
+	p.await("reload refused, the running configuration stays")
+	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
+
+	// The load balancer's own settings take a restart.
+	if err := os.WriteFile(path, []byte("iface: v0\nseed: 6\nadmin: 127.0.0.1:9180\nservices:\n"+svc("web", "198.19.0.1:80", 0, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = request(ns, "POST", "/reload"); err == nil || !strings.Contains(err.Error(), "seed: 6, running with 5") {
+		t.Errorf("POST /reload with a new seed: %v", err)
+	}
+	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
+	p.stop()
+}
+
+// TestReloadSource changes a service's etcd prefix by a reload: the
+// members become the new prefix's, the old prefix's changes count no
+// more, and the new one's do.
+func TestReloadSource(t *testing.T) {
+	need(t)
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	reg := func(prefix string, i int) {
+		t.Helper()
+		ep := endpoints.Endpoint{Addr: fmt.Sprintf("198.18.0.%d:80", 10+i)}
+		if _, err := etcdmaglev.Register(context.Background(), cli, prefix, ep, etcdmaglev.RegisterOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg("svc/a", 1)
+	reg("svc/a", 2)
+	reg("svc/b", 3)
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	load := func(prefix string) []serviceConfig {
+		t.Helper()
+		file := fmt.Sprintf("iface: v0\nm: 251\netcd: %s\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    forward: ipip\n    encap-src: 198.18.0.3\n    etcd-prefix: %s\n", srv.Endpoint(), prefix)
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, svcs, err := loadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svcs
+	}
+	lb, err := xdpmaglev.Load("", xdpmaglev.Options{MeterProvider: noop.NewMeterProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, io.Discard, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	svcs := load("svc/a")
+	if _, err := b.apply(svcs); err != nil {
+		t.Fatal(err)
+	}
+	// backends waits up to 5 s for the service's table to hold want, of
+	// weight > 0 (members that left drain, with weight 0, for the drain
+	// timeout).
+	backends := func(want ...string) {
+		t.Helper()
+		var got []string
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			tb := lb.Table(svcs[0].svc)
+			got = nil
+			for i, name := range tb.Backends() {
+				if tb.Weights()[i] > 0 {
+					got = append(got, name)
+				}
+			}
+			if slices.Equal(got, want) {
+				return
+			}
+		}
+		t.Fatalf("backends %v, want %v", got, want)
+	}
+	backends("198.18.0.11", "198.18.0.12")
+	did, err := b.apply(load("svc/b"))
+	if err != nil || did != "1 services: added none, changed web, removed none, 0 unchanged" {
+		t.Fatalf("reload: %q, %v", did, err)
+	}
+	backends("198.18.0.13")
+	reg("svc/a", 4) // the old prefix: no longer the service's
+	reg("svc/b", 5)
+	backends("198.18.0.13", "198.18.0.15")
+}

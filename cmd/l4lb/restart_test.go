@@ -1,0 +1,641 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
+// on one link) and the fleet's VIP:
+//
+//	client 198.18.1.2, its route to the VIP via l4lb's address
+//	l4lb   198.18.0.3 (XDP on eth0)
+//	backends 198.18.0.11.. (the VIP on lo), answering the client directly
+//
+// The client's address, the VIP and the seed are the fleet's, so that
+// dialFrom and predict serve here too.
+type restartNet struct {
+	t      *testing.T
+	suffix string
+	sw, lb string // namespaces: the bridge's, l4lb's
+	client string
+	bes    []string
+	bin    string
+	pins   string // -pin-dir, in a BPF filesystem of the test's own
+}
+
+func (r *restartNet) addNS(name string) string {
+	ns := fmt.Sprintf("rs%s-%s", name, r.suffix)
+	ip(r.t, "netns", "add", ns)
+	r.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
+	ip(r.t, "-n", ns, "link", "set", "lo", "up")
+	return ns
+}
+
+func (r *restartNet) join(ns, port, addr string) {
+	ip(r.t, "-n", r.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	ip(r.t, "-n", r.sw, "link", "set", port, "master", "br0", "up")
+	ip(r.t, "-n", ns, "addr", "add", addr+"/16", "dev", "eth0")
+	ip(r.t, "-n", ns, "link", "set", "eth0", "up")
+}
+
+func (r *restartNet) nsexec(ns string, args ...string) {
+	r.t.Helper()
+	if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+		r.t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+func (r *restartNet) sysctl(ns, key, value string) {
+	r.nsexec(ns, "sh", "-c", fmt.Sprintf("echo %s > /proc/sys/%s", value, strings.ReplaceAll(key, ".", "/")))
+}
+
+func newRestartNet(t *testing.T, backends int) *restartNet {
+	need(t)
+	if _, err := exec.LookPath("ethtool"); err != nil {
+		msg := "ethtool is missing: install it (apt-get install ethtool)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	r := &restartNet{t: t, suffix: fmt.Sprint(os.Getpid())}
+	r.bin = build(t) // skips under -race, as build says
+	mnt := t.TempDir()
+	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) }) // after the processes: cleanups run last first
+	r.pins = filepath.Join(mnt, "l4lb")
+
+	r.sw = r.addNS("sw")
+	ip(t, "-n", r.sw, "link", "add", "br0", "type", "bridge")
+	ip(t, "-n", r.sw, "link", "set", "br0", "up")
+	r.client = r.addNS("cl")
+	r.join(r.client, "p-cl", fleetClient.String())
+	ip(t, "-n", r.client, "route", "add", fleetVIP.Addr().String()+"/32", "via", "198.18.0.3")
+	r.lb = r.addNS("lb")
+	r.join(r.lb, "p-lb", "198.18.0.3")
+	// Forwarded packets must carry whole checksums.
+	r.nsexec(r.client, "ethtool", "-K", "eth0", "tx", "off")
+	r.nsexec(r.lb, "ethtool", "-K", "eth0", "tx", "off")
+	// veth's XDP_TX needs a program on the peer: one that passes all.
+	pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
+	if err != nil {
+		t.Fatalf("loading an XDP_PASS program: %v", err)
+	}
+	t.Cleanup(func() { _ = pass.Close() })
+	l, err := inNS(r.sw, func() (link.Link, error) {
+		ifc, err := net.InterfaceByName("p-lb")
+		if err != nil {
+			return nil, err
+		}
+		return link.AttachXDP(link.XDPOptions{Program: pass, Interface: ifc.Index, Flags: link.XDPDriverMode})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for i := range backends {
+		ns := r.addNS(fmt.Sprintf("be%d", i))
+		r.join(ns, fmt.Sprintf("p-be%d", i), beAddr(i).String())
+		ip(t, "-n", ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
+		for _, dev := range []string{"all", "eth0"} {
+			r.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			r.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+		}
+		r.bes = append(r.bes, ns)
+		serve(t, ns, beAddr(i).String())
+	}
+	return r
+}
+
+// args is l4lb's command line with backends 0 to n-1 but those in
+// without, pinned in r.pins if pinned.
+func (r *restartNet) args(n int, pinned bool, without ...int) []string {
+	pins := ""
+	if pinned {
+		pins = r.pins
+	}
+	a := []string{"-iface", "eth0", "-vip", fleetVIP.String(), "-seed", strconv.Itoa(fleetSeed), "-mode", "native", "-admin", "", "-pin-dir", pins,
+		"-drain-timeout", restartDrain.String()}
+	for i := range n {
+		if !slices.Contains(without, i) {
+			a = append(a, "-backend", beAddr(i).String())
+		}
+	}
+	return a
+}
+
+// restartDrain is l4lb's -drain-timeout in TestRestart.
+const restartDrain = time.Second
+
+// restartTable is the table of backends 0 to n-1 but those in without.
+func restartTable(t *testing.T, n int, without ...int) *maglev.Table {
+	var bs []maglev.Backend
+	for i := range n {
+		if !slices.Contains(without, i) {
+			bs = append(bs, maglev.Backend{Name: beAddr(i).String(), Weight: 1})
+		}
+	}
+	tbl, err := maglev.NewWeighted(bs, maglev.DefaultSize, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// lb starts l4lb with args and waits for its table.
+func (r *restartNet) lbStart(args []string) *process {
+	r.t.Helper()
+	p := start(r.t, r.lb, r.bin, args...)
+	p.await("table digest")
+	return p
+}
+
+// restart stops p by SIGTERM, starts l4lb with args, waits for its table,
+// and returns it and how long that took from the signal. A pinned l4lb
+// must say that it left the program attached, and the next that it
+// adopted it.
+func (r *restartNet) restart(p *process, args []string) (*process, time.Duration) {
+	r.t.Helper()
+	t0 := time.Now()
+	rest := p.stop()
+	i := slices.Index(args, "-pin-dir")
+	pinned := i >= 0 && args[i+1] != ""
+	if want := "l4lb: left attached to eth0"; pinned && (len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], want)) {
+		r.t.Fatalf("l4lb's last lines %q, want one starting %q", rest, want)
+	}
+	p = start(r.t, r.lb, r.bin, args...)
+	if pinned {
+		p.await("l4lb: adopted the data plane pinned in " + filepath.Join(r.pins, "eth0"))
+	}
+	p.await("table digest")
+	return p, time.Since(t0)
+}
+
+// connect makes one connection from each port, and checks that each
+// reaches the backend want predicts.
+func (r *restartNet) connect(want *maglev.Table, ports []int) []*fconn {
+	r.t.Helper()
+	conns, err := inNS(r.client, func() ([]*fconn, error) {
+		var out []*fconn
+		for _, port := range ports {
+			c, err := dialFrom(port)
+			if err != nil {
+				return out, fmt.Errorf("port %d: %w", port, err)
+			}
+			out = append(out, c)
+			if c.backend != predict(want, port) {
+				return out, fmt.Errorf("port %d reached %s, the table says %s", port, c.backend, predict(want, port))
+			}
+		}
+		return out, nil
+	})
+	for _, c := range conns {
+		r.t.Cleanup(func() { _ = c.Close() })
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return conns
+}
+
+// retransmits returns the TCP segments retransmitted by the client and
+// the backends, from their namespaces' counters.
+func (r *restartNet) retransmits() uint64 {
+	r.t.Helper()
+	var sum uint64
+	for _, ns := range append([]string{r.client}, r.bes...) {
+		b, err := inNS(ns, func() ([]byte, error) { return os.ReadFile("/proc/thread-self/net/snmp") })
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		var names []string
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || f[0] != "Tcp:" {
+				continue
+			}
+			if names == nil {
+				names = f
+				continue
+			}
+			i := slices.Index(names, "RetransSegs")
+			if i < 0 || i >= len(f) {
+				r.t.Fatalf("no RetransSegs in %s's /proc/net/snmp", ns)
+			}
+			n, err := strconv.ParseUint(f[i], 10, 64)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			sum += n
+			found = true
+		}
+		if !found {
+			r.t.Fatalf("no Tcp: counters in %s's /proc/net/snmp", ns)
+		}
+	}
+	return sum
+}
+
+// echoes keep every long-lived connection echoing a line every 20 ms,
+// and record each round trip.
+type echoes struct {
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	errs    map[int]error // by port
+	samples []rtt
+	conns   []*fconn
+}
+
+type rtt struct {
+	at time.Time // when it ended
+	d  time.Duration
+}
+
+func startEchoes(conns []*fconn) *echoes {
+	e := &echoes{stop: make(chan struct{}), errs: map[int]error{}, conns: conns}
+	for _, c := range conns {
+		e.wg.Go(func() {
+			for seq := 0; ; seq++ {
+				select {
+				case <-e.stop:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+				t0 := time.Now()
+				err := c.echo(fmt.Sprintf("%d %d", c.port, seq))
+				now := time.Now()
+				e.mu.Lock()
+				if err != nil {
+					e.errs[c.port] = fmt.Errorf("line %d: %w", seq, err)
+				} else {
+					e.samples = append(e.samples, rtt{now, now.Sub(t0)})
+				}
+				e.mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	return e
+}
+
+func (e *echoes) close() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	e.wg.Wait()
+}
+
+// failed returns the ports whose connection failed.
+func (e *echoes) failed() map[int]error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.errs)
+}
+
+// window returns the round trips that ended in [from, to): how many, the
+// slowest and the 99th percentile.
+func (e *echoes) window(from, to time.Time) (n int, slowest, p99 time.Duration) {
+	e.mu.Lock()
+	var ds []time.Duration
+	for _, s := range e.samples {
+		if !s.at.Before(from) && s.at.Before(to) {
+			ds = append(ds, s.d)
+		}
+	}
+	e.mu.Unlock()
+	if len(ds) == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(ds)
+	return len(ds), ds[len(ds)-1], ds[len(ds)*99/100]
+}
+
+// gap returns the longest time in [from, to) in which no round trip
+// ended, on any connection: while packets are lost, none does.
+func (e *echoes) gap(from, to time.Time) time.Duration {
+	e.mu.Lock()
+	ends := []time.Time{from}
+	for _, s := range e.samples {
+		if !s.at.Before(from) && s.at.Before(to) {
+			ends = append(ends, s.at)
+		}
+	}
+	e.mu.Unlock()
+	ends = append(ends, to)
+	slices.SortFunc(ends, time.Time.Compare)
+	var longest time.Duration
+	for i := 1; i < len(ends); i++ {
+		longest = max(longest, ends[i].Sub(ends[i-1]))
+	}
+	return longest
+}
+
+// TestRestart restarts l4lb, pinned, under 100 long-lived connections
+// that echo a line every 20 ms and a bounded load of new connections:
+// five restarts with the same backends, one that adds three (the
+// adopted connection tracking keeps every connection where it was,
+// though the new table moves many), one that removes a backend (only its
+// connections break); then l4lb -detach, and a plain restart without
+// pins for comparison. docs/l4lb.md, "Restarts and upgrades", has the
+// figures.
+func TestRestart(t *testing.T) {
+	r := newRestartNet(t, 6)
+	p := r.lbStart(r.args(3, true))
+	three := restartTable(t, 3)
+	e := startEchoes(r.connect(three, portRange(30000, 100)))
+	defer e.close()
+	loop := startLoad(r.client, 2, 5*time.Millisecond) // a bounded load of new connections
+	defer loop.close()
+	time.Sleep(time.Second)
+
+	// 1. Five restarts, the same backends.
+	retrans := r.retransmits()
+	from := time.Now()
+	var took []string
+	for range 5 {
+		var d time.Duration
+		p, d = r.restart(p, r.args(3, true))
+		took = append(took, d.Round(time.Millisecond).String())
+		time.Sleep(200 * time.Millisecond)
+	}
+	to := time.Now()
+	n0, slow0, p990 := e.window(from.Add(-time.Second), from)
+	n1, slow1, p991 := e.window(from, to)
+	lost := r.retransmits() - retrans
+	if failed := e.failed(); len(failed) > 0 {
+		t.Fatalf("1. %d of 100 long-lived connections broke over 5 restarts: %v", len(failed), failed)
+	}
+	if n := loop.fail.Load(); n > 0 {
+		t.Fatalf("1. %d new connections failed over 5 restarts (%d made); the first: %v", n, loop.ok.Load(), loop.first)
+	}
+	if lost > 0 {
+		t.Errorf("1. %d TCP segments retransmitted over 5 restarts: packets were lost", lost)
+	}
+	// A lost packet costs TCP at least its minimum retransmission timeout.
+	if slow1 >= 200*time.Millisecond {
+		t.Errorf("1. a round trip of %v during the restarts (%v before them): a packet was lost", slow1, slow0)
+	}
+	if n0 < 1000 || n1 < 1000 {
+		t.Fatalf("1. %d round trips in the second before the restarts, %d during them: too few", n0, n1)
+	}
+	t.Logf("1. 5 restarts (SIGTERM to the new l4lb's table: %s): 100 of 100 long-lived connections kept, %d new connections and 0 failed, %d segments retransmitted; round trips in the second before: %d, slowest %v, p99 %v, longest time without one %v; during: %d, slowest %v, p99 %v, longest time without one %v",
+		strings.Join(took, ", "), loop.ok.Load(), lost, n0, slow0.Round(time.Microsecond), p990.Round(time.Microsecond), e.gap(from.Add(-time.Second), from).Round(time.Microsecond),
+		n1, slow1.Round(time.Microsecond), p991.Round(time.Microsecond), e.gap(from, to).Round(time.Microsecond))
+
+	// 2. A restart that adds three backends: the new table moves many of
+	// the connections, and the adopted connection tracking keeps them.
+	six := restartTable(t, 6)
+	moved := 0
+	for _, c := range e.conns {
+		if predict(six, c.port) != c.backend {
+			moved++
+		}
+	}
+	if moved < 20 {
+		t.Fatalf("2. the six backends' table moves %d of 100 connections: too few to show anything", moved)
+	}
+	retrans = r.retransmits()
+	p, d := r.restart(p, r.args(6, true))
+	time.Sleep(time.Second)
+	if failed := e.failed(); len(failed) > 0 {
+		t.Fatalf("2. %d of 100 long-lived connections broke when 3 backends were added (%d moved by the table): %v", len(failed), moved, failed)
+	}
+	if n := loop.fail.Load(); n > 0 {
+		t.Fatalf("2. %d new connections failed; the first: %v", n, loop.first)
+	}
+	loop.close()
+	// New connections follow the new table.
+	for _, c := range r.connect(six, portRange(31000, 50)) {
+		_ = c.Close()
+	}
+	t.Logf("2. a restart (%v) with 3 more backends, whose table moves %d of the 100 connections: all 100 kept (%d segments retransmitted), %d new connections over 1 and 2, 0 failed, 50 more at the new table's backends",
+		d.Round(time.Millisecond), moved, r.retransmits()-retrans, loop.ok.Load())
+
+	// 3. A restart without backend 0: it drains, as a backend that leaves
+	// a running l4lb's members does (the new l4lb finds it in the adopted
+	// data plane); once the drain is over only its connections break.
+	gone := beAddr(0).String()
+	on := 0
+	for _, c := range e.conns {
+		if c.backend == gone {
+			on++
+		}
+	}
+	t0 := time.Now()
+	p.stop()
+	p = start(t, r.lb, r.bin, r.args(6, true, 0)...)
+	p.await("l4lb: 5 backends live, 1 draining, table digest " + digestHex(restartTable(t, 6, 0)))
+	d = time.Since(t0)
+	time.Sleep(restartDrain / 2)
+	if failed := e.failed(); len(failed) > 0 {
+		t.Fatalf("3. %d connections broke while %s drained: %v", len(failed), gone, failed)
+	}
+	time.Sleep(restartDrain + time.Second)
+	failed := e.failed()
+	for _, c := range e.conns {
+		if _, broke := failed[c.port]; broke != (c.backend == gone) {
+			t.Errorf("3. the connection from port %d to %s: broken %v, after %s left", c.port, c.backend, broke, gone)
+		}
+	}
+	if on == 0 {
+		t.Fatalf("3. no connection was on %s", gone)
+	}
+	t.Logf("3. a restart (%v) without %s: it drained for the %v drain timeout, its %d connections working; then they broke, and the other %d kept", d.Round(time.Millisecond), gone, restartDrain, on, 100-on)
+
+	// 4. l4lb -detach removes the program and the pins.
+	if rest := p.stop(); len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "l4lb: left attached to eth0") {
+		t.Fatalf("4. last lines %q", rest)
+	}
+	out, err := exec.Command("ip", "netns", "exec", r.lb, r.bin, "-detach", "-iface", "eth0", "-pin-dir", r.pins).CombinedOutput()
+	if err != nil {
+		t.Fatalf("4. l4lb -detach: %v: %s", err, out)
+	}
+	dir := filepath.Join(r.pins, "eth0")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !slices.Contains(lines, "l4lb: removed "+filepath.Join(dir, "link")) || !slices.Contains(lines, "l4lb: removed "+filepath.Join(dir, "conntrack4")) ||
+		lines[len(lines)-1] != "l4lb: detached from eth0" {
+		t.Fatalf("4. l4lb -detach printed %q", lines)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("4. after -detach, %s: %v", dir, err)
+	}
+	if o := ip(t, "-n", r.lb, "link", "show", "eth0"); strings.Contains(o, "xdp") {
+		t.Fatalf("4. a program is still attached to eth0 after -detach: %s", o)
+	}
+	t.Logf("4. l4lb -detach: removed %d pins and the directory, eth0 has no program", len(lines)-1)
+
+	// 5. For comparison, a plain restart, without pins: the program is
+	// detached, then attached again.
+	p = r.lbStart(r.args(6, false, 0))
+	time.Sleep(1500 * time.Millisecond) // the connections recover from the gap -detach made
+	broken := len(e.failed())
+	retrans = r.retransmits()
+	from = time.Now()
+	p, d = r.restart(p, r.args(6, false, 0))
+	time.Sleep(time.Second)
+	to = time.Now()
+	_, slow0, _ = e.window(from.Add(-500*time.Millisecond), from)
+	_, slow1, _ = e.window(from, to)
+	gap := e.gap(from, to)
+	lost = r.retransmits() - retrans
+	if lost == 0 || slow1 < 200*time.Millisecond {
+		t.Errorf("5. a plain restart: %d segments retransmitted, a slowest round trip of %v: no gap seen, so the checks of 1 could not see one either", lost, slow1)
+	}
+	if n := len(e.failed()) - broken; n != 0 {
+		t.Errorf("5. %d connections broke in a plain restart (the same backends: the same table)", n)
+	}
+	t.Logf("5. a plain restart without pins (%v): %d segments retransmitted, the slowest round trip %v (%v in the half second before), %v without a round trip; 0 connections broke",
+		d.Round(time.Millisecond), lost, slow1.Round(time.Millisecond), slow0.Round(time.Microsecond), gap.Round(time.Millisecond))
+	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from eth0" {
+		t.Errorf("5. last lines %q", rest)
+	}
+}
+
+// TestDetachFunc: detach, the end of a drain of the whole load balancer,
+// removes the program and the pins, where leave keeps them.
+func TestDetachFunc(t *testing.T) {
+	need(t)
+	ns := vethNS(t, "l4pin")
+	mnt := t.TempDir()
+	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	dir := filepath.Join(mnt, "l4lb", "v0")
+	lb, err := inNS(ns, func() (*xdpmaglev.LB, error) {
+		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	if _, err := os.Stat(filepath.Join(dir, "link")); err != nil {
+		t.Fatalf("the link is not pinned: %v", err)
+	}
+	var out strings.Builder
+	if err := detach(lb, "v0", &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "l4lb: detached from v0, and removed the pins in " + dir + "\n"; out.String() != want {
+		t.Errorf("printed %q, want %q", out.String(), want)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after detach, %s: %v", dir, err)
+	}
+	if o := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
+		t.Errorf("a program is still attached to v0 after detach: %s", o)
+	}
+}
+
+// TestKeptOnFailedStart: a new l4lb whose configuration cannot start
+// (here, more backends than the pinned maps hold) leaves the service an
+// earlier l4lb left as it was, forwarding, for the next one; once a
+// configuration applies, services it does not hold are deleted.
+func TestKeptOnFailedStart(t *testing.T) {
+	need(t)
+	ns := vethNS(t, "l4keep")
+	mnt := t.TempDir()
+	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
+	load := func() *xdpmaglev.LB {
+		t.Helper()
+		lb, err := inNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = lb.Close() })
+		return lb
+	}
+	config := func(vip string, n int) serviceConfig {
+		t.Helper()
+		args := []string{"-iface", "v0", "-vip", vip, "-m", "251"}
+		for i := range n {
+			args = append(args, "-backend", fmt.Sprintf("%s=02:00:00:00:00:%02x", beAddr(i), i))
+		}
+		c, err := parse(args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.serviceConfig
+	}
+	web, other := config(fleetVIP.String(), 2), config("198.19.0.2:80", 1)
+	lb := load()
+	for _, c := range []serviceConfig{web, other} {
+		if err := lb.SetService(c.svc, c.backends); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digest := lb.Table(web.svc).Digest()
+	if err := lb.Release(); err != nil {
+		t.Fatal(err)
+	}
+
+	lb = load()
+	var out strings.Builder
+	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, &lockedWriter{w: &out}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.iface = "v0"
+	adopted(lb, b, &out)
+	if _, err := b.apply([]serviceConfig{config(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
+		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
+	}
+	if got := lb.Services(); len(got) != 2 || lb.Table(web.svc) == nil || lb.Table(web.svc).Digest() != digest {
+		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.svc, out.String())
+	}
+	if _, err := b.apply([]serviceConfig{web}); err != nil {
+		t.Fatal(err)
+	}
+	if err := prune(lb, b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Services(); len(got) != 1 || got[0] != web.svc {
+		t.Fatalf("after an apply of one service and prune: services %v", got)
+	}
+	if !strings.Contains(out.String(), "l4lb: deleted tcp/198.19.0.2:80, which an earlier l4lb left") {
+		t.Fatalf("printed %q", out.String())
+	}
+	// Taken over, a service an apply drops leaves the data plane.
+	if _, err := b.apply([]serviceConfig{other}); err != nil {
+		t.Fatal(err)
+	}
+	if got := lb.Services(); len(got) != 1 || got[0] != other.svc {
+		t.Fatalf("after an apply of the other service: services %v", got)
+	}
+	b.close()
+}

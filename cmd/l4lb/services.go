@@ -1,0 +1,357 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/membership"
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// A balancer is the running load balancer: the data plane, and a running
+// service for each configured one. apply makes the running services those
+// of a configuration, service by service: a service's data-plane key is
+// its VIP, port and protocol, and one whose settings are the same is left
+// alone.
+//
+// A balancer is safe for concurrent use by multiple goroutines: applyMu
+// orders applies (a reload and the admin API's), mu guards the running
+// services and is held only to read or swap them, never across a pool's
+// update.
+type balancer struct {
+	ctx     context.Context // the watches' lifetime
+	lb      *xdpmaglev.LB
+	iface   string // for the flags' one service's status line
+	mp      metric.MeterProvider
+	sp      *speaker // nil: no BGP
+	out     io.Writer
+	logger  *slog.Logger
+	updates metric.Int64Counter // the data plane's updates of a service
+
+	applyMu sync.Mutex
+	mu      sync.Mutex // guards running and kept
+	running map[xdpmaglev.Service]*running
+	// kept are the services an earlier l4lb left in the pinned data
+	// plane that no apply has taken over yet: stopping one (an apply
+	// undone) leaves it there, forwarding, for the next l4lb.
+	kept map[xdpmaglev.Service]bool
+}
+
+// running is one service at work: its settings, its pool, and the watch
+// of its membership source.
+type running struct {
+	cfg  serviceConfig
+	pool *pool
+	stop func()        // ends the watch; nil for static backends
+	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
+}
+
+func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, out io.Writer, logger *slog.Logger) (*balancer, error) {
+	updates, err := mp.Meter(meterScope).Int64Counter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service."))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, out: out, logger: logger, updates: updates, running: map[xdpmaglev.Service]*running{}}, nil
+}
+
+// apply makes the running services those of svcs. New services start
+// first: if one cannot (its source does not answer, the data plane is
+// full), the ones started are stopped again and apply returns the error,
+// with the running services as they were. Then the services whose
+// settings changed change in place (their pool keeps its state, and its
+// swap is atomic), and those no longer listed stop and leave the data
+// plane. It returns what it did, for a status line.
+func (b *balancer) apply(svcs []serviceConfig) (string, error) {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	b.mu.Lock()
+	old := maps.Clone(b.running)
+	b.mu.Unlock()
+
+	want := map[xdpmaglev.Service]serviceConfig{}
+	for _, c := range svcs {
+		want[c.svc] = c
+	}
+	var added, changed, removed []string
+	started := map[xdpmaglev.Service]*running{}
+	undo := func() {
+		for _, r := range started {
+			b.stopService(r)
+		}
+	}
+	var batch []*pool // the new services of static backends: applied at once
+	for _, c := range svcs {
+		if old[c.svc] != nil {
+			continue
+		}
+		r, err := b.start(c)
+		if err != nil {
+			undo()
+			return "", c.errorf(err)
+		}
+		started[c.svc] = r
+		added = append(added, c.name)
+		if !c.src.Dynamic() {
+			batch = append(batch, r.pool)
+		}
+	}
+	if err := applyAll(b.lb, batch); err != nil {
+		undo()
+		return "", err
+	}
+	// A changed source: the new watch starts, and must give its first
+	// list, before the old one stops.
+	type swap struct {
+		r    *running
+		c    serviceConfig
+		stop func()
+	}
+	var swaps []swap
+	for _, c := range svcs {
+		r := old[c.svc]
+		if r == nil || (r.cfg.settings == c.settings && r.cfg.name == c.name) {
+			continue
+		}
+		var stop func()
+		if c.srcSettings != r.cfg.srcSettings && c.src.Dynamic() {
+			// From here on the old watch's lists are dropped: the new
+			// one's first list is the members, even if the old one's next
+			// arrives after it.
+			prev := r.gen.Load()
+			var err error
+			if stop, err = b.watch(c, r); err != nil {
+				r.gen.Store(prev)
+				undo()
+				for _, s := range swaps {
+					if s.stop != nil {
+						s.stop()
+					}
+				}
+				return "", c.errorf(err)
+			}
+		}
+		swaps = append(swaps, swap{r: r, c: c, stop: stop})
+	}
+
+	// Nothing can fail from here on: the new configuration is in force.
+	b.mu.Lock()
+	for k, r := range started {
+		b.running[k] = r
+		delete(b.kept, k)
+	}
+	b.mu.Unlock()
+	for _, s := range swaps {
+		if err := b.change(s.r, s.c, s.stop); err != nil {
+			_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v (the pool tries again)\n", s.c.name, err)
+		}
+		changed = append(changed, s.c.name)
+	}
+	for k, r := range old {
+		if _, ok := want[k]; ok {
+			continue
+		}
+		b.stopService(r)
+		b.mu.Lock()
+		delete(b.running, k)
+		b.mu.Unlock()
+		removed = append(removed, r.cfg.name)
+	}
+	for _, l := range [][]string{added, changed, removed} {
+		sort.Strings(l)
+	}
+	unchanged := len(svcs) - len(added) - len(changed)
+	return fmt.Sprintf("%d services: added %s, changed %s, removed %s, %d unchanged",
+		len(svcs), list(added), list(changed), list(removed), unchanged), nil
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// start starts the service c: its pool, its health check, and its
+// backends: the source's first list applied, or the static ones set as
+// the members, for the caller to apply (applyAll).
+func (b *balancer) start(c serviceConfig) (*running, error) {
+	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.out)
+	p.name, p.bgp = c.name, b.sp
+	p.updates, p.attrs = b.updates, metric.WithAttributes(attribute.String("maglev.service", c.svc.String()))
+	if c.health.kind != "" {
+		h, err := newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() })
+		if err != nil {
+			return nil, err
+		}
+		p.health = h
+	}
+	b.mu.Lock()
+	if b.kept[c.svc] {
+		// Adopted: the backends the data plane holds that are not
+		// members drain (the pool is not ready: its first apply writes).
+		p.applied = adoptedBackends(b.lb, c.svc)
+	}
+	b.mu.Unlock()
+	r := &running{cfg: c, pool: p}
+	what := fmt.Sprintf("%d backends", len(c.backends))
+	if c.src.Dynamic() {
+		what = "backends from " + c.src.String()
+	}
+	if c.name == "default" { // the flags' one service: its first status line as it has always been
+		_, _ = fmt.Fprintf(b.out, "l4lb: %v attached to %s (%v)%s, %s\n", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what)
+	} else {
+		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v%s, %s\n", c.name, c.svc, by(c.fwd), what)
+	}
+	if p.health != nil {
+		_, _ = fmt.Fprintf(b.out, "l4lb: %shealth check: %v\n", p.prefix(), c.health)
+	}
+	if c.src.Dynamic() {
+		stop, err := b.watch(c, r)
+		if err != nil {
+			b.stopService(r)
+			return nil, err
+		}
+		r.stop = stop
+	} else {
+		p.members0(static(c.backends)) // applied by the caller, with the other new services
+	}
+	return r, nil
+}
+
+// watch starts c's source, setting r's members from each list while it is
+// r's current watch.
+func (b *balancer) watch(c serviceConfig, r *running) (func(), error) {
+	gen := r.gen.Add(1)
+	set := func(eps []membership.Endpoint) error {
+		if r.gen.Load() != gen {
+			return nil // replaced
+		}
+		return r.pool.setMembers(members(eps, b.logger))
+	}
+	return c.src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
+}
+
+// errorf returns err of the service c: "service NAME: err", or err for
+// the flags' one service.
+func (c serviceConfig) errorf(err error) error {
+	if c.name == "default" {
+		return err
+	}
+	return fmt.Errorf("service %q: %w", c.name, err)
+}
+
+// static returns the members of static backends.
+func static(bs []xdpmaglev.Backend) map[netip.Addr]member {
+	m := make(map[netip.Addr]member, len(bs))
+	for _, be := range bs {
+		m[be.Addr.Unmap()] = member{weight: be.Weight, hw: be.HW}
+	}
+	return m
+}
+
+// change changes the running service r to the settings c, in place; stop
+// is the watch of c's new source, started already, if it changed.
+func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
+	p := r.pool
+	var h *checker
+	if c.health != r.cfg.health && c.health.kind != "" {
+		var err error
+		if h, err = newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() }); err != nil {
+			return err
+		}
+	}
+	old := p.reconfigure(c, r.cfg.drained, h, c.health != r.cfg.health)
+	if old != nil {
+		old.close()
+	}
+	if c.srcSettings != r.cfg.srcSettings {
+		if r.stop != nil {
+			r.stop()
+		}
+		r.stop = stop
+	}
+	r.cfg = c
+	var err error
+	if !c.src.Dynamic() {
+		err = p.setMembers(static(c.backends))
+	} else {
+		err = p.setMembers(p.currentMembers()) // the health check's new backends, and an apply
+	}
+	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: changed\n", c.name)
+	return err
+}
+
+// stopService ends r: its watch, its pool, and its place in the data
+// plane and in BGP.
+func (b *balancer) stopService(r *running) {
+	if r.stop != nil {
+		r.stop()
+	}
+	r.pool.close()
+	if b.sp != nil {
+		b.sp.forget(r.cfg.svc)
+	}
+	b.mu.Lock()
+	kept := b.kept[r.cfg.svc]
+	b.mu.Unlock()
+	if kept {
+		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped, and left in the data plane as the earlier l4lb left it\n", r.cfg.name)
+		return
+	}
+	if err := b.lb.DeleteService(r.cfg.svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
+		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: leaving the data plane: %v\n", r.cfg.name, err)
+		return
+	}
+	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped\n", r.cfg.name)
+}
+
+// close stops every service's watch and pool, leaving the data plane as
+// it is.
+func (b *balancer) close() {
+	b.applyMu.Lock()
+	defer b.applyMu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range b.running {
+		if r.stop != nil {
+			r.stop()
+		}
+		r.pool.close()
+	}
+}
+
+// services returns the running services, by name.
+func (b *balancer) services() []*running {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]*running, 0, len(b.running))
+	for _, r := range b.running {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(x, y *running) int { return strings.Compare(x.cfg.name, y.cfg.name) })
+	return out
+}
+
+// service returns the running service named name, or nil.
+func (b *balancer) service(name string) *running {
+	for _, r := range b.services() {
+		if r.cfg.name == name {
+			return r
+		}
+	}
+	return nil
+}

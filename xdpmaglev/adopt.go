@@ -1,0 +1,232 @@
+package xdpmaglev
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"net/netip"
+	"slices"
+
+	"github.com/cilium/ebpf"
+	"github.com/maglevlb/maglev"
+	"golang.org/x/sys/unix"
+)
+
+// adoptedBackend is a backends map entry in use, and its id.
+type adoptedBackend struct {
+	id uint32
+	e  maglevBackend
+}
+
+// adopt rebuilds the LB's state from adopted maps: each service with its
+// id, table and options, each backend with its id, cookie and entry, the
+// free ids and the cookie counter. So SetServiceOptions with the same
+// backends keeps every backend's id and cookie, and the flows connection
+// tracking holds for them stay where they are. Entries that no service
+// names (a SetService cut short by the end of its process) are cleared.
+// The LB is not shared yet: lb.mu need not be held.
+func (lb *LB) adopt(cookie uint32) error {
+	entries, err := readArray[maglevBackend](lb.objs.Backends)
+	if err != nil {
+		return fmt.Errorf("%w: reading the backends: %v", ErrLayout, err)
+	}
+	bySvc := map[uint32][]adoptedBackend{}
+	for id, e := range entries {
+		if e.Cookie != 0 {
+			bySvc[e.Svc] = append(bySvc[e.Svc], adoptedBackend{uint32(id), e})
+			cookie = max(cookie, e.Cookie)
+		}
+	}
+	used := map[uint32]bool{} // service ids
+	add := func(svc Service, id uint32) error {
+		if used[id] || id >= uint32(lb.opts.MaxServices) {
+			return fmt.Errorf("%w: service %v has id %d, which is taken or out of range", ErrLayout, svc, id)
+		}
+		s, err := lb.adoptService(svc, id, bySvc[id])
+		if err != nil {
+			return err
+		}
+		lb.gen++
+		s.gen = lb.gen
+		lb.services[svc] = s
+		used[id] = true
+		return nil
+	}
+	var k4 maglevSvcKey4
+	var k6 maglevSvcKey
+	var v maglevService
+	for it := lb.objs.Services4.Iterate(); it.Next(&k4, &v); {
+		if err := add(service4(k4), v.Id); err != nil {
+			return err
+		}
+	}
+	for it := lb.objs.Services6.Iterate(); it.Next(&k6, &v); {
+		if err := add(service6(k6), v.Id); err != nil {
+			return err
+		}
+	}
+	for id := range uint32(lb.opts.MaxServices) {
+		if !used[id] {
+			_ = lb.objs.Tables.Delete(id) // a table no service names: none, normally
+			lb.svcFree = append(lb.svcFree, id)
+		}
+	}
+	for id, e := range entries {
+		if e.Cookie != 0 && !used[e.Svc] {
+			if err := lb.objs.Backends.Put(uint32(id), maglevBackend{}); err != nil {
+				return fmt.Errorf("xdpmaglev: clearing backend %d: %w", id, err)
+			}
+			e.Cookie = 0
+		}
+		if e.Cookie == 0 {
+			lb.beFree = append(lb.beFree, uint32(id))
+		}
+	}
+	lb.cookie = cookie
+	return nil
+}
+
+// adoptService rebuilds service svc of id id from its table and its
+// backends' entries.
+func (lb *LB) adoptService(svc Service, id uint32, bes []adoptedBackend) (*service, error) {
+	var inner *ebpf.Map
+	if err := lb.objs.Tables.Lookup(id, &inner); err != nil {
+		return nil, fmt.Errorf("%w: the table of %v: %v", ErrLayout, svc, err)
+	}
+	slots, err := readSlots(inner)
+	_ = inner.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%w: the table of %v: %v", ErrLayout, svc, err)
+	}
+	s := &service{id: id, backends: make(map[netip.Addr]*backend, len(bes)), opts: ServiceOptions{M: len(slots)}}
+	names := make([]maglev.Backend, len(bes))
+	index := make(map[uint32]int, len(bes)) // backend id → names index
+	for i, b := range bes {
+		addr := entryAddr(b.e.Addr, b.e.Family)
+		names[i] = maglev.Backend{Name: addr.String(), Weight: b.e.Weight}
+		index[b.id] = i
+		be := &backend{id: b.id, cookie: b.e.Cookie, entry: b.e}
+		if Forward(b.e.Mode) == ForwardL2 {
+			be.hw = slices.Clone(b.e.Mac[:])
+		}
+		s.backends[addr] = be
+		if i == 0 {
+			s.opts = entryOptions(b.e, len(slots))
+		}
+	}
+	owners := make([]uint32, len(slots))
+	for i, sl := range slots {
+		if sl.Id == noBackend {
+			owners[i] = noBackend
+			continue
+		}
+		j, ok := index[sl.Id]
+		if !ok || bes[j].e.Cookie != sl.Cookie {
+			return nil, fmt.Errorf("%w: the table of %v: slot %d names backend %d (cookie %d), which is not the service's", ErrLayout, svc, i, sl.Id, sl.Cookie)
+		}
+		owners[i] = uint32(j)
+	}
+	if s.table, err = maglev.NewFromSlots(names, owners, nil); err != nil {
+		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
+	}
+	s.full = s.table
+	return s, nil
+}
+
+// readSlots returns a table map's slots 1 to M, M being slot 0's id (see
+// writeSlots), through a read-only mapping of the map's memory.
+func readSlots(m *ebpf.Map) ([]maglevSlot, error) {
+	size := 8 * int(m.MaxEntries())
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	defer func() { _ = unix.Munmap(mem) }()
+	n := int(binary.NativeEndian.Uint32(mem))
+	if n == 0 || 1+n > int(m.MaxEntries()) {
+		return nil, fmt.Errorf("a size of %d in a map of %d slots", n, m.MaxEntries())
+	}
+	out := make([]maglevSlot, n)
+	for i := range out {
+		out[i] = maglevSlot{Id: binary.NativeEndian.Uint32(mem[8+8*i:]), Cookie: binary.NativeEndian.Uint32(mem[8+8*i+4:])}
+	}
+	return out, nil
+}
+
+// readArray returns every value of an array map, by index: a batch
+// lookup of 1,024 a system call, or one lookup an entry where the kernel
+// has no batches.
+func readArray[V any](m *ebpf.Map) ([]V, error) {
+	out := make([]V, m.MaxEntries())
+	keys := make([]uint32, 1024)
+	vals := make([]V, 1024)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := m.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			if keys[i] < uint32(len(out)) {
+				out[keys[i]] = vals[i]
+			}
+		}
+		if errors.Is(err, ebpf.ErrKeyNotExist) {
+			return out, nil
+		}
+		if errors.Is(err, ebpf.ErrNotSupported) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i := range out {
+		if err := m.Lookup(uint32(i), &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// service4 and service6 return the Service of a services map key: the
+// inverse of LB.key.
+func service4(k maglevSvcKey4) Service {
+	return Service{VIP: netip.AddrPortFrom(entryAddr([4]uint32{k.Addr}, 4), hostPort(k.Port)), Proto: Proto(k.Proto)}
+}
+
+func service6(k maglevSvcKey) Service {
+	return Service{VIP: netip.AddrPortFrom(entryAddr(k.Addr, 6), hostPort(k.Port)), Proto: Proto(k.Proto)}
+}
+
+// hostPort returns a port as the maps hold it (network order, in a native
+// word) as a number.
+func hostPort(p uint16) uint16 {
+	var b [2]byte
+	binary.NativeEndian.PutUint16(b[:], p)
+	return binary.BigEndian.Uint16(b[:])
+}
+
+// entryAddr is the inverse of addrWords: the address of family 4 or 6.
+func entryAddr(w [4]uint32, family uint8) netip.Addr {
+	var b [16]byte
+	for i, x := range w {
+		binary.NativeEndian.PutUint32(b[4*i:], x)
+	}
+	if family == 4 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16(b)
+}
+
+// entryOptions returns the ServiceOptions of a service of M slots whose
+// backend entry e is: the inverse of entry.
+func entryOptions(e maglevBackend, m int) ServiceOptions {
+	o := ServiceOptions{Forward: Forward(e.Mode), M: m}
+	if o.Forward == ForwardL2 {
+		return o
+	}
+	o.Source = entryAddr(e.Src, e.Family)
+	o.GUEPort = hostPort(e.Port)
+	o.SourceBits = uint8(bits.OnesCount16(e.SrcMask))
+	return o
+}
