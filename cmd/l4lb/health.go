@@ -100,7 +100,6 @@ type probed struct {
 	probes   int    // probes done
 	stopped  bool   // no longer probed: its timer is not armed again
 	timer    *time.Timer
-	next     time.Time // when the timer's probe starts
 
 	addr   netip.Addr
 	target string          // addr and the port probed, as the dialer takes them
@@ -181,11 +180,11 @@ const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"
 
 // set makes addrs the backends probed: a new one starts up and is probed
 // from now on, the first time after a random part of the interval, so
-// that many backends' probes spread out over it (grouped in bursts they
-// would share the process's wakeups, but with 10,000 HTTP backends a
-// second, they made probes miss their deadlines: docs/l4lb.md, "Health
-// checks at scale"); one no longer listed stops being probed and its
-// health is forgotten. It waits for nothing.
+// that many backends' probes spread out over it (grouped in bursts, they
+// would share the process's wakeups, but 10,000 HTTP probes a second then
+// missed their deadlines: docs/l4lb.md, "Health checks at scale"); one no
+// longer listed stops being probed and its health is forgotten. It waits
+// for nothing.
 func (c *checker) set(addrs []netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -200,9 +199,8 @@ func (c *checker) set(addrs []netip.Addr) {
 		}
 		b := c.newProbed(a)
 		c.backends[a] = b
-		b.next = time.Now().Add(rand.N(c.cfg.interval))
 		c.wg.Add(1)
-		b.timer = time.AfterFunc(time.Until(b.next), func() { c.run(b) })
+		b.timer = time.AfterFunc(rand.N(c.cfg.interval), func() { c.run(b) })
 	}
 	for a, b := range c.backends {
 		if !keep[a] {
@@ -283,8 +281,11 @@ func (c *checker) close() {
 
 // run is a probe of b's, in a goroutine of its own (its timer's): it
 // probes, records the result, and arms the timer for the next probe, an
-// interval after this one was due (at once if that has passed), unless b
-// was stopped meanwhile.
+// interval after this one started, unless b was stopped meanwhile. A
+// probe that started late does not hurry the next one: a process short of
+// CPU probes less often, rather than piling probes up (an interval after
+// the one before was due, 10,000 backends a second on a loaded machine
+// fell behind and missed deadlines).
 func (c *checker) run(b *probed) {
 	defer c.wg.Done()
 	start := time.Now()
@@ -297,12 +298,8 @@ func (c *checker) run(b *probed) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !b.stopped {
-		b.next = b.next.Add(c.cfg.interval)
-		if now := time.Now(); b.next.Before(now) {
-			b.next = now
-		}
 		c.wg.Add(1)
-		b.timer.Reset(time.Until(b.next))
+		b.timer.Reset(max(c.cfg.interval-time.Since(start), 0))
 	}
 }
 

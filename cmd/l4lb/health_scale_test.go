@@ -152,6 +152,7 @@ func scaleNS(tb testing.TB, n int) string {
 	if err := raiseNoFile(uint64(n) + 1000); err != nil {
 		tb.Fatal(err)
 	}
+	sweepScaleNS()
 	ns := fmt.Sprintf("hsc-%d", os.Getpid())
 	run := func(args ...string) {
 		tb.Helper()
@@ -189,6 +190,30 @@ func scaleNS(tb testing.TB, n int) string {
 	go func() { _ = srv.Serve(hl) }()
 	tb.Cleanup(func() { _ = srv.Close() })
 	return ns
+}
+
+// sweepScaleNS deletes the namespaces hsc-PID that a scale run left when
+// its process was killed before its cleanups ran (no process PID runs).
+func sweepScaleNS() {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		rest, ok := strings.CutPrefix(f[0], "hsc-")
+		pid, err := strconv.Atoi(rest)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			continue // its run is under way
+		}
+		_ = exec.Command("ip", "netns", "del", f[0]).Run() // best effort
+	}
 }
 
 // runScale runs the checker process of cfg in namespace ns (made by
@@ -368,9 +393,9 @@ const scaleBenchEnv = "L4LB_HEALTH_SCALE"
 // its resident memory, what it allocates a probe, the probes that failed
 // in the window and the transitions before it (warm-transitions: on a
 // loaded machine, the first round, every connection dialled and accepted
-// at once, can miss deadlines). It creates a network namespace: run it as root with
-// L4LB_HEALTH_SCALE=1, under flock /tmp/netns.lock where other tests do,
-// with -benchtime 10x (docs/l4lb.md, "Health checks at scale").
+// at once, can miss deadlines). It creates a network namespace: run it as
+// root with L4LB_HEALTH_SCALE=1 and -benchtime 10x, not beside other
+// namespace tests (docs/l4lb.md, "Health checks at scale").
 func BenchmarkHealthScale(b *testing.B) {
 	if os.Getenv(scaleBenchEnv) != "1" {
 		b.Skip("set L4LB_HEALTH_SCALE=1 to run it (a minute or more)")
