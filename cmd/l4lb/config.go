@@ -166,7 +166,6 @@ func parseFile(b []byte) (global, []serviceConfig, error) {
 		}
 		out = append(out, c.serviceConfig)
 	}
-	g.file = ""
 	return g, out, nil
 }
 
