@@ -38,12 +38,18 @@ func (lb *LB) adopt(cookie uint32) error {
 			cookie = max(cookie, e.Cookie)
 		}
 	}
-	used := map[uint32]bool{} // service ids
+	used := map[uint32]bool{}       // service ids
+	downs := map[uint32][]Backend{} // the Down backends, by service id
+	var dk maglevDownKey
+	var dw uint32
+	for it := lb.objs.Down.Iterate(); it.Next(&dk, &dw); {
+		downs[dk.Svc] = append(downs[dk.Svc], Backend{Addr: entryAddr(dk.Addr, dk.Family), Weight: dw, Down: true})
+	}
 	add := func(svc Service, id uint32) error {
 		if used[id] || id >= uint32(lb.opts.MaxServices) {
 			return fmt.Errorf("%w: service %v has id %d, which is taken or out of range", ErrLayout, svc, id)
 		}
-		s, err := lb.adoptService(svc, id, bySvc[id])
+		s, err := lb.adoptService(svc, id, bySvc[id], downs[id])
 		if err != nil {
 			return err
 		}
@@ -84,12 +90,55 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	lb.cookie = cookie
+	for id, bs := range downs {
+		if used[id] {
+			continue
+		}
+		for _, b := range bs {
+			if err := lb.objs.Down.Delete(downKey(id, b.Addr)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("xdpmaglev: clearing the Down record of %v: %w", b.Addr, err)
+			}
+		}
+	}
+	return lb.adoptVIPs()
+}
+
+// adoptVIPs makes the maps of VIPs those of the adopted services: a VIP
+// no service has (a DeleteService cut short) is deleted. The LB is not
+// shared yet.
+func (lb *LB) adoptVIPs() error {
+	vips := map[netip.Addr]bool{}
+	for s := range lb.services {
+		vips[s.VIP.Addr()] = true
+	}
+	var k4 uint32
+	var k6 [4]uint32
+	var n uint32
+	var stale []netip.Addr
+	for it := lb.objs.Vips4.Iterate(); it.Next(&k4, &n); {
+		if a := entryAddr([4]uint32{k4}, 4); !vips[a] {
+			stale = append(stale, a)
+		}
+	}
+	for it := lb.objs.Vips6.Iterate(); it.Next(&k6, &n); {
+		if a := entryAddr(k6, 6); !vips[a] {
+			stale = append(stale, a)
+		}
+	}
+	for a := range vips {
+		stale = append(stale, a)
+	}
+	for _, a := range stale { // syncVIP counts, and deletes those with none
+		if err := lb.syncVIP(a); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// adoptService rebuilds service svc of id id from its table and its
-// backends' entries.
-func (lb *LB) adoptService(svc Service, id uint32, bes []adoptedBackend) (*service, error) {
+// adoptService rebuilds service svc of id id from its table, its
+// backends' entries, and its Down backends.
+func (lb *LB) adoptService(svc Service, id uint32, bes []adoptedBackend, downs []Backend) (*service, error) {
 	var inner *ebpf.Map
 	if err := lb.objs.Tables.Lookup(id, &inner); err != nil {
 		return nil, fmt.Errorf("%w: the table of %v: %v", ErrLayout, svc, err)
@@ -131,6 +180,14 @@ func (lb *LB) adoptService(svc Service, id uint32, bes []adoptedBackend) (*servi
 		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
 	}
 	s.full = s.table
+	s.down = make(map[netip.Addr]uint32, len(downs))
+	for _, b := range bes {
+		s.adopted = append(s.adopted, Backend{Addr: entryAddr(b.e.Addr, b.e.Family), Weight: b.e.Weight})
+	}
+	for _, b := range downs {
+		s.down[b.Addr] = b.Weight
+		s.adopted = append(s.adopted, b)
+	}
 	return s, nil
 }
 

@@ -19,6 +19,14 @@ type DecapOptions struct {
 	// Hosts are the outer destinations accepted: the interface's
 	// addresses if empty.
 	Hosts []netip.Addr
+	// Sources are the outer source addresses trusted: the load
+	// balancers' (their ServiceOptions.Source, with its SourceBits),
+	// and, with second chance, the other backends'. An IPIP or GUE packet
+	// to a host and a VIP from any other source is dropped and counted
+	// (DecapStats.Untrusted): whoever could send one would choose the
+	// inner source the backend answers. Required; 0.0.0.0/0 and ::/0
+	// trust every source, and must be given explicitly.
+	Sources []netip.Prefix
 	// GUEPort is the UDP port of GUE packets: DefaultGUEPort if 0.
 	GUEPort uint16
 	// Mode is the attach mode; AttachAuto if zero.
@@ -28,7 +36,8 @@ type DecapOptions struct {
 // A Decap is the decapsulator attached to a backend's interface: an XDP
 // program that strips the outer header of IPIP and GUE packets addressed
 // to one of the host's addresses that carry a packet to one of the VIPs,
-// and passes the inner packet to the kernel, which delivers it to the VIP
+// from a trusted source (DecapOptions.Sources), and passes the inner
+// packet to the kernel, which delivers it to the VIP
 // on lo; the backend answers the client directly. Other packets pass
 // unchanged. It needs no kernel module. Its methods are safe for
 // concurrent use by multiple goroutines.
@@ -48,6 +57,9 @@ type DecapStats struct {
 	// Malformed counts the encapsulated packets to a host whose inner
 	// header was cut short or impossible, passed unchanged.
 	Malformed uint64 `json:"malformed"`
+	// Untrusted counts the encapsulated packets to a host and a VIP from
+	// an outer source not in DecapOptions.Sources, dropped.
+	Untrusted uint64 `json:"untrusted"`
 }
 
 // AttachDecap loads the decapsulator and attaches it to the interface
@@ -111,6 +123,14 @@ func newDecap(opts DecapOptions) (*Decap, error) {
 	if len(opts.Hosts) == 0 {
 		return nil, fmt.Errorf("%w: DecapOptions.Hosts is empty", ErrOptions)
 	}
+	if len(opts.Sources) == 0 {
+		return nil, fmt.Errorf("%w: DecapOptions.Sources is empty: give the load balancers' source prefixes (0.0.0.0/0 and ::/0 trust every source)", ErrOptions)
+	}
+	for _, p := range opts.Sources {
+		if !p.IsValid() || p.Addr().Zone() != "" {
+			return nil, fmt.Errorf("%w: DecapOptions.Sources: invalid prefix %v", ErrOptions, p)
+		}
+	}
 	if opts.GUEPort == 0 {
 		opts.GUEPort = DefaultGUEPort
 	}
@@ -141,11 +161,34 @@ func newDecap(opts DecapOptions) (*Decap, error) {
 		}
 		return nil
 	}
-	if err := errors.Join(put(d.objs.Hosts, "host", opts.Hosts), put(d.objs.Vips, "VIP", opts.VIPs)); err != nil {
+	if err := errors.Join(put(d.objs.Hosts, "host", opts.Hosts), put(d.objs.Vips, "VIP", opts.VIPs), d.trust(opts.Sources)); err != nil {
 		_ = d.objs.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// trust puts the prefixes ps into the maps of trusted sources, an IPv4
+// one (or an IPv4-mapped IPv6 one, unmapped) in sources4, an IPv6 one in
+// sources6.
+func (d *Decap) trust(ps []netip.Prefix) error {
+	for _, p := range ps {
+		p = p.Masked()
+		var err error
+		if a := p.Addr(); a.Is4() || (a.Is4In6() && p.Bits() >= 96) {
+			bits := p.Bits()
+			if a.Is4In6() {
+				bits -= 96
+			}
+			err = d.objs.Sources4.Put(decapSrc4{Prefixlen: uint32(bits), Addr: addrWords(a.Unmap())[0]}, uint8(1))
+		} else {
+			err = d.objs.Sources6.Put(decapSrc6{Prefixlen: uint32(p.Bits()), Addr: addrWords(a)}, uint8(1))
+		}
+		if err != nil {
+			return fmt.Errorf("xdpmaglev: decapsulator source %v: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // netOrder16 returns the uint16 whose bytes in memory are v in network
@@ -162,7 +205,14 @@ func (d *Decap) Mode() AttachMode { return d.mode }
 // Stats reads the counters: one system call per counter.
 func (d *Decap) Stats() (DecapStats, error) {
 	var st DecapStats
-	for i, p := range []*uint64{&st.Decapsulated, &st.Passed, &st.Malformed} {
+	fields := [...]*uint64{ // by enum decap_counter
+		decapDecapCounterD_DECAPSULATED: &st.Decapsulated,
+		decapDecapCounterD_PASSED:       &st.Passed,
+		decapDecapCounterD_MALFORMED:    &st.Malformed,
+		decapDecapCounterD_UNTRUSTED:    &st.Untrusted,
+	}
+	_ = [1]struct{}{}[len(fields)-int(decapDecapCounterD_MAX)] // a counter without a field fails to compile
+	for i, p := range fields {
 		var per []uint64
 		if err := d.objs.DecapCounters.Lookup(uint32(i), &per); err != nil {
 			return DecapStats{}, fmt.Errorf("xdpmaglev: reading the decapsulator's counters: %w", err)

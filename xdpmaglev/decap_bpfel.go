@@ -26,8 +26,21 @@ const (
 	decapDecapCounterD_DECAPSULATED decapDecapCounter = 0
 	decapDecapCounterD_PASSED       decapDecapCounter = 1
 	decapDecapCounterD_MALFORMED    decapDecapCounter = 2
-	decapDecapCounterD_MAX          decapDecapCounter = 3
+	decapDecapCounterD_UNTRUSTED    decapDecapCounter = 3
+	decapDecapCounterD_MAX          decapDecapCounter = 4
 )
+
+type decapSrc4 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      uint32
+}
+
+type decapSrc6 struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	Addr      [4]uint32
+}
 
 // Names of all BPF objects in the ELF.
 //
@@ -35,6 +48,8 @@ const (
 const (
 	decapMapDecapCounters = "decap_counters"
 	decapMapHosts         = "hosts"
+	decapMapSources4      = "sources4"
+	decapMapSources6      = "sources6"
 	decapMapVips          = "vips"
 	decapProgXdpDecap     = "xdp_decap"
 	decapVarGuePort       = "gue_port"
@@ -92,6 +107,8 @@ type decapProgramSpecs struct {
 type decapMapSpecs struct {
 	DecapCounters *ebpf.MapSpec `ebpf:"decap_counters"`
 	Hosts         *ebpf.MapSpec `ebpf:"hosts"`
+	Sources4      *ebpf.MapSpec `ebpf:"sources4"`
+	Sources6      *ebpf.MapSpec `ebpf:"sources6"`
 	Vips          *ebpf.MapSpec `ebpf:"vips"`
 }
 
@@ -125,6 +142,8 @@ func (o *decapObjects) Close() error {
 type decapMaps struct {
 	DecapCounters *ebpf.Map `ebpf:"decap_counters"`
 	Hosts         *ebpf.Map `ebpf:"hosts"`
+	Sources4      *ebpf.Map `ebpf:"sources4"`
+	Sources6      *ebpf.Map `ebpf:"sources6"`
 	Vips          *ebpf.Map `ebpf:"vips"`
 }
 
@@ -132,6 +151,8 @@ func (m *decapMaps) Close() error {
 	return _DecapClose(
 		m.DecapCounters,
 		m.Hosts,
+		m.Sources4,
+		m.Sources6,
 		m.Vips,
 	)
 }

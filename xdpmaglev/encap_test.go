@@ -289,13 +289,15 @@ func TestEncapSourceBits(t *testing.T) {
 }
 
 // TestDecapFixtures: the decapsulator strips IPIP and GUE headers to a
-// host and a VIP, leaving the client's packet; everything else passes
-// unchanged, counted.
+// host and a VIP from a trusted source, leaving the client's packet; the
+// same from another source is dropped; everything else passes unchanged,
+// counted.
 func TestDecapFixtures(t *testing.T) {
 	f := newFixtureNet(t)
 	hostv4, hostv6 := netip.MustParseAddr("198.18.64.10"), netip.MustParseAddr("2001:db8:40::10")
+	trusted := []netip.Prefix{netip.PrefixFrom(source(false), 24), netip.PrefixFrom(source(true), 64)}
 	d, err := in(f.ns, func() (*Decap, error) {
-		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}})
+		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}, Sources: trusted})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -325,14 +327,25 @@ func TestDecapFixtures(t *testing.T) {
 			if v, out := f.run(t, d.objs.XdpDecap, cut); v != xdpPass || !bytes.Equal(out[:len(cut)], cut) {
 				t.Errorf("%v v6=%v cut: verdict %d, changed", mode, v6, v)
 			}
+			// From a source outside the trusted prefixes (a client, say,
+			// bypassing the load balancer): dropped.
+			spoofed := encapsulated(mode, lbMAC, client(v6, 0).Addr(), host, inner[14:], 0x1234)
+			if v, _ := f.run(t, d.objs.XdpDecap, spoofed); v != xdpDrop {
+				t.Errorf("%v v6=%v from an untrusted source: verdict %d, want XDP_DROP", mode, v6, v)
+			}
 		}
 	}
 	st, err := d.Stats()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st != (DecapStats{Decapsulated: 4, Passed: 4, Malformed: 4}) {
+	if st != (DecapStats{Decapsulated: 4, Passed: 4, Malformed: 4, Untrusted: 4}) {
 		t.Errorf("stats %+v, want 4 each", st)
+	}
+	for _, bad := range [][]netip.Prefix{nil, {{}}} {
+		if _, err := newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr()}, Hosts: []netip.Addr{hostv4}, Sources: bad}); !errors.Is(err, ErrOptions) {
+			t.Errorf("Sources %v: %v, want ErrOptions", bad, err)
+		}
 	}
 }
 
@@ -551,14 +564,18 @@ func TestEncapNoRoute(t *testing.T) {
 	}
 }
 
-// TestFloodGuard: above Options.FloodRate new flows a second on a CPU,
-// new flows are routed by the table without a conntrack entry (to the
-// backend an entry would have named), and the entries of established
-// flows stay.
+// TestFloodGuard: the guard lets a CPU write its share of FloodRate
+// entries a second, after a burst of ten seconds' worth; new flows beyond
+// it are routed by the table without an entry (to the backend an entry
+// would have named), the entries of established flows stay, and a stale
+// entry the guard will not rewrite is deleted, so that the flow's packets
+// all follow the table.
 func TestFloodGuard(t *testing.T) {
 	f := newFixtureNet(t)
-	const rate = 80 // 10 a window of 1/8 s
-	lb := fixtureLB(t, f, Options{FloodRate: rate, ConntrackSize: 64})
+	cpus := ebpf.MustPossibleCPU()
+	rate := 2 * cpus // 2 entries a second on CPU 0, where f.run runs: one every 500 ms, a burst of 20
+	const burst = 20
+	lb := fixtureLB(t, f, Options{FloodRate: rate, ConntrackSize: 1024})
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	bs := testBackends(1, 5, false)
 	if err := lb.SetService(svc, bs); err != nil {
@@ -575,33 +592,68 @@ func TestFloodGuard(t *testing.T) {
 		}
 	}
 	d := delta(before, counters(t, lb))
-	// The flows ran in a few milliseconds, inside one or two windows: at
-	// most 10 entries each, the rest flooded.
-	if d["conntrack_insert"] < rate/8 || d["conntrack_insert"] > 3*rate/8 || d["conntrack_insert"]+d["conntrack_flood"] != n {
-		t.Errorf("counters moved %v: want %d to %d inserts and the rest of %d flooded", d, rate/8, 3*rate/8, n)
+	// The flows ran in well under a second: the burst, and one more
+	// entry each 500 ms.
+	if d["conntrack_insert"] < burst || d["conntrack_insert"] > burst+2 || d["conntrack_insert"]+d["conntrack_flood"] != n {
+		t.Errorf("counters moved %v: want %d to %d inserts and the rest of %d routed without an entry", d, burst, burst+2, n)
 	}
-	// The guard holds for a second after the rate was last exceeded, then
-	// new flows get entries again.
-	one := func(port uint16) map[string]uint64 {
+	one := func(c netip.AddrPort) map[string]uint64 {
 		t.Helper()
 		before := counters(t, lb)
-		c := client(false, port)
 		if v, _ := f.run(t, lb.objs.XdpMaglev, packet(c, svc.VIP, 6, nil)); v != xdpTX {
-			t.Fatalf("flow from port %d: verdict %d", port, v)
+			t.Fatalf("flow from %v: verdict %d", c, v)
 		}
 		return delta(before, counters(t, lb))
 	}
-	if d := one(20000); d["conntrack_flood"] != 1 {
+	if d := one(client(false, 20000)); d["conntrack_flood"] != 1 {
 		t.Errorf("a new flow right after the flood: %v, want it routed without an entry", d)
 	}
-	time.Sleep(1200 * time.Millisecond) // past the hold
-	if d := one(20001); d["conntrack_insert"] != 1 || d["conntrack_flood"] != 0 {
-		t.Errorf("a new flow a second after the flood: %v, want an entry", d)
+	time.Sleep(600 * time.Millisecond) // the credit of one entry
+	if d := one(client(false, 20001)); d["conntrack_insert"] != 1 || d["conntrack_flood"] != 0 {
+		t.Errorf("a new flow 600 ms after the flood: %v, want an entry", d)
+	}
+	if d := one(client(false, 20002)); d["conntrack_flood"] != 1 {
+		t.Errorf("the next new flow: %v, want it routed without an entry", d)
+	}
+	// The first flows have entries: established, they hit. One whose
+	// backend leaves while the guard has no credit has its entry deleted.
+	est := client(false, 10000)
+	if d := one(est); d["conntrack_hit"] != 1 {
+		t.Errorf("an established flow: %v, want a conntrack hit", d)
+	}
+	var rest []Backend
+	for _, b := range bs {
+		if !bytes.Equal(b.HW, predict(t, lb, svc, bs, est)) {
+			rest = append(rest, b)
+		}
+	}
+	if err := lb.SetService(svc, rest); err != nil {
+		t.Fatal(err)
+	}
+	if d := one(est); d["conntrack_stale"] != 1 || d["conntrack_flood"] != 1 {
+		t.Errorf("a flow whose backend left: %v, want a stale entry, not rewritten", d)
+	}
+	if d := one(est); d["conntrack_stale"] != 0 || d["conntrack_miss"] != 1 {
+		t.Errorf("its next packet: %v, want a miss with no stale entry (deleted)", d)
+	}
+	st, err := lb.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FloodSeconds <= 0 {
+		t.Errorf("FloodSeconds %v after refusals", st.FloodSeconds)
 	}
 	if lb.opts.FloodRate != rate {
 		t.Errorf("FloodRate %d", lb.opts.FloodRate)
 	}
 	if _, err := Load("", Options{FloodRate: -2}); !errors.Is(err, ErrOptions) {
 		t.Errorf("FloodRate -2: %v, want ErrOptions", err)
+	}
+	// The default: entries idle for two minutes outlive any flood.
+	for size, want := range map[int]int{0: (1 << 18) / 130, 130 * 1000: 1000, 16: 1} {
+		o := Options{ConntrackSize: size}
+		if err := normalize(&o); err != nil || o.FloodRate != want {
+			t.Errorf("ConntrackSize %d: FloodRate %d by default (%v), want %d", size, o.FloodRate, err, want)
+		}
 	}
 }

@@ -9,11 +9,18 @@ import (
 	"testing"
 )
 
-// refParse is the data plane's parse (bpf/maglev.c) written plainly, for
+// refParse is the data plane's parse (bpf/parse.h) written plainly, for
 // FuzzProgram: the flow of a packet the program would look up (for an ICMP
 // error about a flow from a VIP, that flow, and icmp set), or the counter
-// of the reason it passes.
-func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason string) {
+// of the reason it is not forwarded; and, once its IP header was read
+// whole, its IP destination and protocol, which decide whether a packet
+// that is not forwarded is to a VIP.
+func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason string, ipDst netip.Addr, ipProto uint8) {
+	src, dst, proto, icmp, reason = refParse0(b, &ipDst, &ipProto)
+	return
+}
+
+func refParse0(b []byte, ipDst *netip.Addr, ipProto *uint8) (src, dst netip.AddrPort, proto uint8, icmp bool, reason string) {
 	if len(b) < 14 {
 		return src, dst, 0, false, "pass_truncated"
 	}
@@ -28,6 +35,7 @@ func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason
 		if l3[0]>>4 != 4 || l3[0]&0xf < 5 {
 			return src, dst, 0, false, "pass_malformed"
 		}
+		*ipDst, *ipProto = netip.AddrFrom4([4]byte(l3[16:20])), l3[9]
 		proto = l3[9]
 		if proto != 6 && proto != 17 && proto != 1 {
 			return src, dst, 0, false, "pass_not_tcp_udp"
@@ -73,6 +81,7 @@ func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason
 		if l3[0]>>4 != 6 {
 			return src, dst, 0, false, "pass_malformed"
 		}
+		*ipDst, *ipProto = netip.AddrFrom16([16]byte(l3[24:40])), l3[6]
 		proto = l3[6]
 		src = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[8:24])), 0)
 		dst = netip.AddrPortFrom(netip.AddrFrom16([16]byte(l3[24:40])), 0)
@@ -135,10 +144,31 @@ func refParse(b []byte) (src, dst netip.AddrPort, proto uint8, icmp bool, reason
 	return src, dst, proto, icmp, ""
 }
 
+// vips are the VIPs of the tests' services (vip below).
+var vips = []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}
+
+func toVIP(a netip.Addr) bool { return slices.Contains(vips, a) }
+
+// vipReason is the counter of a packet to a VIP that the program does not
+// forward for reason (a pass_ counter), of IP protocol proto: it is
+// dropped (bpf/vip.h).
+func vipReason(reason string, proto uint8) string {
+	switch {
+	case reason == "pass_no_service":
+		return "drop_vip_no_service"
+	case reason == "pass_fragment":
+		return "drop_vip_fragment"
+	case proto == 1 || proto == 58:
+		return "drop_vip_icmp"
+	}
+	return "drop_vip_other"
+}
+
 // FuzzProgram sends random frames through the program: it never fails
 // (no XDP_ABORTED, no error), passes a frame unchanged or forwards it with
-// only its MACs rewritten, to the backend the Go side predicts, and counts
-// the verdict the plain parser above expects.
+// only its MACs rewritten, to the backend the Go side predicts, or drops a
+// packet to a VIP that it does not forward, and counts the verdict the
+// plain parser above expects.
 func FuzzProgram(f *testing.F) {
 	lb := newLB(f, Options{Seed: 99})
 	bs4, bs6 := testBackends(1, 4, false), testBackends(1, 4, true)
@@ -194,7 +224,7 @@ func FuzzProgram(f *testing.F) {
 			t.Fatalf("BPF_PROG_TEST_RUN: %v", err)
 		}
 		d := delta(before, counters(t, lb))
-		src, dst, proto, icmp, reason := refParse(in)
+		src, dst, proto, icmp, reason, ipDst, ipProto := refParse(in)
 		svc := Service{VIP: dst, Proto: Proto(proto)}
 		bs, ok := svcs[svc]
 		if reason == "" && !ok {
@@ -204,8 +234,12 @@ func FuzzProgram(f *testing.F) {
 			}
 		}
 		if reason != "" {
-			if v != xdpPass || !bytes.Equal(in, out) {
-				t.Fatalf("%x: verdict %d, want XDP_PASS unchanged (%s)", in, v, reason)
+			verdict := uint32(xdpPass)
+			if toVIP(ipDst) {
+				verdict, reason = xdpDrop, vipReason(reason, ipProto)
+			}
+			if v != verdict || !bytes.Equal(in, out) {
+				t.Fatalf("%x: verdict %d, want %d unchanged (%s)", in, v, verdict, reason)
 			}
 			if len(d) != 1 || d[reason] != 1 {
 				t.Fatalf("%x: counters moved %v, want %s by 1", in, d, reason)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -46,7 +47,9 @@ var (
 )
 
 // newLB loads an unattached LB for BPF_PROG_TEST_RUN, closed at the end of
-// the test.
+// the test. Its flood guard is off unless opts.FloodRate says otherwise:
+// the tests send thousands of new flows in a moment, which the default
+// guard (ConntrackSize/130 entries a second) would route without entries.
 func newLB(t testing.TB, opts Options) *LB {
 	t.Helper()
 	needBPF(t)
@@ -55,6 +58,9 @@ func newLB(t testing.TB, opts Options) *LB {
 	}
 	if opts.ConntrackSize == 0 {
 		opts.ConntrackSize = 1 << 14
+	}
+	if opts.FloodRate == 0 {
+		opts.FloodRate = -1
 	}
 	lb, err := Load("", opts)
 	if err != nil {
@@ -89,14 +95,15 @@ func testBackends(first, n int, v6 bool) []Backend {
 
 // packet builds an Ethernet frame from the client to lbMAC carrying an
 // IPv4 or IPv6 packet of protocol proto from src to dst, with a TCP (20
-// bytes) or UDP (8 bytes) header for those protocols, and payload.
+// bytes, flags ACK: a packet of an established connection; tcpFlags
+// changes them) or UDP (8 bytes) header for those protocols, and payload.
 func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
 	var l4 []byte
 	switch proto {
 	case 6:
 		l4 = make([]byte, 20)
 		l4[12] = 5 << 4
-		l4[13] = 0x02 // SYN
+		l4[13] = tcpACK
 	case 17:
 		l4 = make([]byte, 8)
 		binary.BigEndian.PutUint16(l4[4:], uint16(8+len(payload)))
@@ -132,6 +139,25 @@ func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
 		b = append(b, ip...)
 	}
 	return append(b, l4...)
+}
+
+// TCP flags.
+const (
+	tcpFIN = 0x01
+	tcpSYN = 0x02
+	tcpRST = 0x04
+	tcpACK = 0x10
+)
+
+// tcpFlags returns a copy of the TCP packet b (of packet) with the flags.
+func tcpFlags(b []byte, flags byte) []byte {
+	b = slices.Clone(b)
+	l4 := 14 + 20
+	if b[12] == 0x86 {
+		l4 = 14 + 40
+	}
+	b[l4+13] = flags
+	return b
 }
 
 // XDP verdicts.

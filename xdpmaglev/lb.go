@@ -58,8 +58,9 @@ type Options struct {
 	Seed uint64
 	// ConntrackSize is the number of flows connection tracking holds for
 	// each address family, IPv4 and IPv6 (least recently used ones are
-	// forgotten first): 262,144 if 0, about 100 bytes of kernel memory
-	// each.
+	// forgotten first): 262,144 if 0. An entry takes 96 bytes of kernel
+	// memory in the IPv4 map and 120 in the IPv6 one: 54 MiB for the two
+	// at the default.
 	ConntrackSize int
 	// Mode is the attach mode; AttachAuto if zero.
 	Mode AttachMode
@@ -70,13 +71,17 @@ type Options struct {
 	// SourceMAC is the source address of forwarded frames: the
 	// interface's address if nil.
 	SourceMAC net.HardwareAddr
-	// FloodRate is the rate of new flows a second, per CPU, above which
-	// connection tracking stops taking new entries: new flows are then
-	// routed by the table alone (which sends them where an entry would
-	// have while the backends stay the same), and a flood of spoofed
-	// tuples cannot evict the entries of established flows. 125,000 if 0
-	// (Katran's figure); -1 turns the guard off. docs/xdp.md has the
-	// trade-off.
+	// FloodRate bounds how fast new flows can turn connection tracking
+	// over: the most entries it writes a second, over all CPUs (each CPU
+	// has its share, and may spend ten seconds of it at once). A new flow
+	// beyond it is routed by the table alone, with no entry written: while
+	// the backends stay the same, that is where an entry would have sent
+	// it, and no flood of spoofed tuples, at any rate, evicts the entries
+	// of idle established flows faster. An entry idle for less than
+	// ConntrackSize/FloodRate − 10 seconds outlives any flood. 0:
+	// ConntrackSize/130, which keeps entries idle for up to two minutes
+	// (2,016 entries a second at the default ConntrackSize); -1: no guard.
+	// docs/xdp.md, "The flood guard", has the sizing rule.
 	FloodRate int
 	// MeterProvider receives the data plane's counters as observable
 	// counters, summed over CPUs when a reader collects them
@@ -110,8 +115,11 @@ const (
 	defaultMaxServices = 64
 	defaultMaxBackends = 4096
 	maxEntries         = 1 << 24
-	defaultFloodRate   = 125000
-	noBackend          = uint32(maglevConstsNO_BACKEND)
+	// floodIdle is the time, in seconds, that the default FloodRate
+	// keeps an idle entry through any flood, plus the guard's ten seconds
+	// of burst.
+	floodIdle = 120 + 10
+	noBackend = uint32(maglevConstsNO_BACKEND)
 )
 
 // An LB is the XDP load balancer loaded into the kernel, and possibly
@@ -176,11 +184,11 @@ func Load(iface string, opts Options) (*LB, error) {
 	hash := specHash(spec) // before the sizes are set: it leaves them out
 	var mac [6]byte
 	copy(mac[:], opts.SourceMAC)
-	flood := uint32(0)
-	if opts.FloodRate > 0 {
-		flood = uint32(opts.FloodRate)
+	cost, err := floodCost(opts.FloodRate)
+	if err != nil {
+		return nil, err
 	}
-	for name, v := range map[string]any{"hash_seed": opts.Seed, "lb_mac": mac, "flood_rate": flood} {
+	for name, v := range map[string]any{"hash_seed": opts.Seed, "lb_mac": mac, "flood_cost": cost} {
 		if err := spec.Variables[name].Set(v); err != nil {
 			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
@@ -311,7 +319,7 @@ func normalize(o *Options) error {
 	}
 	switch {
 	case o.FloodRate == 0:
-		o.FloodRate = defaultFloodRate
+		o.FloodRate = max(1, o.ConntrackSize/floodIdle)
 	case o.FloodRate < -1 || o.FloodRate > 1<<31:
 		return fmt.Errorf("%w: FloodRate %d not -1 (off) or in [1, 2^31]", ErrOptions, o.FloodRate)
 	}
@@ -322,6 +330,20 @@ func normalize(o *Options) error {
 		return fmt.Errorf("%w: SourceMAC %v is not 6 bytes", ErrOptions, o.SourceMAC)
 	}
 	return nil
+}
+
+// floodCost returns the program's flood_cost for FloodRate rate (-1:
+// none): the ns of credit one CPU spends on a conntrack entry, so that the
+// CPUs together write at most rate entries a second.
+func floodCost(rate int) (uint64, error) {
+	if rate < 0 {
+		return 0, nil
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return 0, fmt.Errorf("xdpmaglev: counting the CPUs: %w", err)
+	}
+	return uint64(cpus) * 1e9 / uint64(rate), nil
 }
 
 // attach attaches the program to ifc in mode: on the pinned link, if

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,8 +118,10 @@ func TestForward(t *testing.T) {
 	}
 }
 
-// TestPassUnchanged sends packets that are not for a service: each passes
-// unchanged, counted by its reason.
+// TestPassUnchanged: what is not addressed to a service passes to the
+// kernel unchanged, counted by its reason; what is addressed to a VIP and
+// not forwarded (another port or protocol, ICMP) is dropped, counted by
+// its reason, since the kernel would route it back where it came from.
 func TestPassUnchanged(t *testing.T) {
 	lb := newLB(t, Options{})
 	for _, v6 := range []bool{false, true} {
@@ -136,12 +139,16 @@ func TestPassUnchanged(t *testing.T) {
 		in           []byte
 	}{
 		{"other address", "pass_no_service", packet(client(false, 1), netip.MustParseAddrPort("198.19.255.2:80"), 6, nil)},
-		{"other port", "pass_no_service", packet(client(false, 1), vip(false, 81), 6, nil)},
-		{"other protocol", "pass_no_service", packet(client(false, 1), vip(false, 80), 17, nil)},
+		{"other port", "drop_vip_no_service", packet(client(false, 1), vip(false, 81), 6, nil)},
+		{"other protocol", "drop_vip_no_service", packet(client(false, 1), vip(false, 80), 17, nil)},
+		{"other IPv6 port", "drop_vip_no_service", packet(client(true, 1), vip(true, 443), 6, nil)},
 		{"reply from a backend", "pass_no_service", packet(vip(false, 80), client(false, 1), 6, nil)},
 		{"other IPv6 address", "pass_no_service", packet(client(true, 1), netip.MustParseAddrPort("[2001:db8:ffff::2]:80"), 6, nil)},
-		{"ICMP", "pass_not_tcp_udp", packet(client(false, 1), vip(false, 80), 1, []byte("ping"))},
-		{"ICMPv6", "pass_not_tcp_udp", packet(client(true, 1), vip(true, 80), 58, []byte("ping"))},
+		{"ICMP to the LB", "pass_not_tcp_udp", packet(client(false, 1), netip.MustParseAddrPort("198.19.255.2:0"), 1, []byte("ping"))},
+		{"ICMPv6 to the LB", "pass_not_tcp_udp", packet(client(true, 1), netip.MustParseAddrPort("[2001:db8:ffff::2]:0"), 58, []byte("ping"))},
+		{"ICMP to a VIP", "drop_vip_icmp", packet(client(false, 1), vip(false, 80), 1, []byte("ping"))},
+		{"ICMPv6 to a VIP", "drop_vip_icmp", packet(client(true, 1), vip(true, 80), 58, []byte("ping"))},
+		{"GRE to a VIP", "drop_vip_other", packet(client(false, 1), vip(false, 80), 47, []byte("gre"))},
 		{"ARP", "pass_not_ip", arp},
 		{"VLAN-tagged", "pass_vlan", vlan},
 		{"802.1ad-tagged", "pass_vlan", qinq},
@@ -149,20 +156,34 @@ func TestPassUnchanged(t *testing.T) {
 	for _, c := range cases {
 		before := counters(t, lb)
 		v, out := run(t, lb, c.in)
-		if v != xdpPass || !bytes.Equal(out, c.in) {
-			t.Errorf("%s: verdict %d, changed %v; want XDP_PASS, unchanged", c.name, v, !bytes.Equal(out, c.in))
+		want := uint32(xdpPass)
+		if strings.HasPrefix(c.reason, "drop_") {
+			want = xdpDrop
+		}
+		if v != want || !bytes.Equal(out, c.in) {
+			t.Errorf("%s: verdict %d, changed %v; want %d, unchanged", c.name, v, !bytes.Equal(out, c.in), want)
 		}
 		if d := delta(before, counters(t, lb)); len(d) != 1 || d[c.reason] != 1 {
 			t.Errorf("%s: counters moved %v, want %s by 1", c.name, d, c.reason)
 		}
 	}
+	// A VIP no service has any more is no VIP: its packets pass.
+	for _, v6 := range []bool{false, true} {
+		if err := lb.DeleteService(Service{VIP: vip(v6, 80), Proto: TCP}); err != nil {
+			t.Fatal(err)
+		}
+		in := packet(client(v6, 1), vip(v6, 80), 6, nil)
+		if v, _ := run(t, lb, in); v != xdpPass {
+			t.Errorf("IPv6 %v: a packet to a deleted service's VIP: verdict %d, want XDP_PASS", v6, v)
+		}
+	}
 }
 
-// TestCutAtEveryOffset cuts a service's packet at every byte offset: a
-// cut header passes, counted as truncated; from the whole L4 header on, a
-// packet shorter than its IP header says passes, counted as malformed; the
-// whole packet is forwarded. The kernel refuses to run an XDP program on fewer
-// than 14 bytes (an Ethernet header).
+// TestCutAtEveryOffset cuts a service's packet at every byte offset: an
+// Ethernet or IP header cut short passes, counted as truncated; from the
+// whole IP header on, the packet, to a VIP and not forwarded, is dropped
+// (vip_other); the whole packet is forwarded. The kernel refuses to run
+// an XDP program on fewer than 14 bytes (an Ethernet header).
 func TestCutAtEveryOffset(t *testing.T) {
 	lb := newLB(t, Options{})
 	for _, v6 := range []bool{false, true} {
@@ -177,10 +198,6 @@ func TestCutAtEveryOffset(t *testing.T) {
 			if v6 {
 				l3 = 14 + 40
 			}
-			whole := l3 + 20
-			if proto == UDP {
-				whole = l3 + 8
-			}
 			for n := range len(full) + 1 {
 				in := full[:n]
 				if n < 14 {
@@ -190,24 +207,19 @@ func TestCutAtEveryOffset(t *testing.T) {
 					continue
 				}
 				before := counters(t, lb)
-				if n < whole {
-					v, out := run(t, lb, in)
-					if v != xdpPass || !bytes.Equal(out, in) {
-						t.Errorf("%v cut at %d: verdict %d, want XDP_PASS unchanged", svc, n, v)
-					}
-					if d := delta(before, counters(t, lb)); d["pass_truncated"] != 1 || len(d) != 1 {
-						t.Errorf("%v cut at %d: counters moved %v, want pass_truncated by 1", svc, n, d)
-					}
-					continue
-				}
 				if n < len(full) {
-					// The IP header's length is beyond the frame.
-					v, out := run(t, lb, in)
-					if v != xdpPass || !bytes.Equal(out, in) {
-						t.Errorf("%v cut at %d: verdict %d, want XDP_PASS unchanged", svc, n, v)
+					// Cut short: a header (truncated), or the packet the
+					// IP header's length says (malformed).
+					want, reason := uint32(xdpPass), "pass_truncated"
+					if n >= l3 {
+						want, reason = xdpDrop, "drop_vip_other"
 					}
-					if d := delta(before, counters(t, lb)); d["pass_malformed"] != 1 || len(d) != 1 {
-						t.Errorf("%v cut at %d: counters moved %v, want pass_malformed by 1", svc, n, d)
+					v, out := run(t, lb, in)
+					if v != want || !bytes.Equal(out, in) {
+						t.Errorf("%v cut at %d: verdict %d, want %d unchanged", svc, n, v, want)
+					}
+					if d := delta(before, counters(t, lb)); d[reason] != 1 || len(d) != 1 {
+						t.Errorf("%v cut at %d: counters moved %v, want %s by 1", svc, n, d, reason)
 					}
 					continue
 				}
@@ -221,8 +233,9 @@ func TestCutAtEveryOffset(t *testing.T) {
 }
 
 // TestUnsupportedHeaders: IPv4 options and fragments, IPv6 extension
-// headers and fragments, impossible versions and header lengths, all to
-// a service, pass unchanged with their counted reasons.
+// headers and fragments, impossible versions and header lengths pass
+// unchanged with their counted reasons; to a service's VIP, those whose IP
+// header is whole are dropped, counted as vip_fragment or vip_other.
 func TestUnsupportedHeaders(t *testing.T) {
 	lb := newLB(t, Options{})
 	for _, v6 := range []bool{false, true} {
@@ -263,13 +276,28 @@ func TestUnsupportedHeaders(t *testing.T) {
 		{"IPv6 fragment", "pass_fragment", v6(ext(44))},
 	}
 	for _, c := range cases {
-		before := counters(t, lb)
-		v, out := run(t, lb, c.in)
-		if v != xdpPass || !bytes.Equal(out, c.in) {
-			t.Errorf("%s: verdict %d, want XDP_PASS unchanged", c.name, v)
-		}
-		if d := delta(before, counters(t, lb)); len(d) != 1 || d[c.reason] != 1 {
-			t.Errorf("%s: counters moved %v, want %s by 1", c.name, d, c.reason)
+		for _, toVIP := range []bool{false, true} {
+			in, want, reason := slices.Clone(c.in), uint32(xdpPass), c.reason
+			switch {
+			case !toVIP: // the same packet to an address that is no VIP
+				if in[12] == 0x08 {
+					copy(in[14+16:], netip.MustParseAddr("198.19.255.2").AsSlice())
+				} else {
+					copy(in[14+24:], netip.MustParseAddr("2001:db8:ffff::2").AsSlice())
+				}
+			case reason == "pass_fragment":
+				want, reason = xdpDrop, "drop_vip_fragment"
+			case reason != "pass_malformed": // a malformed version or length: no destination read
+				want, reason = xdpDrop, "drop_vip_other"
+			}
+			before := counters(t, lb)
+			v, out := run(t, lb, in)
+			if v != want || !bytes.Equal(out, in) {
+				t.Errorf("%s (to a VIP: %v): verdict %d, want %d unchanged", c.name, toVIP, v, want)
+			}
+			if d := delta(before, counters(t, lb)); len(d) != 1 || d[reason] != 1 {
+				t.Errorf("%s (to a VIP: %v): counters moved %v, want %s by 1", c.name, toVIP, d, reason)
+			}
 		}
 	}
 }

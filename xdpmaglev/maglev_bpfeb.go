@@ -31,7 +31,8 @@ type maglevConsts uint32
 
 const (
 	maglevConstsNO_BACKEND     maglevConsts = 4294967295
-	maglevConstsLAYOUT_VERSION maglevConsts = 1
+	maglevConstsLAYOUT_VERSION maglevConsts = 2
+	maglevConstsCT_CLOSED      maglevConsts = 1
 )
 
 type maglevCounter uint32
@@ -41,46 +42,60 @@ const (
 	maglevCounterC_CT_HIT              maglevCounter = 1
 	maglevCounterC_CT_MISS             maglevCounter = 2
 	maglevCounterC_CT_STALE            maglevCounter = 3
-	maglevCounterC_CT_INSERT           maglevCounter = 4
-	maglevCounterC_CT_FLOOD            maglevCounter = 5
-	maglevCounterC_ICMP_FORWARDED      maglevCounter = 6
-	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 7
-	maglevCounterC_PASS_NOT_IP         maglevCounter = 8
-	maglevCounterC_PASS_VLAN           maglevCounter = 9
-	maglevCounterC_PASS_TRUNCATED      maglevCounter = 10
-	maglevCounterC_PASS_MALFORMED      maglevCounter = 11
-	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 12
-	maglevCounterC_PASS_FRAGMENT       maglevCounter = 13
-	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 14
-	maglevCounterC_PASS_IPV6EXT        maglevCounter = 15
-	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 16
-	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 17
-	maglevCounterC_DROP_TOO_BIG        maglevCounter = 18
-	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 19
-	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 20
-	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 21
-	maglevCounterC_DROP_NO_ROOM        maglevCounter = 22
-	maglevCounterC_MAX                 maglevCounter = 23
+	maglevCounterC_CT_REOPEN           maglevCounter = 4
+	maglevCounterC_CT_INSERT           maglevCounter = 5
+	maglevCounterC_CT_FLOOD            maglevCounter = 6
+	maglevCounterC_CT_CLOSED           maglevCounter = 7
+	maglevCounterC_ICMP_FORWARDED      maglevCounter = 8
+	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 9
+	maglevCounterC_PASS_NOT_IP         maglevCounter = 10
+	maglevCounterC_PASS_VLAN           maglevCounter = 11
+	maglevCounterC_PASS_TRUNCATED      maglevCounter = 12
+	maglevCounterC_PASS_MALFORMED      maglevCounter = 13
+	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 14
+	maglevCounterC_PASS_FRAGMENT       maglevCounter = 15
+	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 16
+	maglevCounterC_PASS_IPV6EXT        maglevCounter = 17
+	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 18
+	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 19
+	maglevCounterC_DROP_TOO_BIG        maglevCounter = 20
+	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 21
+	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 22
+	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 23
+	maglevCounterC_DROP_NO_ROOM        maglevCounter = 24
+	maglevCounterC_DROP_VIP_NO_SERVICE maglevCounter = 25
+	maglevCounterC_DROP_VIP_FRAGMENT   maglevCounter = 26
+	maglevCounterC_DROP_VIP_ICMP       maglevCounter = 27
+	maglevCounterC_DROP_VIP_OTHER      maglevCounter = 28
+	maglevCounterC_MAX                 maglevCounter = 29
 )
 
 type maglevCpuCounters struct {
 	_ structs.HostLayout
-	N [23]uint64
+	N [29]uint64
 }
 
 type maglevCtEntry struct {
 	_       structs.HostLayout
 	Backend maglevSlot
 	Svc     uint32
+	Flags   uint32
+}
+
+type maglevDownKey struct {
+	_      structs.HostLayout
+	Svc    uint32
+	Addr   [4]uint32
+	Family uint8
+	Pad    [3]uint8
 }
 
 type maglevFlood struct {
-	_     structs.HostLayout
-	Start uint64
-	Count uint64
-	Ns    uint64
-	Over  uint64
-	Last  uint64
+	_       structs.HostLayout
+	Credit  uint64
+	Last    uint64
+	Ns      uint64
+	Refused uint64
 }
 
 type maglevFlow struct {
@@ -175,6 +190,7 @@ const (
 	maglevMapConntrack4    = "conntrack4"
 	maglevMapConntrack6    = "conntrack6"
 	maglevMapCounters      = "counters"
+	maglevMapDown          = "down"
 	maglevMapFloodState    = "flood_state"
 	maglevMapLayout        = "layout"
 	maglevMapNexthops      = "nexthops"
@@ -182,12 +198,14 @@ const (
 	maglevMapServices4     = "services4"
 	maglevMapServices6     = "services6"
 	maglevMapTables        = "tables"
+	maglevMapVips4         = "vips4"
+	maglevMapVips6         = "vips6"
 	maglevProgXdpBench     = "xdp_bench"
 	maglevProgXdpBenchNew  = "xdp_bench_new"
 	maglevProgXdpFlowHash  = "xdp_flow_hash"
 	maglevProgXdpMaglev    = "xdp_maglev"
 	maglevProgXdpPass      = "xdp_pass"
-	maglevVarFloodRate     = "flood_rate"
+	maglevVarFloodCost     = "flood_cost"
 	maglevVarHashSeed      = "hash_seed"
 	maglevVarLbMac         = "lb_mac"
 	maglevVarUnusedConsts  = "unused_consts"
@@ -255,6 +273,7 @@ type maglevMapSpecs struct {
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
+	Down         *ebpf.MapSpec `ebpf:"down"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
 	Layout       *ebpf.MapSpec `ebpf:"layout"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
@@ -262,13 +281,15 @@ type maglevMapSpecs struct {
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
 	Tables       *ebpf.MapSpec `ebpf:"tables"`
+	Vips4        *ebpf.MapSpec `ebpf:"vips4"`
+	Vips6        *ebpf.MapSpec `ebpf:"vips6"`
 }
 
 // maglevVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type maglevVariableSpecs struct {
-	FloodRate     *ebpf.VariableSpec `ebpf:"flood_rate"`
+	FloodCost     *ebpf.VariableSpec `ebpf:"flood_cost"`
 	HashSeed      *ebpf.VariableSpec `ebpf:"hash_seed"`
 	LbMac         *ebpf.VariableSpec `ebpf:"lb_mac"`
 	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
@@ -303,6 +324,7 @@ type maglevMaps struct {
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
+	Down         *ebpf.Map `ebpf:"down"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
 	Layout       *ebpf.Map `ebpf:"layout"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
@@ -310,6 +332,8 @@ type maglevMaps struct {
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
 	Tables       *ebpf.Map `ebpf:"tables"`
+	Vips4        *ebpf.Map `ebpf:"vips4"`
+	Vips6        *ebpf.Map `ebpf:"vips6"`
 }
 
 func (m *maglevMaps) Close() error {
@@ -320,6 +344,7 @@ func (m *maglevMaps) Close() error {
 		m.Conntrack4,
 		m.Conntrack6,
 		m.Counters,
+		m.Down,
 		m.FloodState,
 		m.Layout,
 		m.Nexthops,
@@ -327,6 +352,8 @@ func (m *maglevMaps) Close() error {
 		m.Services4,
 		m.Services6,
 		m.Tables,
+		m.Vips4,
+		m.Vips6,
 	)
 }
 
@@ -334,7 +361,7 @@ func (m *maglevMaps) Close() error {
 //
 // It can be passed to loadMaglevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type maglevVariables struct {
-	FloodRate     *ebpf.Variable `ebpf:"flood_rate"`
+	FloodCost     *ebpf.Variable `ebpf:"flood_cost"`
 	HashSeed      *ebpf.Variable `ebpf:"hash_seed"`
 	LbMac         *ebpf.Variable `ebpf:"lb_mac"`
 	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`

@@ -40,12 +40,14 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 	svcBytes := counter("maglev.xdp.service.bytes", "By", "Bytes of the frames sent to a backend of the service, since the service was set.")
 	lookups := counter("maglev.xdp.conntrack.lookups", "{lookup}", "Connection tracking lookups of packets to a service: hit (an entry named a backend still in the service) or miss (the table chose).")
 	stale := counter("maglev.xdp.conntrack.stale", "{lookup}", "Of the misses, entries found whose backend had left the service.")
+	reopened := counter("maglev.xdp.conntrack.reopened", "{lookup}", "Of the misses, TCP SYNs on the tuple of a flow that ended (FIN or RST) or whose backend was draining: new connections, placed by the table.")
 	inserts := counter("maglev.xdp.conntrack.inserts", "{entry}", "Connection tracking entries written.")
+	closed := counter("maglev.xdp.conntrack.closed", "{entry}", "Connection tracking entries marked ended by the client's FIN or RST.")
 	passed := counter("maglev.xdp.passed", "{packet}", "Packets passed to the kernel (XDP_PASS), by reason.")
 	dropped := counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason.")
-	flood := counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry: their CPU was over the flood guard's rate.")
+	flood := counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry written: the flood guard had no credit.")
 	icmp := counter("maglev.xdp.icmp", "{packet}", "ICMP errors: forwarded (about a flow, sent to its backend) and too_big (sent to a client whose packet would not fit once encapsulated).")
-	floodTime, err := meter.Float64ObservableCounter("maglev.xdp.flood.time", metric.WithUnit("s"), metric.WithDescription("Time the CPUs spent over the flood guard's rate, summed over CPUs."))
+	floodTime, err := meter.Float64ObservableCounter("maglev.xdp.flood.time", metric.WithUnit("s"), metric.WithDescription("Time the flood guard refused conntrack entries, summed over CPUs."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
@@ -71,7 +73,9 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 		o.ObserveInt64(lookups, int64(st.Conntrack.Hits), hit)
 		o.ObserveInt64(lookups, int64(st.Conntrack.Misses), miss)
 		o.ObserveInt64(stale, int64(st.Conntrack.Stale))
+		o.ObserveInt64(reopened, int64(st.Conntrack.Reopened))
 		o.ObserveInt64(inserts, int64(st.Conntrack.Inserts))
+		o.ObserveInt64(closed, int64(st.Conntrack.Closed))
 		o.ObserveInt64(flood, int64(st.Conntrack.Flood))
 		o.ObserveFloat64(floodTime, st.FloodSeconds)
 		o.ObserveInt64(icmp, int64(st.ICMP.Forwarded), icmpForwarded)
@@ -93,7 +97,7 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 			}
 		}
 		return nil
-	}, packets, bytes, svcPackets, svcBytes, lookups, stale, inserts, passed, dropped, flood, icmp, floodTime)
+	}, packets, bytes, svcPackets, svcBytes, lookups, stale, reopened, inserts, closed, passed, dropped, flood, icmp, floodTime)
 	if err != nil {
 		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
 	}

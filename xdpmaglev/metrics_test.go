@@ -145,6 +145,8 @@ func TestMetrics(t *testing.T) {
 	check("maglev.xdp.conntrack.lookups", "{lookup}", map[string]int64{"maglev.outcome=hit": 40, "maglev.outcome=miss": int64(40 + stale + 4)})
 	check("maglev.xdp.conntrack.stale", "{lookup}", map[string]int64{"": int64(stale)})
 	check("maglev.xdp.conntrack.inserts", "{entry}", map[string]int64{"": int64(40 + stale)})
+	check("maglev.xdp.conntrack.reopened", "{lookup}", map[string]int64{"": 0})
+	check("maglev.xdp.conntrack.closed", "{entry}", map[string]int64{"": 0})
 	passed := map[string]int64{}
 	for _, r := range []string{"not_ip", "vlan", "truncated", "malformed", "not_tcp_udp", "fragment", "ip_options", "ipv6_ext", "no_service"} {
 		passed["maglev.reason="+r] = 0
@@ -152,7 +154,7 @@ func TestMetrics(t *testing.T) {
 	passed["maglev.reason=no_service"], passed["maglev.reason=not_ip"] = 3, 2
 	check("maglev.xdp.passed", "{packet}", passed)
 	dropped := map[string]int64{}
-	for _, r := range []string{"no_backend", "too_big", "no_route", "no_neighbor", "forwarding_off", "no_room"} {
+	for _, r := range []string{"no_backend", "too_big", "no_route", "no_neighbor", "forwarding_off", "no_room", "vip_no_service", "vip_fragment", "vip_icmp", "vip_other"} {
 		dropped["maglev.reason="+r] = 0
 	}
 	dropped["maglev.reason=no_backend"] = 4
@@ -162,8 +164,8 @@ func TestMetrics(t *testing.T) {
 	if m, ok := got["maglev.xdp.flood.time"].Data.(metricdata.Sum[float64]); !ok || len(m.DataPoints) != 1 || m.DataPoints[0].Value != 0 || got["maglev.xdp.flood.time"].Unit != "s" {
 		t.Errorf("maglev.xdp.flood.time = %+v, want one point of 0 s", got["maglev.xdp.flood.time"])
 	}
-	if len(got) != 12 {
-		t.Errorf("%d metrics, want 12: %v", len(got), slices.Sorted(maps.Keys(got)))
+	if len(got) != 14 {
+		t.Errorf("%d metrics, want 14: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}
 
 	// After Close, the callback observes nothing, and is unregistered.

@@ -18,7 +18,7 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// A pin directory (Options.PinPath) holds each map of bpf/maglev.c under
+// A pin directory (Options.PinPath) holds each map of bpf/maps.h under
 // its name there, and the XDP link as linkPin. The map layout, which
 // holds the layout record, is pinned first and removed last: a directory
 // with pins and no layout is not xdpmaglev's, and is left alone.
@@ -32,7 +32,8 @@ const (
 // depends on them.
 var sizeOption = map[string]string{
 	"services4": "MaxServices", "services6": "MaxServices", "tables": "MaxServices", "service_stats": "MaxServices",
-	"backends": "MaxBackends", "nexthops": "MaxBackends", "backend_stats": "MaxBackends",
+	"vips4": "MaxServices", "vips6": "MaxServices",
+	"backends": "MaxBackends", "nexthops": "MaxBackends", "backend_stats": "MaxBackends", "down": "MaxBackends",
 	"conntrack4": "ConntrackSize", "conntrack6": "ConntrackSize",
 }
 
@@ -129,7 +130,7 @@ func writeMembers(w io.Writer, kind string, size uint32, ms []btf.Member, depth 
 	_, _ = io.WriteString(w, "}")
 }
 
-// byName returns the maps by their names in bpf/maglev.c.
+// byName returns the maps by their names in bpf/maps.h.
 func (o *maglevMaps) byName() map[string]*ebpf.Map {
 	v := reflect.ValueOf(o).Elem()
 	out := make(map[string]*ebpf.Map, v.NumField())

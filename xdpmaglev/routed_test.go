@@ -62,7 +62,9 @@ func (r *routed) link(ns, dev, br string, addrs, raddrs []string) {
 
 func addrs(a ...string) []string { return a }
 
-func newRouted(t *testing.T) *routed { return newRoutedOpts(t, Options{ConntrackSize: 1 << 14}) }
+func newRouted(t *testing.T) *routed {
+	return newRoutedOpts(t, Options{ConntrackSize: 1 << 14, FloodRate: -1})
+}
 
 // newRoutedOpts builds the topology with the load balancer loaded with
 // opts (Seed and Mode set here).
@@ -108,7 +110,7 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 				n.sysctl(ns, "net.ipv4.conf."+dev+".rp_filter", "0")
 			}
 			d, err := in(ns, func() (*Decap, error) {
-				return AttachDecap("eth0", DecapOptions{VIPs: []netip.Addr{r.vip4, r.vip6}, Mode: AttachNative})
+				return AttachDecap("eth0", DecapOptions{VIPs: []netip.Addr{r.vip4, r.vip6}, Sources: lbSources, Mode: AttachNative})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -146,6 +148,10 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 	peerPass(t, lb, r.router, "r-lb")
 	return r
 }
+
+// lbSources are the outer sources of the routed load balancer's packets,
+// its eth0's addresses, which its backends' decapsulators trust.
+var lbSources = []netip.Prefix{netip.MustParsePrefix("198.18.2.2/32"), netip.MustParsePrefix("2001:db8:2::2/128")}
 
 func (r *routed) vip(v6 bool, port uint16) netip.AddrPort {
 	if v6 {

@@ -180,6 +180,8 @@ type service struct {
 	gen        uint64         // the install that made this state
 	opts       ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
 	backends   map[netip.Addr]*backend
+	down       map[netip.Addr]uint32 // the Down backends, by address, with their weights, as the down map holds them
+	adopted    []Backend             // adopted from pinned maps, until the first install: the backends the last LB left
 }
 
 // backend is the state of one backend of a service: its id, the index of
@@ -368,8 +370,7 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 	if err := lb.set(svc, table, up, opts); err != nil {
 		return err
 	}
-	lb.record(svc, request, full, unresolved)
-	return nil
+	return lb.record(svc, request, bs, full, unresolved)
 }
 
 // inService returns the table of full less the unresolved and the Down
@@ -394,11 +395,74 @@ func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []strin
 	return table, up, nil
 }
 
-// record keeps what the refresh needs of svc's install. lb.mu is held.
-func (lb *LB) record(svc Service, request []Backend, full *maglev.Table, unresolved []string) {
+// record keeps what the refresh needs of svc's install, request as the
+// caller gave it and bs as prepare normalized it, and writes bs's Down
+// backends to the down map, for an LB that adopts the maps. lb.mu is
+// held.
+func (lb *LB) record(svc Service, request, bs []Backend, full *maglev.Table, unresolved []string) error {
 	s := lb.services[svc]
 	lb.gen++
-	s.gen, s.request, s.full, s.unresolved = lb.gen, request, full, unresolved
+	s.gen, s.request, s.full, s.unresolved, s.adopted = lb.gen, request, full, unresolved, nil
+	down := map[netip.Addr]uint32{}
+	for _, b := range bs {
+		if b.Down {
+			down[b.Addr] = b.Weight
+		}
+	}
+	var errs []error
+	for a, w := range down {
+		if old, ok := s.down[a]; ok && old == w {
+			continue
+		}
+		if err := lb.objs.Down.Put(downKey(s.id, a), w); err != nil {
+			errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v Down: %w", a, svc, err))
+		}
+	}
+	for a := range s.down {
+		if _, ok := down[a]; !ok {
+			if err := lb.objs.Down.Delete(downKey(s.id, a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v no longer Down: %w", a, svc, err))
+			}
+		}
+	}
+	s.down = down
+	return errors.Join(errs...)
+}
+
+// downKey returns the down map's key of backend a of service id.
+func downKey(id uint32, a netip.Addr) maglevDownKey {
+	k := maglevDownKey{Svc: id, Addr: addrWords(a), Family: 4}
+	if !a.Is4() {
+		k.Family = 6
+	}
+	return k
+}
+
+// Backends returns svc's backends as the last SetService or SetServices
+// gave them, sorted by address, Down ones included. After a Load that
+// adopted pinned maps, and until svc is set again, they are the backends
+// the last LB left: each one in service with its weight, and each Down
+// one, which the maps record too; a ForwardL2 backend's HW is then empty
+// (the LB knows its MAC, and keeps it). It returns nil if svc is not set.
+func (lb *LB) Backends(svc Service) []Backend {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	s := lb.services[svc]
+	if s == nil {
+		return nil
+	}
+	src := s.request
+	if s.request == nil {
+		src = s.adopted
+	}
+	out := make([]Backend, len(src))
+	for i, b := range src {
+		b.Addr = b.Addr.Unmap()
+		b.HW = slices.Clone(b.HW)
+		out[i] = b
+	}
+	slices.SortFunc(out, func(x, y Backend) int { return x.Addr.Compare(y.Addr) })
+	return out
 }
 
 // An Update is one service's backends and options, for SetServices.
@@ -486,7 +550,9 @@ func (lb *LB) SetServices(us []Update) error {
 			errs = append(errs, err)
 			continue
 		}
-		lb.record(rs[i].u.Service, rs[i].u.Backends, rs[i].p.full, rs[i].p.unresolved)
+		if err := lb.record(rs[i].u.Service, rs[i].u.Backends, rs[i].p.bs, rs[i].p.full, rs[i].p.unresolved); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -600,7 +666,7 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 	if isNew {
 		old = &service{backends: map[netip.Addr]*backend{}}
 	}
-	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs))}
+	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs)), down: old.down}
 	var added []uint32 // ids taken here, given back on failure
 	var addedSvc bool
 	fail := func(err error) error {
@@ -701,6 +767,11 @@ func (lb *LB) finish(st *staged) error {
 		}
 	}
 	lb.services[st.svc] = st.next
+	if st.isNew {
+		if err := lb.syncVIP(st.svc.VIP.Addr()); err != nil {
+			return err // the service is in; its VIP's packets to other ports pass, as before
+		}
+	}
 
 	// Backends that left: freed after the swap, so a packet that read the
 	// old table finds its backend, or looks at the new table.
@@ -745,7 +816,42 @@ func (lb *LB) DeleteService(svc Service) error {
 	for _, b := range s.backends {
 		lb.freeBackend(b)
 	}
+	var errs []error
+	for a := range s.down {
+		if err := lb.objs.Down.Delete(downKey(s.id, a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("xdpmaglev: deleting the Down record of %v: %w", a, err))
+		}
+	}
 	lb.svcFree = append(lb.svcFree, s.id)
+	return errors.Join(append(errs, lb.syncVIP(svc.VIP.Addr()))...)
+}
+
+// syncVIP writes the number of services of VIP a to the map of VIPs,
+// whose packets the program drops when it does not forward them, or
+// deletes a when it has none. A 4-in-6 VIP is an IPv6 packet's
+// destination, as in LB.key. lb.mu is held.
+func (lb *LB) syncVIP(a netip.Addr) error {
+	n := uint32(0)
+	for s := range lb.services {
+		if s.VIP.Addr() == a {
+			n++
+		}
+	}
+	m, k := lb.objs.Vips6, any(addrWords(a))
+	if a.Is4() {
+		m, k = lb.objs.Vips4, addrWords(a)[0]
+	}
+	var err error
+	if n == 0 {
+		if err = m.Delete(k); errors.Is(err, ebpf.ErrKeyNotExist) {
+			err = nil
+		}
+	} else {
+		err = m.Put(k, n)
+	}
+	if err != nil {
+		return fmt.Errorf("xdpmaglev: the VIP %v: %w", a, err)
+	}
 	return nil
 }
 

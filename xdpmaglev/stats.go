@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Counter names, indexed by the data plane's counter enum (bpf/maglev.c,
+// Counter names, indexed by the data plane's counter enum (bpf/maps.h,
 // generated into maglev_bpfel.go), so a name cannot sit at another
 // counter's index; the constant below fails to compile when the C enum
 // gains or loses a counter.
@@ -16,8 +16,10 @@ var counterNames = [...]string{
 	maglevCounterC_CT_HIT:              "conntrack_hit",
 	maglevCounterC_CT_MISS:             "conntrack_miss",
 	maglevCounterC_CT_STALE:            "conntrack_stale",
+	maglevCounterC_CT_REOPEN:           "conntrack_reopen",
 	maglevCounterC_CT_INSERT:           "conntrack_insert",
 	maglevCounterC_CT_FLOOD:            "conntrack_flood",
+	maglevCounterC_CT_CLOSED:           "conntrack_closed",
 	maglevCounterC_ICMP_FORWARDED:      "icmp_forwarded",
 	maglevCounterC_ICMP_TOO_BIG:        "icmp_too_big",
 	maglevCounterC_PASS_NOT_IP:         "pass_not_ip",
@@ -35,6 +37,10 @@ var counterNames = [...]string{
 	maglevCounterC_DROP_NO_NEIGHBOR:    "drop_no_neighbor",
 	maglevCounterC_DROP_FORWARDING_OFF: "drop_forwarding_off",
 	maglevCounterC_DROP_NO_ROOM:        "drop_no_room",
+	maglevCounterC_DROP_VIP_NO_SERVICE: "drop_vip_no_service",
+	maglevCounterC_DROP_VIP_FRAGMENT:   "drop_vip_fragment",
+	maglevCounterC_DROP_VIP_ICMP:       "drop_vip_icmp",
+	maglevCounterC_DROP_VIP_OTHER:      "drop_vip_other",
 }
 
 // Both are 0 only when counterNames has one name per counter.
@@ -50,20 +56,27 @@ type Stats struct {
 	// Forwarded counts the packets sent to a backend (XDP_TX).
 	Forwarded uint64 `json:"forwarded"`
 	// Conntrack counts lookups and writes of connection tracking: a hit
-	// names a backend still in the service; a miss (Stale of them found
-	// an entry whose backend had left) sends the flow to the table, and
-	// Inserts counts the entries then written.
+	// names a backend still in the service, and the packet follows it; a
+	// miss sends the flow to the table, and Inserts counts the entries
+	// then written (new, or replacing one). Of the misses, Stale found an
+	// entry whose backend had left, and Reopened a TCP SYN on the tuple of
+	// a flow that had ended (Closed counts the entries a FIN or RST
+	// marked so) or whose backend was draining.
 	Conntrack struct {
-		Hits    uint64 `json:"hits"`
-		Misses  uint64 `json:"misses"`
-		Stale   uint64 `json:"stale"`
-		Inserts uint64 `json:"inserts"`
+		Hits     uint64 `json:"hits"`
+		Misses   uint64 `json:"misses"`
+		Stale    uint64 `json:"stale"`
+		Reopened uint64 `json:"reopened"`
+		Inserts  uint64 `json:"inserts"`
+		Closed   uint64 `json:"closed"`
 		// Flood counts the misses routed by the table without an
-		// entry, because their CPU was over Options.FloodRate.
+		// entry written, because the flood guard had no credit
+		// (Options.FloodRate).
 		Flood uint64 `json:"flood"`
 	} `json:"conntrack"`
-	// FloodSeconds is the time the CPUs spent over Options.FloodRate,
-	// summed over CPUs, counted when each 125 ms window ends.
+	// FloodSeconds is the time the flood guard refused entries, summed
+	// over CPUs: on each CPU, from a new flow refused an entry to the next
+	// one refused.
 	FloodSeconds float64 `json:"flood_seconds"`
 	// ICMP counts the ICMP errors about a flow sent to the flow's
 	// backend (Forwarded), and the "too big" errors sent to clients whose
@@ -78,7 +91,10 @@ type Stats struct {
 	Passed map[string]uint64 `json:"passed"`
 	// Dropped counts the packets dropped (XDP_DROP), by reason:
 	// no_backend (a packet to a service whose table is empty), too_big,
-	// no_route, no_neighbor, forwarding_off, no_room (docs/xdp.md).
+	// no_route, no_neighbor, forwarding_off, no_room, and what reaches a
+	// VIP and is not forwarded: vip_no_service (another port or
+	// protocol), vip_fragment, vip_icmp (ICMP that is no error about a
+	// flow of a service), vip_other (docs/xdp.md).
 	Dropped map[string]uint64 `json:"dropped"`
 	// Services has one entry per service set, by VIP then protocol.
 	Services []ServiceStats `json:"services"`
@@ -137,8 +153,12 @@ func (lb *LB) Stats() (Stats, error) {
 			st.Conntrack.Misses = n
 		case name == "conntrack_stale":
 			st.Conntrack.Stale = n
+		case name == "conntrack_reopen":
+			st.Conntrack.Reopened = n
 		case name == "conntrack_insert":
 			st.Conntrack.Inserts = n
+		case name == "conntrack_closed":
+			st.Conntrack.Closed = n
 		case name == "conntrack_flood":
 			st.Conntrack.Flood = n
 		case name == "icmp_forwarded":

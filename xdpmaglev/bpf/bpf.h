@@ -1,5 +1,5 @@
-// The few kernel and libbpf declarations maglev.c uses, so that building
-// it needs clang alone: no kernel headers and no libbpf headers, whose
+// The few kernel and libbpf declarations maglev.c and decap.c use, so that
+// building them needs clang alone: no kernel headers and no libbpf headers, whose
 // versions would otherwise leak into the committed objects.
 
 #pragma once
@@ -22,8 +22,10 @@ typedef unsigned long long __u64;
 #define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_LRU_HASH 9
+#define BPF_MAP_TYPE_LPM_TRIE 11
 #define BPF_MAP_TYPE_ARRAY_OF_MAPS 12
 #define BPF_ANY 0
+#define BPF_F_NO_PREALLOC (1U << 0)
 #define BPF_F_MMAPABLE (1U << 10)
 #define BPF_F_INNER_MAP (1U << 12)
 
@@ -48,6 +50,7 @@ struct xdp_md {
 // Helpers, by their stable numbers.
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
 static long (*bpf_map_update_elem)(void *map, const void *key, const void *value, __u64 flags) = (void *)2;
+static long (*bpf_map_delete_elem)(void *map, const void *key) = (void *)3;
 static __u64 (*bpf_ktime_get_coarse_ns)(void) = (void *)160;
 static __u32 (*bpf_get_smp_processor_id)(void) = (void *)8;
 static long (*bpf_redirect)(__u32 ifindex, __u64 flags) = (void *)23;

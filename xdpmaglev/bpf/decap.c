@@ -3,9 +3,12 @@
 // The xdpmaglev decapsulator: an XDP program for the backends of a service
 // that the load balancer reaches by IPIP or GUE (bpf/maglev.c). It strips
 // the outer header of a packet addressed to one of this host's addresses
-// that carries a packet to one of the configured VIPs, and passes the
-// inner packet to the kernel, which delivers it to the VIP held on lo; the
-// backend answers the client directly. Everything else passes unchanged.
+// that carries a packet to one of the configured VIPs, from an outer
+// source it trusts (the load balancers'), and passes the inner packet to
+// the kernel, which delivers it to the VIP held on lo; the backend answers
+// the client directly. Such a packet from any other source is dropped:
+// whoever can send it could otherwise put any inner source in front of
+// the backend. Everything else (other tunnels among it) passes unchanged.
 // Hosts with the kernel's ipip or fou modules can use those instead
 // (docs/xdp.md).
 
@@ -27,8 +30,37 @@ enum decap_counter {
 	D_DECAPSULATED, // outer header stripped, the inner packet passed
 	D_PASSED,       // not encapsulated, or not to this host and a VIP: passed unchanged
 	D_MALFORMED,    // encapsulated to this host, but the inner header cut short or impossible: passed unchanged
+	D_UNTRUSTED,    // encapsulated to this host and a VIP from an outer source not in sources4 or sources6: dropped
 	D_MAX,
 };
+
+// A trusted outer source prefix (DecapOptions.Sources), as an LPM trie's
+// key: the prefix length, then the address in network order.
+struct src4 {
+	__u32 prefixlen;
+	__u32 addr;
+};
+
+struct src6 {
+	__u32 prefixlen;
+	__u32 addr[4];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct src4);
+	__type(value, __u8);
+	__uint(max_entries, 256);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} sources4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__type(key, struct src6);
+	__type(value, __u8);
+	__uint(max_entries, 256);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} sources6 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -73,6 +105,27 @@ static __always_inline int known(void *map, __u32 *a, __u8 family)
 	return bpf_map_lookup_elem(map, &k) != 0;
 }
 
+// trusted reports whether the outer source a of the family is in a
+// trusted prefix.
+static __always_inline int trusted(__u32 *a, __u8 family)
+{
+	if (family == 4) {
+		struct src4 k = {.prefixlen = 32, .addr = a[0]};
+		return bpf_map_lookup_elem(&sources4, &k) != 0;
+	}
+	struct src6 k = {.prefixlen = 128};
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		k.addr[i] = a[i];
+	return bpf_map_lookup_elem(&sources6, &k) != 0;
+}
+
+static __always_inline int drop(__u32 i)
+{
+	done(i);
+	return XDP_DROP;
+}
+
 SEC("xdp")
 int xdp_decap(struct xdp_md *ctx)
 {
@@ -84,6 +137,7 @@ int xdp_decap(struct xdp_md *ctx)
 	void *l3 = data + ETH_HLEN;
 	int over;    // bytes of outer headers
 	__u8 inner;  // the inner packet's version, 4 or 6, if known from the outer header
+	int ok;      // the outer source is trusted
 	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
 		struct iphdr *ip = l3;
 		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
@@ -105,6 +159,7 @@ int xdp_decap(struct xdp_md *ctx)
 		}
 		if (!known(&hosts, &ip->daddr, 4))
 			return done(D_PASSED);
+		ok = trusted(&ip->saddr, 4);
 	} else if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = l3;
 		if ((void *)(ip6 + 1) > end)
@@ -126,6 +181,7 @@ int xdp_decap(struct xdp_md *ctx)
 		}
 		if (!known(&hosts, ip6->daddr, 6))
 			return done(D_PASSED);
+		ok = trusted(ip6->saddr, 6);
 	} else {
 		return done(D_PASSED);
 	}
@@ -145,6 +201,8 @@ int xdp_decap(struct xdp_md *ctx)
 			return done(D_MALFORMED);
 		if (!known(&vips, &ip->daddr, 4))
 			return done(D_PASSED);
+		if (!ok)
+			return drop(D_UNTRUSTED);
 		proto = bpf_htons(ETH_P_IP);
 	} else if (v == 6) {
 		struct ipv6hdr *ip6 = in;
@@ -152,6 +210,8 @@ int xdp_decap(struct xdp_md *ctx)
 			return done(D_MALFORMED);
 		if (!known(&vips, ip6->daddr, 6))
 			return done(D_PASSED);
+		if (!ok)
+			return drop(D_UNTRUSTED);
 		proto = bpf_htons(ETH_P_IPV6);
 	} else {
 		return done(D_MALFORMED);

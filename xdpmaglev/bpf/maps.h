@@ -1,0 +1,359 @@
+// The data plane's types, load-time settings and maps: everything the Go
+// control plane shares with the program (bpf2go generates the Go types of
+// the structs and enums named in gen.go), in one place, so that the
+// layout a pinned set of maps has is read here whole.
+
+#pragma once
+
+#include "bpf.h"
+
+// Set by the control plane before loading (rodata: the verifier sees them
+// as constants).
+volatile const __u64 hash_seed = 0;    // Options.Seed
+volatile const __u8 lb_mac[6] __attribute__((aligned(2))) = {}; // the attached interface's address
+// The flood guard (guard.h): the ns of credit a CPU spends on one new
+// conntrack entry, possible CPUs × 10^9 / Options.FloodRate; 0: no guard.
+volatile const __u64 flood_cost = 0;
+
+// Constants the Go side shares, generated into maglev_bpfel.go by bpf2go
+// (-type consts, -type forward).
+enum consts {
+	NO_BACKEND = 0xffffffffu, // a table slot with no backend
+	// The version of the maps' layout and meaning, which a control plane
+	// checks before it adopts maps pinned by another (Options.PinPath):
+	// raise it with any change of a map's type, key or value, or of what
+	// the program or the control plane makes of a map's contents (what a
+	// slot, a cookie or an entry means). TestLayoutVersion fails when the
+	// maps' layout changes and this does not; a change of meaning alone
+	// is for the author to see.
+	LAYOUT_VERSION = 2,
+	// struct ct_entry's flags.
+	CT_CLOSED = 1, // the client sent a FIN or a RST: the flow ended, and a SYN on its tuple opens a new one
+};
+
+// How a service's packets reach its backends (ServiceOptions.Forward).
+enum forward {
+	FWD_L2 = 0,   // the frame's MACs rewritten, sent back out (XDP_TX)
+	FWD_IPIP = 1, // inside an outer IP header: IPv4 in IPv4 (protocol 4), IPv6 in IPv6 (41)
+	FWD_GUE = 2,  // inside outer IP and UDP headers: GUE variant 1, the inner IP packet as UDP payload
+};
+
+// A flow's 5-tuple, as the packet carries it (addresses and ports in
+// network byte order; an IPv4 address fills the first word). It is the
+// conntrack key.
+struct flow {
+	__u32 src[4];
+	__u32 dst[4];
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 family; // 4 or 6
+	__u16 pad;
+};
+
+// An IPv4 flow's conntrack key: struct flow's fields for IPv4, in 16
+// bytes instead of 40, so that the kernel hashes and compares less.
+struct flow4 {
+	__u32 src;
+	__u32 dst;
+	__u16 sport;
+	__u16 dport;
+	__u8 proto;
+	__u8 pad[3];
+};
+
+// A service's key: the VIP, port and protocol, laid out as in struct flow.
+// IPv6 services only; an IPv4 service's key is struct svc_key4.
+struct svc_key {
+	__u32 addr[4];
+	__u16 port;
+	__u8 proto;
+	__u8 family;
+};
+
+// An IPv4 service's key, in 8 bytes.
+struct svc_key4 {
+	__u32 addr;
+	__u16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
+struct service {
+	__u32 id; // index of the service's table and counters
+};
+
+// A slot of a Maglev table, and a conntrack entry: a backend id (an index
+// of the backends map, stable while the backend is in the service) and the
+// cookie the backend got when it joined. A reader follows the id only
+// while the backend's entry holds the same cookie, so an id freed and
+// reused never sends a packet to a backend it was not meant for.
+struct slot {
+	__u32 id;
+	__u32 cookie;
+};
+
+// A conntrack entry: the backend a flow goes to, as a table slot names
+// it, the service whose table chose it, and what the flow's packets said
+// of its end. While the backend's entry holds the cookie, the backend is
+// in that service (a backend's id and cookie belong to one service, and a
+// deleted service's backends are cleared), so a hit needs no lookup of the
+// service.
+struct ct_entry {
+	struct slot backend;
+	__u32 svc;
+	__u32 flags; // CT_CLOSED
+};
+
+// A backend of one service, and how that service reaches it: by its MAC
+// (FWD_L2), or by its address from the load balancer's (the encapsulating
+// modes, whose next hop bpf_fib_lookup finds). The program reads weight
+// (0: draining, so a SYN on one of its flows' tuples goes to the table)
+// and, in the encapsulating modes, addr; svc is there for a control plane
+// that adopts pinned maps, to know each backend again.
+struct backend {
+	__u8 mac[6];
+	__u8 mode;   // enum forward
+	__u8 family; // of addr and src: 4 or 6
+	__u32 cookie; // 0: free
+	__u32 addr[4]; // the backend's address, in network order (IPv4: the first word)
+	__u32 src[4];  // the outer source address
+	__u16 port;    // FWD_GUE: the outer UDP destination port, network order
+	__u16 src_mask; // the low bits of src that come from the flow hash (host order; 0: none)
+	__u32 svc;     // the id of the backend's service
+	__u32 weight;  // its weight in the service's table (0: draining)
+};
+
+// A backend out of service as Down (Backend.Down: failed its health
+// check): it owns no slot and has no entry in backends, and the program
+// never reads this map. The control plane records it here so that one
+// that adopts the pinned maps knows the service's Down backends (their
+// slots are the others' until they come back), as it knows the others by
+// their entries.
+struct down_key {
+	__u32 svc;     // the service's id
+	__u32 addr[4]; // the backend's address, as in struct backend
+	__u8 family;   // 4 or 6
+	__u8 pad[3];
+};
+
+// A CPU's flood guard (guard.h): new conntrack entries cost flood_cost ns
+// of credit each, which accrues with time up to FLOOD_BURST.
+struct flood {
+	__u64 credit;  // ns of credit
+	__u64 last;    // the last new flow's time, bpf_ktime_get_coarse_ns
+	__u64 ns;      // time spent refusing entries, summed from a refused new flow to the next
+	__u64 refused; // 1: the last new flow was refused an entry
+};
+
+struct stats {
+	__u64 packets;
+	__u64 bytes; // frame bytes, Ethernet header included
+};
+
+// Counter indexes: the Go side's counter names (counterNames, stats.go),
+// in this order; TestCounterNames checks that the two agree.
+enum counter {
+	C_TX,            // forwarded to a backend (XDP_TX or XDP_REDIRECT)
+	C_CT_HIT,        // conntrack named a backend still in the service
+	C_CT_MISS,       // no usable conntrack entry: the table chose
+	C_CT_STALE,      // of the misses, an entry whose backend left
+	C_CT_REOPEN,     // of the misses, a TCP SYN on the tuple of a flow that ended (CT_CLOSED) or whose backend drains
+	C_CT_INSERT,     // conntrack entries written
+	C_CT_FLOOD,      // of the misses, routed without an entry: the flood guard was on
+	C_CT_CLOSED,     // entries marked CT_CLOSED: the client sent a FIN or a RST
+	C_ICMP_FORWARDED, // an ICMP error about a flow, sent to the flow's backend
+	C_ICMP_TOO_BIG,  // ICMP "too big" sent to a client: its packet did not fit once encapsulated
+	C_PASS_NOT_IP,   // not IPv4 or IPv6 (ARP, LLDP, ...)
+	C_PASS_VLAN,     // a frame with its 802.1Q or 802.1ad tag in it: not this device's untagged segment
+	C_PASS_TRUNCATED, // a header cut short
+	C_PASS_MALFORMED, // an impossible version, header or total length, or TCP data offset
+	C_PASS_NOT_TCP_UDP, // ICMP and other protocols
+	C_PASS_FRAGMENT, // an IPv4 fragment or an IPv6 fragment header
+	C_PASS_IP_OPTIONS, // IPv4 with options
+	C_PASS_IPV6_EXT, // an IPv6 extension header other than a fragment's
+	C_PASS_NO_SERVICE, // TCP or UDP, but to no service
+	C_DROP_NO_BACKEND, // to a service whose table has no backend
+	C_DROP_TOO_BIG,  // too big once encapsulated, and no ICMP allowed (IPv4 without DF, or an ICMP error)
+	C_DROP_NO_ROUTE, // bpf_fib_lookup found no route to the backend
+	C_DROP_NO_NEIGHBOR, // bpf_fib_lookup found the route, but no neighbour entry for its next hop
+	C_DROP_FORWARDING_OFF, // bpf_fib_lookup: forwarding is off on the interface (sysctl net.ipv4.conf.DEV.forwarding, net.ipv6.conf.all.forwarding)
+	C_DROP_NO_ROOM,  // the driver had no headroom for the outer header
+	C_DROP_VIP_NO_SERVICE, // TCP or UDP to a VIP, at a port or protocol no service takes
+	C_DROP_VIP_FRAGMENT, // a fragment to a VIP
+	C_DROP_VIP_ICMP, // ICMP to a VIP that is no error about a flow of a service (echo requests among them)
+	C_DROP_VIP_OTHER, // anything else to a VIP: other protocols, IP options, IPv6 extension headers, malformed or cut short
+	C_MAX,
+};
+
+// Services by key, one map per address family: the IPv4 one's smaller key
+// costs less to hash and compare on every packet.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct svc_key4);
+	__type(value, struct service);
+	__uint(max_entries, 64); // Options.MaxServices
+} services4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct svc_key);
+	__type(value, struct service);
+	__uint(max_entries, 64); // Options.MaxServices
+} services6 SEC(".maps");
+
+// The VIPs of the services, with the number of services of each: a packet
+// to one that no service forwards is dropped (vip.h), never passed to a
+// kernel that would route it back to the router it came from.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32); // the address, network order
+	__type(value, __u32);
+	__uint(max_entries, 64); // Options.MaxServices
+} vips4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, __u32[4]);
+	__type(value, __u32);
+	__uint(max_entries, 64); // Options.MaxServices
+} vips6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 64); // Options.MaxServices
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__type(key, __u32);
+		__type(value, struct slot);
+		__uint(max_entries, 65538); // 1 + each service's own M (ServiceOptions.M)
+		// written through mmap; tables of different sizes
+		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	});
+} tables SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct backend);
+	__uint(max_entries, 4096); // Options.MaxBackends
+} backends SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct down_key);
+	__type(value, __u32); // the backend's weight
+	__uint(max_entries, 4096); // Options.MaxBackends
+} down SEC(".maps");
+
+// Connection tracking, one map per address family (the IPv4 key is 16
+// bytes, the IPv6 one 40), each of Options.ConntrackSize entries. The LRU
+// lists are shared by the CPUs: per-CPU lists (BPF_F_NO_COMMON_LRU) would
+// let a CPU evict only from its own share of the entries, and measured no
+// faster here (docs/xdp.md).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow4);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 262144); // Options.ConntrackSize
+} conntrack4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct flow);
+	__type(value, struct ct_entry);
+	__uint(max_entries, 262144); // Options.ConntrackSize
+} conntrack6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct stats);
+	__uint(max_entries, 64); // Options.MaxServices
+} service_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct stats);
+	__uint(max_entries, 4096); // Options.MaxBackends
+} backend_stats SEC(".maps");
+
+// A CPU's counters, one struct looked up once per packet.
+struct cpu_counters {
+	__u64 n[C_MAX]; // by enum counter
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct cpu_counters);
+	__uint(max_entries, 1);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct flood);
+	__uint(max_entries, 1);
+} flood_state SEC(".maps");
+
+// A backend's next hop as bpf_fib_lookup last gave it, per CPU, by
+// backend id: looked up again when older than NEXTHOP_TTL ticks of the
+// kernel's clock (jiffies) or when the id now holds another backend
+// (cookie), so route and neighbour changes reach the packets within
+// NEXTHOP_TTL ticks: 500 ms at HZ 100, 200 ms at HZ 250, 50 ms at HZ 1000.
+// Jiffies, not nanoseconds: the kernel inlines bpf_jiffies64 into one
+// load, where a clock in ns costs a helper call on every packet.
+struct nexthop {
+	__u8 dmac[6];
+	__u8 smac[6];
+	__u32 ifindex;
+	__u32 mtu;    // the route's MTU
+	__u32 cookie; // the backend's, when looked up
+	__u64 expires; // bpf_jiffies64
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+	__uint(max_entries, 4096); // Options.MaxBackends
+} nexthops SEC(".maps");
+
+// The layout record, the one entry of the map layout, which the program
+// never reads: what a control plane checks before it adopts pinned maps
+// (Options.PinPath), and the state it needs beside the maps. Its own
+// layout never changes, version first.
+struct layout_record {
+	__u32 version; // LAYOUT_VERSION of the maps; 0: still being pinned
+	__u32 cookie;  // the last backend cookie handed out
+	__u64 spec;    // a hash of the maps' types, keys, values and flags (specHash in pin.go)
+	__u64 netns;   // the inode of the network namespace of the interface; 0: none
+	__u32 ifindex; // the interface the maps were made for; 0: none
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct layout_record);
+	__uint(max_entries, 1);
+} layout SEC(".maps");
+
+// A CPU's counters: count adds one to counter i.
+static __always_inline void count(struct cpu_counters *c, __u32 i)
+{
+	if (i < C_MAX)
+		c->n[i] += 1;
+}
+
+static __always_inline void add_stats(void *map, __u32 i, __u64 bytes)
+{
+	struct stats *s = bpf_map_lookup_elem(map, &i);
+	if (s) {
+		s->packets += 1;
+		s->bytes += bytes;
+	}
+}
