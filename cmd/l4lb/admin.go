@@ -159,6 +159,7 @@ type decapStatus struct {
 	Decap   string               `json:"decap"` // the interface
 	Attach  string               `json:"attach"`
 	VIPs    []string             `json:"vips"`
+	Sources []string             `json:"sources"` // the trusted outer sources, -decap-sources
 	GUEPort uint16               `json:"gue_port"`
 	Stats   xdpmaglev.DecapStats `json:"stats"`
 }
@@ -174,6 +175,9 @@ func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
 		s := decapStatus{Decap: c.iface, Attach: d.Mode().String(), GUEPort: c.dopts.GUEPort, Stats: st}
 		for _, a := range c.dopts.VIPs {
 			s.VIPs = append(s.VIPs, a.String())
+		}
+		for _, p := range c.dopts.Sources {
+			s.Sources = append(s.Sources, p.String())
 		}
 		ops.WriteJSON(w, s)
 	})

@@ -31,8 +31,8 @@ func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	for i, a := range c.dopts.VIPs {
 		vips[i] = a.String()
 	}
-	_, _ = fmt.Fprintf(stdout, "l4lb: decapsulating IPIP and GUE (port %d) to %s on %s (%v)\n",
-		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode())
+	_, _ = fmt.Fprintf(stdout, "l4lb: decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s\n",
+		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode(), sourcesString(c.dopts.Sources))
 	if c.admin != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", decapHandler(d, c))
@@ -46,13 +46,25 @@ func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	<-ctx.Done()
 	st, serr := d.Stats()
 	if serr == nil {
-		_, _ = fmt.Fprintf(stdout, "l4lb: %d packets decapsulated, %d passed, %d malformed\n", st.Decapsulated, st.Passed, st.Malformed)
+		_, _ = fmt.Fprintf(stdout, "l4lb: %d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped\n", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted)
 	}
 	if err := d.Close(); err != nil {
 		return errors.Join(serr, err)
 	}
 	_, _ = fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
 	return serr
+}
+
+// sourcesString returns the trusted sources as -decap-sources takes them.
+func sourcesString(ps []netip.Prefix) string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		if p.Bits() == 0 {
+			return "any source"
+		}
+		out[i] = p.String()
+	}
+	return strings.Join(out, ",")
 }
 
 // decapWarnings returns what is likely wrong with this host as a backend

@@ -15,17 +15,18 @@ import (
 // namespace of its own (v0, 198.18.0.3/24; the VIP 198.18.255.1 on lo,
 // 198.18.255.2 on no interface): it attaches an XDP program to v0, warns
 // about the VIP it cannot deliver to, strips the outer header of an IPIP
-// and a GUE packet sent into the veth's peer as raw frames (and passes one
-// to another address), serves its counters at /debug/maglev, and on
-// SIGTERM prints them, detaches and exits 0.
+// and a GUE packet sent into the veth's peer as raw frames from the
+// trusted source (passes one to another address, and drops one from an
+// untrusted source), serves its counters at /debug/maglev, and on SIGTERM
+// prints them, detaches and exits 0.
 func TestDecapCommand(t *testing.T) {
 	need(t)
 	bin := build(t)
 	ns := vethNS(t, "l4lbd")
 	ip(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
 
-	p := start(t, ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-admin", "127.0.0.1:9182")
-	if l, want := p.next(), "l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.255.1,198.18.255.2 on v0 (native)"; l != want {
+	p := start(t, ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
+	if l, want := p.next(), "l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.255.1,198.18.255.2 on v0 (native), from 198.18.0.2/32,2001:db8::/64"; l != want {
 		t.Fatalf("first line %q, want %q", l, want)
 	}
 	if l := p.next(); l != "l4lb: admin on http://127.0.0.1:9182/debug/maglev" {
@@ -39,7 +40,7 @@ func TestDecapCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, host := [4]byte{198, 18, 0, 2}, [4]byte{198, 18, 0, 3}
+	client, host, stranger := [4]byte{198, 18, 0, 2}, [4]byte{198, 18, 0, 3}, [4]byte{198, 18, 0, 9}
 	udp := func(dport uint16, payload []byte) []byte {
 		b := make([]byte, 8, 8+len(payload))
 		binary.BigEndian.PutUint16(b[0:], 40000)
@@ -49,9 +50,10 @@ func TestDecapCommand(t *testing.T) {
 	}
 	inner := func(vip [4]byte) []byte { return ipv4(17, client, vip, udp(53, []byte("query"))) }
 	frames := [][]byte{
-		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),             // IPIP: decapsulated
-		ethIPv4(v0.HardwareAddr, ipv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))), // GUE: decapsulated
-		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),             // not a VIP: passed
+		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),               // IPIP: decapsulated
+		ethIPv4(v0.HardwareAddr, ipv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))),   // GUE: decapsulated
+		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),               // not a VIP: passed
+		ethIPv4(v0.HardwareAddr, ipv4(17, stranger, host, udp(6080, inner([4]byte{198, 18, 255, 1})))), // untrusted: dropped
 	}
 	_, err = inNS(ns, func() (struct{}, error) {
 		v1, err := net.InterfaceByName("v1")
@@ -87,18 +89,19 @@ func TestDecapCommand(t *testing.T) {
 		if err := json.Unmarshal(body, &st); err != nil {
 			t.Fatalf("%v: %s", err, body)
 		}
-		if st.Stats.Decapsulated >= 2 && st.Stats.Passed >= 1 {
+		if st.Stats.Decapsulated >= 2 && st.Stats.Passed >= 1 && st.Stats.Untrusted >= 1 {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	if st.Decap != "v0" || st.Attach != "native" || st.GUEPort != 6080 || len(st.VIPs) != 2 || st.VIPs[1] != "198.18.255.2" ||
-		st.Stats.Decapsulated != 2 || st.Stats.Passed < 1 || st.Stats.Malformed != 0 {
+		len(st.Sources) != 2 || st.Sources[0] != "198.18.0.2/32" ||
+		st.Stats.Decapsulated != 2 || st.Stats.Passed < 1 || st.Stats.Malformed != 0 || st.Stats.Untrusted != 1 {
 		t.Errorf("/debug/maglev: %s", body)
 	}
 
 	rest := p.stop()
-	if len(rest) != 2 || !strings.HasPrefix(rest[0], "l4lb: 2 packets decapsulated, ") || !strings.HasSuffix(rest[0], " passed, 0 malformed") ||
+	if len(rest) != 2 || !strings.HasPrefix(rest[0], "l4lb: 2 packets decapsulated, ") || !strings.HasSuffix(rest[0], " passed, 0 malformed, 1 from untrusted sources dropped") ||
 		rest[1] != "l4lb: detached from v0" {
 		t.Errorf("last lines %q", rest)
 	}

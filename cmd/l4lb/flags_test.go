@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/netip"
 	"strings"
@@ -100,24 +101,31 @@ func TestParseUDPWarning(t *testing.T) {
 	}
 }
 
-// TestParseDecap: -decap takes -iface, addresses in -vip, -gue-port,
-// -mode and -admin, and refuses the load balancer's flags.
+// TestParseDecap: -decap takes -iface, addresses in -vip, the trusted
+// -decap-sources (required), -gue-port, -mode and -admin, and refuses the
+// load balancer's flags.
 func TestParseDecap(t *testing.T) {
-	c, err := parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -gue-port 7000 -mode generic -admin :0"), io.Discard)
+	c, err := parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -decap-sources 198.18.2.0/24,2001:db8:2::/64,198.18.9.9 -gue-port 7000 -mode generic -admin :0"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []netip.Addr{netip.MustParseAddr("198.18.255.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("198.18.255.2")}
 	if !c.decap || c.iface != "eth1" || c.admin != ":0" || c.dopts.GUEPort != 7000 || c.dopts.Mode != xdpmaglev.AttachGeneric ||
-		len(c.dopts.VIPs) != 3 || c.dopts.VIPs[0] != want[0] || c.dopts.VIPs[1] != want[1] || c.dopts.VIPs[2] != want[2] || len(c.dopts.Hosts) != 0 {
+		len(c.dopts.VIPs) != 3 || c.dopts.VIPs[0] != want[0] || c.dopts.VIPs[1] != want[1] || c.dopts.VIPs[2] != want[2] || len(c.dopts.Hosts) != 0 ||
+		fmt.Sprint(c.dopts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
 		t.Errorf("parsed %+v", c)
 	}
-	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1"), io.Discard)
-	if err != nil || c.dopts.GUEPort != xdpmaglev.DefaultGUEPort || c.dopts.Mode != xdpmaglev.AttachAuto || len(c.dopts.VIPs) != 1 {
+	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1 -decap-sources any"), io.Discard)
+	if err != nil || c.dopts.GUEPort != xdpmaglev.DefaultGUEPort || c.dopts.Mode != xdpmaglev.AttachAuto || len(c.dopts.VIPs) != 1 ||
+		fmt.Sprint(c.dopts.Sources) != "[0.0.0.0/0 ::/0]" {
 		t.Errorf("defaults: %+v, %v", c.dopts, err)
 	}
 
 	for _, tc := range []struct{ args, want string }{
+		{"-decap -iface eth0 -vip 198.18.255.1", "-decap needs -decap-sources: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.1/24", "-decap-sources 198.18.2.1/24: not a prefix's first address (198.18.2.0/24)"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.0/24,lb1", `-decap-sources "lb1": neither a prefix nor an address`},
+		{"-iface eth0 -vip 198.18.255.1:80 -decap-sources any", "-decap-sources needs -decap"},
 		{"-decap -vip 198.18.255.1", "-iface and -vip are required"},
 		{"-decap -iface eth0", "-iface and -vip are required"},
 		{"-decap -iface eth0 -vip 198.18.255.1:80", `-vip "198.18.255.1:80": -decap takes addresses, without a port`},

@@ -232,6 +232,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	var seed uint64
 	var bgpASN, routerID string
 	var peers peerFlags
+	var decapSources string
 	fs.StringVar(&c.iface, "iface", "", "the interface to attach to (required)")
 	fs.StringVar(&vip, "vip", "", "the service's VIP:PORT (required); with -decap, the `VIP`s, addresses without a port, comma-separated")
 	fs.StringVar(&proto, "proto", "tcp", "the service's protocol: tcp or udp")
@@ -267,6 +268,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.bgp.restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
 	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
+	fs.StringVar(&decapSources, "decap-sources", "", "with -decap (required), the outer source `prefixes` trusted, comma-separated: the load balancers' addresses they encapsulate from (-encap-src); any encapsulated packet to a VIP from elsewhere is dropped; \"any\" trusts every source")
 	c.pin.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -303,7 +305,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-gue-port %d: not a port in [1, 65535]", guePort)
 	}
 	if c.decap {
-		return parseDecap(c, vip, uint16(guePort), set)
+		return parseDecap(c, vip, decapSources, uint16(guePort), set)
+	}
+	if set["decap-sources"] {
+		return c, errors.New("-decap-sources needs -decap")
 	}
 
 	static := ""
@@ -486,9 +491,9 @@ var healthFlags = []string{"health-path", "health-status", "health-port", "healt
 var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
 	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn", "pin-dir", "rebuild"}, append(healthFlags, bgpFlags...)...)
 
-// parseDecap fills in c for -decap from -vip, the addresses, and
-// -gue-port.
-func parseDecap(c config, vip string, guePort uint16, set map[string]bool) (config, error) {
+// parseDecap fills in c for -decap from -vip, the addresses,
+// -decap-sources and -gue-port.
+func parseDecap(c config, vip, sources string, guePort uint16, set map[string]bool) (config, error) {
 	var bad []string
 	for _, name := range lbOnly {
 		if set[name] {
@@ -517,8 +522,43 @@ func parseDecap(c config, vip string, guePort uint16, set map[string]bool) (conf
 		seen[a] = true
 		c.dopts.VIPs = append(c.dopts.VIPs, a)
 	}
+	var err error
+	if c.dopts.Sources, err = parseSources(sources); err != nil {
+		return c, err
+	}
 	c.dopts.GUEPort, c.dopts.Mode = guePort, c.opts.Mode
 	return c, nil
+}
+
+// parseSources parses -decap-sources: prefixes (or addresses, each its
+// own /32 or /128), comma-separated, or "any", every source.
+func parseSources(s string) ([]netip.Prefix, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("-decap needs -decap-sources: the prefixes of the load balancers' outer source addresses (their -encap-src), or \"any\" to trust every source, which lets anyone who can reach this host send packets to the VIPs from any source address")
+	}
+	if strings.TrimSpace(s) == "any" {
+		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, fmt.Errorf("-decap-sources %q: neither a prefix nor an address", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Addr().Zone() != "" {
+			return nil, fmt.Errorf("-decap-sources %v: a prefix without a zone", p)
+		}
+		if p.Masked() != p {
+			return nil, fmt.Errorf("-decap-sources %v: not a prefix's first address (%v)", p, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
