@@ -28,6 +28,7 @@ type routed struct {
 	*testNet
 	client, router, lbNS string
 	backends             []string // namespaces
+	decaps               []*Decap // of the backends, in their order
 	addrs4, addrs6       []netip.Addr
 	vip4, vip6           netip.Addr
 	lb                   *LB
@@ -116,6 +117,7 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = d.Close() })
+			r.decaps = append(r.decaps, d)
 			r.backends = append(r.backends, ns)
 			r.addrs4 = append(r.addrs4, a4)
 			r.addrs6 = append(r.addrs6, a6)
