@@ -31,7 +31,11 @@ type e2e struct {
 
 const e2eSeed = 0x5eed
 
-func newE2E(t *testing.T, nBackends int) *e2e {
+func newE2E(t *testing.T, nBackends int) *e2e { return newE2EOpts(t, nBackends, Options{}) }
+
+// newE2EOpts is newE2E with the load balancer loaded with opts, its seed,
+// attach mode and (if 0) conntrack size set.
+func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 	n := newTestNet(t, "xm")
 	e := &e2e{testNet: n, vip: netip.MustParseAddrPort("198.19.0.1:80")}
 	e.client = n.addNS("cl")
@@ -57,9 +61,11 @@ func newE2E(t *testing.T, nBackends int) *e2e {
 		e.serve(t, ns, addr.String())
 	}
 
-	lb, err := in(e.lbNS, func() (*LB, error) {
-		return Load("eth0", Options{Seed: e2eSeed, ConntrackSize: 1 << 14, Mode: AttachNative})
-	})
+	opts.Seed, opts.Mode = e2eSeed, AttachNative
+	if opts.ConntrackSize == 0 {
+		opts.ConntrackSize = 1 << 14
+	}
+	lb, err := in(e.lbNS, func() (*LB, error) { return Load("eth0", opts) })
 	if err != nil {
 		t.Fatal(err)
 	}

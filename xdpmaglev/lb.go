@@ -103,6 +103,12 @@ type Options struct {
 	// detaches the program and frees the maps. docs/xdp.md, "Restarts and
 	// upgrades".
 	PinPath string
+	// Changed, if not nil, is called after the LB changed a service's
+	// table on its own: a ForwardL2 backend that was Unresolved resolved,
+	// or one's MAC changed. It is called from the LB's refresh goroutine,
+	// with no lock held, one call at a time; the LB's methods may be
+	// called from it.
+	Changed func(Service)
 	// Rebuild lets Load replace pinned maps it cannot adopt (ErrLayout,
 	// ErrPinned) with new, empty ones: the services and connection
 	// tracking are lost. A link on the same interface in the mode asked
@@ -133,6 +139,7 @@ type LB struct {
 	mode     AttachMode
 	ifindex  int
 	neigh    *neighbours // resolves backends' addresses; nil without an interface
+	drv      *driver     // reads the driver's XDP counters; nil without an interface
 	opts     Options
 	services map[Service]*service
 	svcFree  []uint32      // free service ids, oldest first
@@ -283,7 +290,14 @@ func Load(iface string, opts Options) (*LB, error) {
 		undo()
 		return nil, err
 	}
+	if lb.drv, err = newDriver(ifc.Name); err != nil {
+		lb.neigh.close()
+		_ = lb.metrics.close()
+		undo()
+		return nil, err
+	}
 	if err := lb.attach(ifc, opts.Mode); err != nil {
+		lb.drv.close()
 		lb.neigh.close()
 		_ = lb.metrics.close()
 		undo()
@@ -439,6 +453,9 @@ func (lb *LB) shutdown(detach bool) error {
 	}
 	if lb.neigh != nil {
 		lb.neigh.close()
+	}
+	if lb.drv != nil {
+		lb.drv.close()
 	}
 	if err := lb.metrics.close(); err != nil {
 		errs = append(errs, err)

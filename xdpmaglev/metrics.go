@@ -47,6 +47,7 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 	dropped := counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason.")
 	flood := counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry written: the flood guard had no credit.")
 	icmp := counter("maglev.xdp.icmp", "{packet}", "ICMP errors: forwarded (about a flow, sent to its backend) and too_big (sent to a client whose packet would not fit once encapsulated).")
+	drv := counter("maglev.xdp.driver", "{event}", "The interface's driver's XDP counters (ethtool -S, the names with xdp, summed over queues), by name: among them the XDP_TX and redirect errors the program counts forwarded.")
 	floodTime, err := meter.Float64ObservableCounter("maglev.xdp.flood.time", metric.WithUnit("s"), metric.WithDescription("Time the flood guard refused conntrack entries, summed over CPUs."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -86,6 +87,9 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 		for r, n := range st.Dropped {
 			o.ObserveInt64(dropped, int64(n), reasons[r])
 		}
+		for name, n := range st.Driver {
+			o.ObserveInt64(drv, int64(n), metric.WithAttributes(attribute.String("maglev.stat", name)))
+		}
 		for _, s := range st.Services {
 			svc := attribute.String("maglev.service", s.Name)
 			o.ObserveInt64(svcPackets, int64(s.Packets), metric.WithAttributes(svc))
@@ -97,7 +101,7 @@ func newMetrics(lb *LB, mp metric.MeterProvider) (*metrics, error) {
 			}
 		}
 		return nil
-	}, packets, bytes, svcPackets, svcBytes, lookups, stale, reopened, inserts, closed, passed, dropped, flood, icmp, floodTime)
+	}, packets, bytes, svcPackets, svcBytes, lookups, stale, reopened, inserts, closed, passed, dropped, flood, icmp, floodTime, drv)
 	if err != nil {
 		return nil, fmt.Errorf("xdpmaglev: metrics: %w", err)
 	}

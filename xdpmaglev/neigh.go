@@ -30,58 +30,61 @@ func newNeighbours(ifindex int) (*neighbours, error) {
 
 func (n *neighbours) close() { n.h.Close() }
 
-// resolveWait bounds how long resolve waits for the kernel to resolve an
-// address it did not know.
-const resolveWait = 2 * time.Second
+// resolveWait bounds how long resolve and prime wait, in all, for the
+// kernel to resolve the addresses it did not know: on a segment a host
+// answers ARP or neighbour discovery within a millisecond, and one that
+// does not answer is out of service until the refresh finds it resolved,
+// so no update waits long for one (docs/xdp.md, "Unresolved backends").
+const resolveWait = 250 * time.Millisecond
 
-// resolve returns addr's hardware address from the neighbour table. If
-// the table has no usable entry, it asks the kernel to resolve addr (as
-// "ip neigh replace ... use" does: an ARP request or a neighbour
-// solicitation) and waits up to resolveWait for the answer.
-func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
-	family := netlink.FAMILY_V4
-	if addr.Is6() {
-		family = netlink.FAMILY_V6
-	}
+// resolve returns the hardware addresses of addrs that the neighbour
+// table has, by address. With wait, it asks the kernel to resolve the
+// others (as "ip neigh replace ... use" does: an ARP request or a
+// neighbour solicitation, all at once) and waits up to resolveWait in all
+// for the answers; without, it asks and returns at once.
+func (n *neighbours) resolve(wait bool, addrs ...netip.Addr) (map[netip.Addr]net.HardwareAddr, error) {
 	deadline := time.Now().Add(resolveWait)
 	asked := false
 	for {
-		list, err := n.h.NeighList(n.ifindex, family)
+		known, err := n.all()
 		if err != nil {
 			return nil, fmt.Errorf("xdpmaglev: reading the neighbour table: %w", err)
 		}
-		for _, e := range list {
-			ip, ok := netip.AddrFromSlice(e.IP)
-			if !ok || ip.Unmap() != addr || len(e.HardwareAddr) != 6 {
-				continue
-			}
-			if e.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) == 0 {
-				return e.HardwareAddr, nil
+		var missing []netip.Addr
+		for _, a := range addrs {
+			if known[a] == nil {
+				missing = append(missing, a)
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w for %v after %v: give Backend.HW, or check that it is on the interface's segment", ErrNoNeighbor, addr, resolveWait)
+		if len(missing) == 0 || (asked && (!wait || time.Now().After(deadline))) {
+			return known, nil
 		}
 		if !asked {
 			asked = true
-			err := n.h.NeighSet(&netlink.Neigh{
-				LinkIndex: n.ifindex,
-				Family:    family,
-				IP:        net.IP(addr.AsSlice()),
-				State:     netlink.NUD_INCOMPLETE,
-				Flags:     netlink.NTF_USE,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("%w for %v: asking the kernel to resolve it: %v", ErrNoNeighbor, addr, err)
+			for _, a := range missing {
+				family := netlink.FAMILY_V4
+				if a.Is6() {
+					family = netlink.FAMILY_V6
+				}
+				_ = n.h.NeighSet(&netlink.Neigh{ // best effort: an address not asked for stays unresolved, and the refresh asks again
+					LinkIndex: n.ifindex,
+					Family:    family,
+					IP:        net.IP(a.AsSlice()),
+					State:     netlink.NUD_INCOMPLETE,
+					Flags:     netlink.NTF_USE,
+				})
+			}
+			if !wait {
+				continue // one more read: an answer may be there already
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // prime asks the kernel to resolve the next hop toward each of addrs (the
 // gateway of its route, or the address on a connected route), and waits
-// up to resolveWait for them all, so that the program's bpf_fib_lookup
+// up to resolveWait in all for them, so that the program's bpf_fib_lookup
 // finds a neighbour entry for the first packets. It is best effort: a next
 // hop still unresolved is the program's no_neighbor count, and a missing
 // route its no_route count.

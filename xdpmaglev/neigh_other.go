@@ -13,7 +13,9 @@ func newNeighbours(int) (*neighbours, error) { return nil, ErrInterface }
 
 func (*neighbours) close() {}
 
-func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return nil, ErrNoNeighbor }
+func (*neighbours) resolve(bool, ...netip.Addr) (map[netip.Addr]net.HardwareAddr, error) {
+	return nil, ErrNoNeighbor
+}
 
 func (*neighbours) prime(...netip.Addr) {}
 

@@ -5,18 +5,30 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestUnresolvedBackend: an L2 backend that does not answer ARP does not
-// take the service down: SetService succeeds after the resolve wait, the
-// backend is out of service (reported, weight 0, only its slots moved to
-// the others, as maglev.Table.Without computes) and every connection
-// reaches one of the others; once it answers, the refresh brings it back
-// into the full table, and connections reach it.
+// take the service down, nor hold the update up: SetService returns within
+// the resolve wait (250 ms for all the backends it asks for, where it once
+// took 2 s each), the backend is out of service (Unresolved, reported,
+// weight 0, only its slots moved to the others, as maglev.Table.Without
+// computes) and every connection reaches one of the others; once it
+// answers, the refresh brings it back into the full table, calls
+// Options.Changed, and connections reach it.
 func TestUnresolvedBackend(t *testing.T) {
-	e := newE2E(t, 4)
+	changed := make(chan Service, 4)
+	e := newE2EOpts(t, 4, Options{Changed: func(s Service) { changed <- s }})
 	e.ip(e.backends[3], "link", "set", "eth0", "down")
+	start := time.Now()
 	e.set(t, 0, 1, 2, 3)
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("SetService with an unresolvable backend took %v", took)
+	}
+	if got := e.lb.Unresolved(e.svc()); !slices.Equal(got, e.addrs[3:]) {
+		t.Errorf("Unresolved %v, want %v", got, e.addrs[3:])
+	}
 	st, err := e.lb.Stats()
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +69,17 @@ func TestUnresolvedBackend(t *testing.T) {
 	if per[e.addrs[3].String()] == 0 {
 		t.Errorf("300 connections reached %v: none the backend back in service", per)
 	}
+	select {
+	case s := <-changed:
+		if s != e.svc() {
+			t.Errorf("Changed(%v), want %v", s, e.svc())
+		}
+	default:
+		t.Error("Options.Changed was not called when the backend resolved")
+	}
+	if got := e.lb.Unresolved(e.svc()); got != nil {
+		t.Errorf("Unresolved %v once resolved", got)
+	}
 }
 
 // TestNeighbourChange: a backend that comes back with a new MAC gets
@@ -89,5 +112,91 @@ func TestNeighbourChange(t *testing.T) {
 	per, _ := e.connectAll(t, portRange(24000, 300), false)
 	if per[e.addrs[1].String()] == 0 {
 		t.Errorf("300 connections reached %v: none the backend with the new MAC", per)
+	}
+}
+
+// TestDriverErrors: on a veth whose peer has no XDP program, every XDP_TX
+// fails in the driver, which the program cannot see (it counts the frames
+// forwarded); Stats.Driver reports the driver's count of them. Once the
+// peer has a program, the frames go through and the count stays.
+func TestDriverErrors(t *testing.T) {
+	n := newTestNet(t, "xd")
+	ns := n.addNS("lb")
+	n.ip(ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	for _, dev := range []string{"v0", "v1"} {
+		n.ip(ns, "link", "set", dev, "up")
+	}
+	lb, err := in(ns, func() (*LB, error) {
+		return Load("v0", Options{Mode: AttachNative, ConntrackSize: 1024, FloodRate: -1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	svc := Service{VIP: vip(false, 80), Proto: TCP}
+	if err := lb.SetService(svc, testBackends(1, 2, false)); err != nil {
+		t.Fatal(err)
+	}
+	v0, err := in(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(count int) {
+		t.Helper()
+		_, err := in(ns, func() (struct{}, error) {
+			v1, err := net.InterfaceByName("v1")
+			if err != nil {
+				return struct{}{}, err
+			}
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+			if err != nil {
+				return struct{}{}, err
+			}
+			defer func() { _ = unix.Close(fd) }()
+			to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
+			copy(to.Addr[:], v0.HardwareAddr)
+			for i := range count {
+				f := packet(client(false, uint16(30000+i)), svc.VIP, 6, nil)
+				copy(f[0:6], v0.HardwareAddr)
+				if err := unix.Sendto(fd, f, 0, to); err != nil {
+					return struct{}{}, err
+				}
+			}
+			return struct{}{}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() Stats {
+		t.Helper()
+		st, err := lb.Stats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	wait := func(ok func(Stats) bool) Stats {
+		t.Helper()
+		var st Stats
+		for range 50 {
+			if st = read(); ok(st) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return st
+	}
+	st0 := read()
+	send(10)
+	st1 := wait(func(st Stats) bool { return st.Forwarded-st0.Forwarded >= 10 })
+	if st1.Forwarded-st0.Forwarded != 10 || st1.Driver["rx_xdp_tx_errors"]-st0.Driver["rx_xdp_tx_errors"] != 10 {
+		t.Errorf("10 frames: %d counted forwarded, the driver %v; want 10 forwarded and 10 rx_xdp_tx_errors", st1.Forwarded-st0.Forwarded, st1.Driver)
+	}
+	peerPass(t, lb, ns, "v1")
+	send(10)
+	st2 := wait(func(st Stats) bool { return st.Forwarded-st1.Forwarded >= 10 })
+	if st2.Forwarded-st1.Forwarded != 10 || st2.Driver["rx_xdp_tx_errors"] != st1.Driver["rx_xdp_tx_errors"] || st2.Driver["rx_xdp_tx"]-st1.Driver["rx_xdp_tx"] != 10 {
+		t.Errorf("10 frames with a program on the peer: %d forwarded, the driver %v (before %v)", st2.Forwarded-st1.Forwarded, st2.Driver, st1.Driver)
 	}
 }

@@ -95,7 +95,9 @@ func (lb *LB) refresh(interval time.Duration) {
 			}
 			if changed {
 				gen := w.gen
-				_ = lb.install(w.svc, w.request, bs, w.full, w.opts, unresolved, &gen) // best effort: the next round tries again
+				if err := lb.install(w.svc, w.request, bs, w.full, w.opts, unresolved, &gen); err == nil && lb.opts.Changed != nil {
+					lb.opts.Changed(w.svc)
+				} // else the next round tries again
 			}
 		}
 	}

@@ -157,8 +157,9 @@ type Backend struct {
 	// holds for it keep going to it.
 	Weight uint32
 	// HW is the backend's Ethernet address for ForwardL2; if empty,
-	// SetService reads it from the interface's neighbour table, resolving
-	// it if needed. The encapsulating modes ignore it.
+	// SetService reads it from the interface's neighbour table, asking
+	// the kernel to resolve it if needed (see LB.Unresolved). The
+	// encapsulating modes ignore it.
 	HW net.HardwareAddr
 	// Down takes the backend out of service as failed (by a health
 	// check): the service's table is the table of every backend, Down or
@@ -238,15 +239,20 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // that backend stays in the service (with any weight, 0 included); a
 // removed backend's flows are hashed again by the new table.
 //
-// Neighbours are resolved before the LB's lock is taken, so a slow ARP
-// never stalls Stats, metrics or other services. The encapsulating modes
+// A ForwardL2 backend's MAC, when not given, is the neighbour table's:
+// those the table lacks are asked for all at once, and waited for up to
+// 250 ms in all, before the LB's lock is taken, so that no ARP stalls
+// Stats, metrics or other services. One still unknown is out of service
+// (Unresolved), its slots the others' as maglev.Table.Without computes,
+// until the refresh, every second, finds it resolved; then it takes them
+// back, and Options.Changed is called. The encapsulating modes
 // resolve no backend: the program asks the kernel's routing and neighbour
 // tables for each packet's next hop, and a backend with no route, or a
 // next hop that does not answer, has its packets dropped and counted
 // (Stats.Dropped no_route, no_neighbor) while the others serve.
 // SetServiceOptions asks the kernel to resolve each backend's next hop,
-// and waits up to 2 s for them, without failing. A backend of the encapsulating modes must be of the
-// VIP's address family.
+// and waits up to 250 ms in all for them, without failing. A backend of
+// the encapsulating modes must be of the VIP's address family.
 //
 // A backend with Down set is in the table's base and out of service (see
 // Backend.Down); if every backend is Down or of weight 0, the table is
@@ -259,7 +265,7 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // table build (about a millisecond for 1,000 backends at M = 65,537) and a
 // write of 8·M bytes to the kernel.
 func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOptions) error {
-	p, err := lb.prepare(svc, backends, opts)
+	p, err := lb.prepare(svc, backends, opts, true)
 	if err != nil {
 		return err
 	}
@@ -276,8 +282,9 @@ type prepared struct {
 }
 
 // prepare checks an update of svc, builds its table and resolves its
-// backends, with no lock held.
-func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (prepared, error) {
+// backends, with no lock held; with wait, it waits up to resolveWait for
+// the neighbours the kernel is asked to resolve (see resolve and prime).
+func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions, wait bool) (prepared, error) {
 	if err := svc.check(); err != nil {
 		return prepared{}, err
 	}
@@ -316,13 +323,15 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (pre
 		return prepared{}, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 	}
 
-	// Hardware addresses: the ones the service has, else resolved here,
-	// outside the lock. A backend that does not resolve is out of service
-	// (maglev.Table.Without: only its slots move, as on every load
-	// balancer that sees the same failure) until the refresh resolves it.
+	// Hardware addresses: the ones the service has, else the neighbour
+	// table's, all asked for at once, outside the lock. A backend that
+	// does not resolve is out of service (maglev.Table.Without: only its
+	// slots move, as on every load balancer that sees the same failure)
+	// until the refresh finds it resolved.
 	var unresolved []string
 	if !encap {
 		known := lb.knownMACs(svc)
+		var need []netip.Addr
 		for i := range bs {
 			if len(bs[i].HW) != 0 || bs[i].Down {
 				continue
@@ -334,26 +343,47 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (pre
 			if lb.neigh == nil {
 				return prepared{}, fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
 			}
-			if bs[i].HW, err = lb.neigh.resolve(bs[i].Addr); err != nil {
-				unresolved = append(unresolved, bs[i].Addr.String())
+			need = append(need, bs[i].Addr)
+		}
+		if len(need) > 0 {
+			macs, err := lb.neigh.resolve(wait, need...)
+			if err != nil {
+				return prepared{}, err
+			}
+			for i := range bs {
+				if len(bs[i].HW) != 0 || bs[i].Down {
+					continue
+				}
+				if bs[i].HW = macs[bs[i].Addr]; bs[i].HW == nil {
+					unresolved = append(unresolved, bs[i].Addr.String())
+				}
 			}
 		}
-	} else if lb.neigh != nil {
-		var addrs []netip.Addr
-		for _, b := range bs {
-			if !b.Down {
-				addrs = append(addrs, b.Addr)
-			}
-		}
-		lb.neigh.prime(addrs...)
+	} else if lb.neigh != nil && wait {
+		lb.neigh.prime(upAddrs(bs)...)
 	}
 	return prepared{bs: bs, full: table, opts: opts, unresolved: unresolved}, nil
 }
 
+// upAddrs returns the addresses of the backends of bs that are not Down.
+func upAddrs(bs []Backend) []netip.Addr {
+	var out []netip.Addr
+	for _, b := range bs {
+		if !b.Down {
+			out = append(out, b.Addr.Unmap())
+		}
+	}
+	return out
+}
+
+// errChangedSince is install's error when the service is no longer at
+// the generation it was given.
+var errChangedSince = errors.New("xdpmaglev: the service changed since")
+
 // install sets svc to the table full less the unresolved and the Down
 // backends, with bs resolved; the Down ones leave the data plane. request
 // is the caller's list, kept for the refresh. With gen, it does nothing
-// unless the service is still at that generation.
+// (errChangedSince) unless the service is still at that generation.
 func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, opts ServiceOptions, unresolved []string, gen *uint64) error {
 	table, up, err := inService(svc, bs, full, unresolved)
 	if err != nil {
@@ -365,7 +395,7 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 		return ErrClosed
 	}
 	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
-		return nil // changed since: the next refresh looks again
+		return errChangedSince // the next refresh looks again
 	}
 	if err := lb.set(svc, table, up, opts); err != nil {
 		return err
@@ -488,12 +518,34 @@ func (lb *LB) SetServices(us []Update) error {
 	}
 	rs := make([]ready, 0, len(us))
 	seen := make(map[Service]bool, len(us))
+	if lb.neigh != nil {
+		// The neighbours of every update asked for, and waited for, at
+		// once: each prepare then takes what the table has.
+		var l2, encap []netip.Addr
+		for _, u := range us {
+			if u.Options.Forward == ForwardL2 {
+				for _, b := range u.Backends {
+					if len(b.HW) == 0 && !b.Down {
+						l2 = append(l2, b.Addr.Unmap())
+					}
+				}
+			} else {
+				encap = append(encap, upAddrs(u.Backends)...)
+			}
+		}
+		if len(l2) > 0 {
+			_, _ = lb.neigh.resolve(true, l2...) // an error is each prepare's again
+		}
+		if len(encap) > 0 {
+			lb.neigh.prime(encap...)
+		}
+	}
 	for _, u := range us {
 		if seen[u.Service] {
 			return fmt.Errorf("%w %v: updated twice", ErrService, u.Service)
 		}
 		seen[u.Service] = true
-		p, err := lb.prepare(u.Service, u.Backends, u.Options)
+		p, err := lb.prepare(u.Service, u.Backends, u.Options, false)
 		if err != nil {
 			return err
 		}
@@ -868,6 +920,27 @@ func (lb *LB) Table(svc Service) *maglev.Table {
 		return s.table
 	}
 	return nil
+}
+
+// Unresolved returns the ForwardL2 backends of svc whose MAC the
+// neighbour table does not have, sorted: they are out of service, their
+// slots the others', until the kernel resolves them (the LB asks again
+// every second). It returns nil if there are none or svc is not set.
+func (lb *LB) Unresolved(svc Service) []netip.Addr {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	s := lb.services[svc]
+	if s == nil || len(s.unresolved) == 0 {
+		return nil
+	}
+	out := make([]netip.Addr, 0, len(s.unresolved))
+	for _, name := range s.unresolved {
+		if a, err := netip.ParseAddr(name); err == nil {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }
 
 // Services returns the services set, in no particular order.

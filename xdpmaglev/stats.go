@@ -98,6 +98,13 @@ type Stats struct {
 	Dropped map[string]uint64 `json:"dropped"`
 	// Services has one entry per service set, by VIP then protocol.
 	Services []ServiceStats `json:"services"`
+	// Driver are the XDP counters the interface's driver keeps (ethtool
+	// -S, the names with "xdp", summed over queues: rx_xdp_tx_errors on a
+	// veth, for example), nil without an interface or where the driver
+	// keeps none. They see what the program cannot: a frame of XDP_TX or
+	// XDP_REDIRECT that the driver failed to send, which Forwarded counts
+	// (on a veth, every XDP_TX fails while the peer has no XDP program).
+	Driver map[string]uint64 `json:"driver,omitempty"`
 }
 
 // ServiceStats count the packets forwarded for one service.
@@ -125,7 +132,7 @@ type BackendStats struct {
 }
 
 // Stats reads the counters. It costs one system call per service and
-// backend, and two more.
+// backend, two more, and three for the driver's counters.
 func (lb *LB) Stats() (Stats, error) {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
@@ -177,6 +184,12 @@ func (lb *LB) Stats() (Stats, error) {
 	}
 	for _, f := range flood {
 		st.FloodSeconds += float64(f.Ns) / 1e9
+	}
+	if lb.drv != nil {
+		var err error
+		if st.Driver, err = lb.drv.stats(); err != nil {
+			return Stats{}, err
+		}
 	}
 	for svc, s := range lb.services {
 		ss := ServiceStats{Service: svc, Name: svc.String()}
