@@ -441,7 +441,7 @@ func TestHealthScaleChild(t *testing.T) {
 	if err := raiseNoFile(uint64(cfg.N) + 1000); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ops.NewMetrics() // the SDK l4lb records through
+	m, err := ops.NewMetrics("l4lb", ops.ReadBuild()) // the SDK l4lb records through
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,7 +622,7 @@ func BenchmarkProbe(b *testing.B) {
 			if kind == "http" {
 				hc.port = httpPort
 			}
-			m, err := ops.NewMetrics()
+			m, err := ops.NewMetrics("l4lb", ops.ReadBuild())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -244,7 +244,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
-	c.src = ops.RegisterSources(fs, "")
+	c.src = ops.RegisterSources(fs, "", ops.Etcd|ops.DNS|ops.Kubernetes) // no -dns-srv: SRV targets are names, and the data plane needs addresses
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
@@ -312,9 +312,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := c.src.Check(static); err != nil {
 		return c, err
-	}
-	if c.src.Name() == "-dns-srv" {
-		return c, errors.New("-dns-srv: SRV records name their targets, and the data plane needs addresses: use -dns NAME:PORT")
 	}
 	switch {
 	case c.timeout < 0:
@@ -483,7 +480,7 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 var healthFlags = []string{"health-path", "health-status", "health-port", "health-interval", "health-timeout", "health-rise", "health-fall"}
 
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
 	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn", "pin-dir", "rebuild"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses, and
@@ -547,7 +544,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, _ = fmt.Fprintln(stderr, "l4lb:", w)
 		}
 	}
-	pm, err := ops.NewMetrics()
+	pm, err := ops.NewMetrics("l4lb", ops.ReadBuild())
 	if err != nil {
 		return err
 	}
