@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -171,7 +170,7 @@ func (b bgpConfig) String() string {
 type speaker struct {
 	cfg      bgpConfig
 	s        *server.BgpServer
-	out      io.Writer
+	log      *slog.Logger // status lines
 	reg      metric.Registration
 	updates  metric.Int64Counter
 	kick     chan struct{} // a VIP's wish changed
@@ -213,14 +212,14 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// newSpeaker starts GoBGP by cfg, printing status lines to out and
-// GoBGP's warnings and errors to stderr, and recording through mp; it
-// opens no session until connect, and announces nothing until set.
-func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, out, stderr io.Writer) (*speaker, error) {
+// newSpeaker starts GoBGP by cfg, logging status lines, and GoBGP's
+// warnings and errors (with from=gobgp), to log, and recording through mp;
+// it opens no session until connect, and announces nothing until set.
+func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, log *slog.Logger) (*speaker, error) {
 	lvl := &slog.LevelVar{}
-	lvl.Set(slog.LevelWarn) // l4lb prints the transitions itself
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("from", "gobgp")
-	sp := &speaker{cfg: cfg, out: out, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
+	lvl.Set(slog.LevelWarn) // l4lb logs the transitions itself
+	logger := slog.New(minLevel{log.Handler(), lvl}).With("from", "gobgp")
+	sp := &speaker{cfg: cfg, log: log, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		retired: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
 		vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]*peerState{}}
 	go sp.s.Serve()
@@ -357,9 +356,11 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 	switch {
 	case state == "established" && sp.cfg.restart > 0 && !gr:
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router\n", addr)
-	default:
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v %s\n", addr, state)
+		sp.log.Warn(fmt.Sprintf("bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router", addr))
+	case state == "established":
+		sp.log.Info(fmt.Sprintf("bgp: peer %v %s", addr, state))
+	default: // an established session lost
+		sp.log.Warn(fmt.Sprintf("bgp: peer %v %s", addr, state))
 	}
 }
 
@@ -487,7 +488,7 @@ func (sp *speaker) reconcile() {
 		}
 		action := map[bool]string{true: "announce", false: "withdraw"}[c.on]
 		if err != nil {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: %s %v: %v\n", action, c.p, err)
+			sp.log.Error(fmt.Sprintf("bgp: %s %v: %v", action, c.p, err))
 			continue
 		}
 		sp.mu.Lock()
@@ -495,9 +496,9 @@ func (sp *speaker) reconcile() {
 		sp.mu.Unlock()
 		sp.updates.Add(context.Background(), 1, metric.WithAttributes(attribute.String("maglev.vip", c.p.String()), attribute.String("maglev.action", action)))
 		if c.on {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: announcing %v: %s\n", c.p, c.why)
+			sp.log.Info(fmt.Sprintf("bgp: announcing %v: %s", c.p, c.why))
 		} else {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: withdrew %v: %s\n", c.p, c.why)
+			sp.log.Warn(fmt.Sprintf("bgp: withdrew %v: %s", c.p, c.why))
 		}
 	}
 }
@@ -569,7 +570,7 @@ func (sp *speaker) restart() {
 	}
 	sp.endLoop()
 	sp.stopServer(true)
-	_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v\n", sp.cfg.restart)
+	sp.log.Info(fmt.Sprintf("bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v", sp.cfg.restart))
 }
 
 // retire takes the load balancer out of service (POST /drain-lb): it
@@ -584,7 +585,7 @@ func (sp *speaker) retire() bool {
 	go func() {
 		sp.drain()
 		sp.stopServer(false)
-		_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+		sp.log.Info("bgp: sessions closed")
 		close(sp.retired)
 	}()
 	return true
@@ -608,13 +609,13 @@ func (sp *speaker) drainAndStop(why string) {
 	sp.withdrawAll(why)
 	sp.drain()
 	sp.stopServer(false)
-	_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+	sp.log.Info("bgp: sessions closed")
 }
 
 // drain waits the drain time, saying so.
 func (sp *speaker) drain() {
 	if sp.cfg.drain > 0 {
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: draining for %v\n", sp.cfg.drain)
+		sp.log.Info(fmt.Sprintf("bgp: draining for %v", sp.cfg.drain))
 		time.Sleep(sp.cfg.drain)
 	}
 }
@@ -626,7 +627,7 @@ func (sp *speaker) drain() {
 func (sp *speaker) stopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
 		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: stopping: %v\n", err)
+			sp.log.Error(fmt.Sprintf("bgp: stopping: %v", err))
 		}
 		if sp.reg != nil {
 			_ = sp.reg.Unregister() // its error is the SDK shut down already

@@ -39,7 +39,7 @@ import (
 var ErrConfig = errors.New("bad configuration file")
 
 // globalKeys are the top-level keys that are the load balancer's own.
-var globalKeys = []string{"iface", "mode", "seed", "flood-rate", "admin", "conntrack-size", "max-services", "max-backends", "pin-dir",
+var globalKeys = []string{"iface", "mode", "seed", "flood-rate", "admin", "conntrack-size", "max-services", "max-backends", "pin-dir", "log-format",
 	"bgp-asn", "bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-restart-time", "bgp-drain"}
 
 // serviceKeys are the keys of a service, besides name. Those not in

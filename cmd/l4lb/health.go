@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -72,8 +73,8 @@ func (h healthConfig) String() string {
 type checker struct {
 	cfg         healthConfig
 	svc         xdpmaglev.Service
-	port        uint16 // the port probed
-	out         io.Writer
+	port        uint16       // the port probed
+	log         *slog.Logger // transitions
 	changed     func()
 	dialer      net.Dialer // no TCP keep-alive: a probe's connection lives a moment, or is used every interval
 	reg         metric.Registration
@@ -121,11 +122,11 @@ type probed struct {
 
 // newChecker returns the checker of svc by cfg, recording through mp
 // (otel.GetMeterProvider() if nil); it probes nothing until set.
-func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider, out io.Writer, changed func()) (*checker, error) {
+func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider, log *slog.Logger, changed func()) (*checker, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	c := &checker{cfg: cfg, svc: svc, port: cfg.port, out: out, changed: changed,
+	c := &checker{cfg: cfg, svc: svc, port: cfg.port, log: log, changed: changed,
 		backends: map[netip.Addr]*probed{}, svcAttr: attribute.String("maglev.service", svc.String())}
 	if c.port == 0 {
 		c.port = svc.VIP.Port()
@@ -329,12 +330,12 @@ func (c *checker) record(b *probed, err error, took time.Duration) {
 			b.up, to = false, "down"
 		}
 	}
-	line := ""
+	line, level := "", slog.LevelInfo
 	switch to {
 	case "up":
-		line = fmt.Sprintf("l4lb: health: %v up: %d probes passed in a row", b.addr, b.ok)
+		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.ok)
 	case "down":
-		line = fmt.Sprintf("l4lb: health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err)
+		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err), slog.LevelWarn
 	}
 	c.mu.Unlock()
 	if to == "" {
@@ -342,7 +343,7 @@ func (c *checker) record(b *probed, err error, took time.Duration) {
 	}
 	c.transitions.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(c.svcAttr,
 		attribute.String("maglev.backend", b.addr.String()), attribute.String("maglev.state", to))))
-	_, _ = fmt.Fprintln(c.out, line)
+	c.log.Log(context.Background(), level, line)
 	c.changed()
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -453,7 +454,7 @@ func TestHealthScaleChild(t *testing.T) {
 	}
 	var transitions atomic.Int64
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	c, err := newChecker(svc, hc, m.Provider, io.Discard, func() { transitions.Add(1) })
+	c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() { transitions.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -628,7 +629,7 @@ func BenchmarkProbe(b *testing.B) {
 			}
 			defer m.Close()
 			svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-			c, err := newChecker(svc, hc, m.Provider, io.Discard, func() {})
+			c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() {})
 			if err != nil {
 				b.Fatal(err)
 			}

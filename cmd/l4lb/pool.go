@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
@@ -48,7 +48,7 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	out     io.Writer                // status lines
+	log     *slog.Logger             // status lines
 	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
 	updates metric.Int64Counter      // the data plane's updates; nil: not counted; set before the first setMembers
 	attrs   metric.MeasurementOption // of updates
@@ -77,8 +77,8 @@ type member struct {
 	hw     net.HardwareAddr // nil: from the neighbour table
 }
 
-func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptions, timeout time.Duration, drained []netip.Addr, out io.Writer) *pool {
-	p := &pool{lb: lb, svc: svc, fwd: fwd, timeout: timeout, out: out,
+func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptions, timeout time.Duration, drained []netip.Addr, log *slog.Logger) *pool {
+	p := &pool{lb: lb, svc: svc, fwd: fwd, timeout: timeout, log: log,
 		members: map[netip.Addr]member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{}}
 	for _, a := range drained {
 		p.drained[a.Unmap()] = true
@@ -257,7 +257,7 @@ func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	if down > 0 {
 		downs = fmt.Sprintf(", %d down", down)
 	}
-	_, _ = fmt.Fprintf(p.out, "l4lb: %s%d backends live, %d draining%s, table digest %s\n", p.prefix(), live, draining, downs, hex.EncodeToString(d[:]))
+	p.log.Info(fmt.Sprintf("%s%d backends live, %d draining%s, table digest %s", p.prefix(), live, draining, downs, hex.EncodeToString(d[:])))
 	return nil
 }
 
@@ -352,9 +352,9 @@ func (p *pool) markDown(bs []xdpmaglev.Backend) {
 	}
 	if open != p.open {
 		if open {
-			_, _ = fmt.Fprintf(p.out, "l4lb: FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table\n", p.svc, weighted)
+			p.log.Warn(fmt.Sprintf("FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table", p.svc, weighted))
 		} else {
-			_, _ = fmt.Fprintf(p.out, "l4lb: failing open no more: %d backends of %v up\n", up, p.svc)
+			p.log.Info(fmt.Sprintf("failing open no more: %d backends of %v up", up, p.svc))
 		}
 		p.open = open
 		p.health.failOpen.Store(open)

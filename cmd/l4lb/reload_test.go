@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -198,7 +197,7 @@ func TestReloadSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lb.Close() })
-	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, io.Discard, slog.New(slog.DiscardHandler))
+	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

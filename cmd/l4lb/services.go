@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -36,9 +35,8 @@ type balancer struct {
 	lb      *xdpmaglev.LB
 	iface   string // for the flags' one service's status line
 	mp      metric.MeterProvider
-	sp      *speaker // nil: no BGP
-	out     io.Writer
-	logger  *slog.Logger
+	sp      *speaker            // nil: no BGP
+	logger  *slog.Logger        // status lines, and the membership sources' warnings
 	updates metric.Int64Counter // the data plane's updates of a service
 
 	applyMu sync.Mutex
@@ -59,13 +57,13 @@ type running struct {
 	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
 }
 
-func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, out io.Writer, logger *slog.Logger) (*balancer, error) {
+func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, logger *slog.Logger) (*balancer, error) {
 	updates, err := mp.Meter(meterScope).Int64Counter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
 		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service."))
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, out: out, logger: logger, updates: updates, running: map[xdpmaglev.Service]*running{}}, nil
+	return &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, logger: logger, updates: updates, running: map[xdpmaglev.Service]*running{}}, nil
 }
 
 // apply makes the running services those of svcs. New services start
@@ -156,7 +154,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	b.mu.Unlock()
 	for _, s := range swaps {
 		if err := b.change(s.r, s.c, s.stop); err != nil {
-			_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v (the pool tries again)\n", s.c.name, err)
+			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.name, err))
 		}
 		changed = append(changed, s.c.name)
 	}
@@ -189,11 +187,11 @@ func list(names []string) string {
 // backends: the source's first list applied, or the static ones set as
 // the members, for the caller to apply (applyAll).
 func (b *balancer) start(c serviceConfig) (*running, error) {
-	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.out)
+	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.logger)
 	p.name, p.bgp = c.name, b.sp
 	p.updates, p.attrs = b.updates, metric.WithAttributes(attribute.String("maglev.service", c.svc.String()))
 	if c.health.kind != "" {
-		h, err := newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() })
+		h, err := newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() })
 		if err != nil {
 			return nil, err
 		}
@@ -212,12 +210,12 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 		what = "backends from " + c.src.String()
 	}
 	if c.name == "default" { // the flags' one service: its first status line as it has always been
-		_, _ = fmt.Fprintf(b.out, "l4lb: %v attached to %s (%v)%s, %s\n", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what)
+		b.logger.Info(fmt.Sprintf("%v attached to %s (%v)%s, %s", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what))
 	} else {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v%s, %s\n", c.name, c.svc, by(c.fwd), what)
+		b.logger.Info(fmt.Sprintf("service %q: %v%s, %s", c.name, c.svc, by(c.fwd), what))
 	}
 	if p.health != nil {
-		_, _ = fmt.Fprintf(b.out, "l4lb: %shealth check: %v\n", p.prefix(), c.health)
+		b.logger.Info(fmt.Sprintf("%shealth check: %v", p.prefix(), c.health))
 	}
 	if c.src.Dynamic() {
 		stop, err := b.watch(c, r)
@@ -270,7 +268,7 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	var h *checker
 	if c.health != r.cfg.health && c.health.kind != "" {
 		var err error
-		if h, err = newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() }); err != nil {
+		if h, err = newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() }); err != nil {
 			return err
 		}
 	}
@@ -291,7 +289,7 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	} else {
 		err = p.setMembers(p.currentMembers()) // the health check's new backends, and an apply
 	}
-	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: changed\n", c.name)
+	b.logger.Info(fmt.Sprintf("service %q: changed", c.name))
 	return err
 }
 
@@ -309,14 +307,14 @@ func (b *balancer) stopService(r *running) {
 	kept := b.kept[r.cfg.svc]
 	b.mu.Unlock()
 	if kept {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped, and left in the data plane as the earlier l4lb left it\n", r.cfg.name)
+		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.name))
 		return
 	}
 	if err := b.lb.DeleteService(r.cfg.svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: leaving the data plane: %v\n", r.cfg.name, err)
+		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.name, err))
 		return
 	}
-	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped\n", r.cfg.name)
+	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.name))
 }
 
 // close stops every service's watch and pool, leaving the data plane as
