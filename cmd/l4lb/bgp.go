@@ -172,7 +172,6 @@ type speaker struct {
 	s        *server.BgpServer
 	log      *slog.Logger // status lines
 	reg      metric.Registration
-	updates  metric.Int64Counter
 	kick     chan struct{} // a VIP's wish changed
 	quit     chan struct{} // closed by endLoop
 	loopDone chan struct{} // closed when the goroutine has ended
@@ -204,6 +203,9 @@ type announced struct {
 	on     bool                       // in GoBGP's table, so announced to every established peer
 	since  time.Time                  // of the last change of on
 	family bgp.Family
+	// announces and withdraws count the changes of on, for
+	// maglev.l4lb.bgp.updates.
+	announces, withdraws int64
 }
 
 // vipPrefix is the host route of a VIP: a /32 or a /128.
@@ -296,8 +298,8 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 	est, err := meter.Int64ObservableGauge("maglev.l4lb.bgp.peer.established",
 		metric.WithDescription("1 while the BGP session with the peer is established, 0 otherwise."))
 	errs = append(errs, err)
-	sp.updates, err = meter.Int64Counter("maglev.l4lb.bgp.updates", metric.WithUnit("{update}"),
-		metric.WithDescription("Changes of a VIP's route, by action (announce or withdraw)."))
+	updates, err := meter.Int64ObservableCounter("maglev.l4lb.bgp.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Changes of a VIP's route, by action (announce or withdraw), while a service has the VIP."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bgp metrics: %w", err)
@@ -310,7 +312,14 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 			if a.on {
 				v = 1
 			}
-			o.ObserveInt64(ann, v, metric.WithAttributes(attribute.String("maglev.vip", p.String())))
+			vip := attribute.String("maglev.vip", p.String())
+			o.ObserveInt64(ann, v, metric.WithAttributes(vip))
+			if a.announces > 0 {
+				o.ObserveInt64(updates, a.announces, metric.WithAttributes(vip, attribute.String("maglev.action", "announce")))
+			}
+			if a.withdraws > 0 {
+				o.ObserveInt64(updates, a.withdraws, metric.WithAttributes(vip, attribute.String("maglev.action", "withdraw")))
+			}
 		}
 		for addr, ps := range sp.peer {
 			v := int64(0)
@@ -320,7 +329,7 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 			o.ObserveInt64(est, v, metric.WithAttributes(attribute.String("maglev.peer", addr.String())))
 		}
 		return nil
-	}, ann, est)
+	}, ann, est, updates)
 	if err != nil {
 		return fmt.Errorf("bgp metrics: %w", err)
 	}
@@ -413,7 +422,8 @@ func (sp *speaker) wish(svc xdpmaglev.Service, w *wish) {
 		slices.Sort(whys)
 		why = strings.Join(whys, "; ")
 	}
-	changed := a.want != healthy
+	// A VIP no service has any more goes once withdrawn (reconcile).
+	changed := a.want != healthy || len(a.wishes) == 0
 	a.want, a.why = healthy, why
 	sp.mu.Unlock()
 	if changed {
@@ -493,14 +503,27 @@ func (sp *speaker) reconcile() {
 		}
 		sp.mu.Lock()
 		c.a.on, c.a.path, c.a.since = c.on, id, time.Now()
+		if c.on {
+			c.a.announces++
+		} else {
+			c.a.withdraws++
+		}
 		sp.mu.Unlock()
-		sp.updates.Add(context.Background(), 1, metric.WithAttributes(attribute.String("maglev.vip", c.p.String()), attribute.String("maglev.action", action)))
 		if c.on {
 			sp.log.Info(fmt.Sprintf("bgp: announcing %v: %s", c.p, c.why))
 		} else {
 			sp.log.Warn(fmt.Sprintf("bgp: withdrew %v: %s", c.p, c.why))
 		}
 	}
+	// A VIP that no service has any more, withdrawn, is forgotten: its
+	// series leave the metrics, and /debug/maglev lists it no more.
+	sp.mu.Lock()
+	for p, a := range sp.vips {
+		if len(a.wishes) == 0 && !a.on {
+			delete(sp.vips, p)
+		}
+	}
+	sp.mu.Unlock()
 }
 
 // withdrawAll withdraws every VIP, for why, and keeps them withdrawn

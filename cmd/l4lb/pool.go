@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -10,10 +9,10 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // A pool is the service's backends as l4lb knows them: the members (from
@@ -48,10 +47,9 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	log     *slog.Logger             // status lines
-	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
-	updates metric.Int64Counter      // the data plane's updates; nil: not counted; set before the first setMembers
-	attrs   metric.MeasurementOption // of updates
+	log     *slog.Logger // status lines
+	bgp     *speaker     // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
+	updates atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
 
 	applyMu    sync.Mutex               // held by apply across the data plane's update
 	mu         sync.Mutex               // guards the fields below
@@ -238,9 +236,7 @@ func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	}
 	p.err = nil
 	p.applied, p.ready, p.appliedFwd = bs, true, fwd
-	if p.updates != nil {
-		p.updates.Add(context.Background(), 1, p.attrs)
-	}
+	p.updates.Add(1)
 	live, draining, down := 0, 0, 0
 	for _, b := range bs {
 		switch {

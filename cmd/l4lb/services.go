@@ -31,13 +31,13 @@ import (
 // services and is held only to read or swap them, never across a pool's
 // update.
 type balancer struct {
-	ctx     context.Context // the watches' lifetime
-	lb      *xdpmaglev.LB
-	iface   string // for the flags' one service's status line
-	mp      metric.MeterProvider
-	sp      *speaker            // nil: no BGP
-	logger  *slog.Logger        // status lines, and the membership sources' warnings
-	updates metric.Int64Counter // the data plane's updates of a service
+	ctx    context.Context // the watches' lifetime
+	lb     *xdpmaglev.LB
+	iface  string // for the flags' one service's status line
+	mp     metric.MeterProvider
+	sp     *speaker            // nil: no BGP
+	logger *slog.Logger        // status lines, and the membership sources' warnings
+	reg    metric.Registration // observes the running services' updates
 
 	applyMu sync.Mutex
 	mu      sync.Mutex // guards running and kept
@@ -57,13 +57,28 @@ type running struct {
 	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
 }
 
+// newBalancer returns the balancer of lb, with no service running. Its
+// metric maglev.l4lb.service.updates is observed, from each running pool's
+// count, when a reader collects: a service that stops has no series from
+// then on (a synchronous counter's series would outlive it).
 func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, logger *slog.Logger) (*balancer, error) {
-	updates, err := mp.Meter(meterScope).Int64Counter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
-		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service."))
+	b := &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, logger: logger, running: map[xdpmaglev.Service]*running{}}
+	meter := mp.Meter(meterScope)
+	updates, err := meter.Int64ObservableCounter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service, since it started."))
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, logger: logger, updates: updates, running: map[xdpmaglev.Service]*running{}}, nil
+	b.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, r := range b.services() {
+			o.ObserveInt64(updates, r.pool.updates.Load(), metric.WithAttributes(attribute.String("maglev.service", r.cfg.svc.String())))
+		}
+		return nil
+	}, updates)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return b, nil
 }
 
 // apply makes the running services those of svcs. New services start
@@ -189,7 +204,6 @@ func list(names []string) string {
 func (b *balancer) start(c serviceConfig) (*running, error) {
 	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.logger)
 	p.name, p.bgp = c.name, b.sp
-	p.updates, p.attrs = b.updates, metric.WithAttributes(attribute.String("maglev.service", c.svc.String()))
 	if c.health.kind != "" {
 		h, err := newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() })
 		if err != nil {
