@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +132,89 @@ func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
 	binary.BigEndian.PutUint16(tcp[2:], dport)
 	tcp[12], tcp[13] = 5<<4, 0x02
 	return append(append(b, ip...), tcp...)
+}
+
+// TestDrainNoBackend runs l4lb -config with two services, web (backends
+// .11 and .12, and a drain in the file of .50, no member) and api (.12
+// and .13), and drains through the admin API: an address that is no
+// backend answers 404 naming it and the services looked in, and stores
+// nothing (the address, joining web later, is live); one that is a
+// backend of one service drains there alone; one that left web, and is
+// draining, may be drained; the file's drain of a non-member stays.
+func TestDrainNoBackend(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbd")
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	write := func(web string) {
+		t.Helper()
+		file := "iface: v0\nadmin: 127.0.0.1:9187\npin-dir: \"\"\nm: 251\nservices:\n" +
+			"  - name: web\n    vip: 198.19.0.1:80\n    backends: [" + web + "]\n    drain: [198.18.0.50]\n" +
+			"  - name: api\n    vip: 198.19.0.1:443\n    backends: [198.18.0.12=02:00:00:00:00:12, 198.18.0.13=02:00:00:00:00:13]\n"
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("198.18.0.11=02:00:00:00:00:11, 198.18.0.12=02:00:00:00:00:12")
+	p := start(t, ns, bin, "-config", path)
+	p.await("admin on")
+	req := func(method, path string) ([]byte, error) { return requestAt(ns, "127.0.0.1:9187", method, path) }
+	for _, c := range []struct{ path, want string }{
+		{"/drain?addr=198.18.0.99", `404 Not Found: l4lb: 198.18.0.99 is no backend of any service (looked in api, web)`},
+		{"/drain?addr=198.18.0.99&service=web", `404 Not Found: l4lb: 198.18.0.99 is no backend of service "web"`},
+		{"/drain?addr=198.18.0.13&service=web", `404 Not Found: l4lb: 198.18.0.13 is no backend of service "web"`},
+		{"/undrain?addr=198.18.0.99", `404 Not Found: l4lb: 198.18.0.99 is no backend of any service (looked in api, web)`},
+	} {
+		if _, err := req("POST", c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("POST %s: %v, want %q", c.path, err, c.want)
+		}
+	}
+	// A backend of api alone: drained there, web untouched.
+	body, err := req("POST", "/drain?addr=198.18.0.13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api backendsStatus
+	if err := json.Unmarshal(body, &api); err != nil || api.Name != "api" || len(api.Backends) != 2 || api.Backends[1].State != "draining" || !api.Backends[1].Drained {
+		t.Errorf("POST /drain?addr=198.18.0.13: %v: %s", err, body)
+	}
+	services := func() map[string]backendsStatus {
+		t.Helper()
+		body, err := req("GET", "/debug/maglev/services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []backendsStatus
+		if err := json.Unmarshal(body, &all); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]backendsStatus{}
+		for _, s := range all {
+			out[s.Name] = s
+		}
+		return out
+	}
+	if web := services()["web"]; len(web.Backends) != 2 || web.Backends[0].State != "live" || web.Backends[1].State != "live" {
+		t.Errorf("web after draining api's 198.18.0.13: %+v", web)
+	}
+
+	// .11 leaves web, .99 joins it: .11 drains (the data plane holds it),
+	// and may be drained; .99 is live, no drain kept for it.
+	write("198.18.0.12=02:00:00:00:00:12, 198.18.0.99=02:00:00:00:00:99")
+	if _, err := req("POST", "/reload"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req("POST", "/drain?addr=198.18.0.11&service=web"); err != nil {
+		t.Errorf("POST /drain of a backend draining after it left: %v", err)
+	}
+	web := services()["web"]
+	states := map[string]backendStatus{}
+	for _, b := range web.Backends {
+		states[b.Addr] = b
+	}
+	if len(web.Backends) != 3 || states["198.18.0.99"].State != "live" || states["198.18.0.99"].Drained ||
+		states["198.18.0.11"].State != "draining" || !states["198.18.0.11"].Drained || states["198.18.0.12"].State != "live" {
+		t.Errorf("web after the reload: %+v", web)
+	}
+	p.stop()
 }

@@ -107,16 +107,27 @@ func (p *pool) members0(m map[netip.Addr]member) {
 	}
 }
 
-// drain drains (on) or undrains (off) the backend at a, member or not.
-func (p *pool) drain(a netip.Addr, on bool) error {
+// drain drains (on) or undrains (off) the backend at a, and applies. It
+// returns false, changing nothing, if a is no backend of the pool: not a
+// member, nor held by the data plane (draining after it left). Undrain
+// also takes back a drain kept for an address that is neither (one the
+// configuration drains, or one drained before it left).
+func (p *pool) drain(a netip.Addr, on bool) (bool, error) {
+	a = a.Unmap()
 	p.mu.Lock()
+	_, member := p.members[a]
+	held := slices.ContainsFunc(p.applied, func(b xdpmaglev.Backend) bool { return b.Addr == a })
+	if !member && !held && (on || !p.drained[a]) {
+		p.mu.Unlock()
+		return false, nil
+	}
 	if on {
-		p.drained[a.Unmap()] = true
+		p.drained[a] = true
 	} else {
-		delete(p.drained, a.Unmap())
+		delete(p.drained, a)
 	}
 	p.mu.Unlock()
-	return p.apply()
+	return true, p.apply()
 }
 
 // plan returns the backends the data plane should hold at now, sorted by
