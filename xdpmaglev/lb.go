@@ -1,6 +1,7 @@
 package xdpmaglev
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -103,6 +104,12 @@ type Options struct {
 	// tracking are lost. A link on the same interface in the mode asked
 	// for is kept and given the new program.
 	Rebuild bool
+	// Context, if not nil, ends the waits for the kernel's neighbour
+	// table (up to 2 s, see SetServiceOptions) once it is done: an update
+	// waiting then returns the context's error and changes nothing, so
+	// that a process told to stop does not wait on an ARP that gets no
+	// answer. Nil: the waits run their course.
+	Context context.Context
 }
 
 const (
@@ -368,6 +375,14 @@ func (lb *LB) attachNew(ifc *net.Interface, mode AttachMode) error {
 	}
 	lb.mode = AttachGeneric
 	return nil
+}
+
+// ctx returns Options.Context, or context.Background().
+func (lb *LB) ctx() context.Context {
+	if lb.opts.Context != nil {
+		return lb.opts.Context
+	}
+	return context.Background()
 }
 
 // Mode returns how the program is attached: AttachNative, AttachGeneric,

@@ -3,6 +3,7 @@
 package xdpmaglev
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -37,8 +38,9 @@ const resolveWait = 2 * time.Second
 // resolve returns addr's hardware address from the neighbour table. If
 // the table has no usable entry, it asks the kernel to resolve addr (as
 // "ip neigh replace ... use" does: an ARP request or a neighbour
-// solicitation) and waits up to resolveWait for the answer.
-func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
+// solicitation) and waits up to resolveWait for the answer, or until ctx
+// is done (its error).
+func (n *neighbours) resolve(ctx context.Context, addr netip.Addr) (net.HardwareAddr, error) {
 	family := netlink.FAMILY_V4
 	if addr.Is6() {
 		family = netlink.FAMILY_V6
@@ -75,7 +77,21 @@ func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
 				return nil, fmt.Errorf("%w for %v: asking the kernel to resolve it: %v", ErrNoNeighbor, addr, err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits d, or until ctx is done, and returns ctx's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -84,8 +100,8 @@ func (n *neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) {
 // up to resolveWait for them all, so that the program's bpf_fib_lookup
 // finds a neighbour entry for the first packets. It is best effort: a next
 // hop still unresolved is the program's no_neighbor count, and a missing
-// route its no_route count.
-func (n *neighbours) prime(addrs ...netip.Addr) {
+// route its no_route count. It stops waiting when ctx is done.
+func (n *neighbours) prime(ctx context.Context, addrs ...netip.Addr) {
 	hops := n.ask(addrs...)
 	deadline := time.Now().Add(resolveWait)
 	for len(hops) > 0 && time.Now().Before(deadline) {
@@ -98,8 +114,8 @@ func (n *neighbours) prime(addrs ...netip.Addr) {
 				hops = slices.DeleteFunc(hops, func(h netip.Addr) bool { return h == hop })
 			}
 		}
-		if len(hops) > 0 {
-			time.Sleep(20 * time.Millisecond)
+		if len(hops) > 0 && sleep(ctx, 20*time.Millisecond) != nil {
+			return
 		}
 	}
 }

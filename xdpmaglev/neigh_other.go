@@ -3,6 +3,7 @@
 package xdpmaglev
 
 import (
+	"context"
 	"net"
 	"net/netip"
 )
@@ -13,9 +14,11 @@ func newNeighbours(int) (*neighbours, error) { return nil, ErrInterface }
 
 func (*neighbours) close() {}
 
-func (*neighbours) resolve(addr netip.Addr) (net.HardwareAddr, error) { return nil, ErrNoNeighbor }
+func (*neighbours) resolve(context.Context, netip.Addr) (net.HardwareAddr, error) {
+	return nil, ErrNoNeighbor
+}
 
-func (*neighbours) prime(...netip.Addr) {}
+func (*neighbours) prime(context.Context, ...netip.Addr) {}
 
 func (*neighbours) ask(...netip.Addr) []netip.Addr { return nil }
 

@@ -1,7 +1,10 @@
 package xdpmaglev
 
 import (
+	"context"
+	"errors"
 	"net"
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
@@ -89,5 +92,40 @@ func TestNeighbourChange(t *testing.T) {
 	per, _ := e.connectAll(t, portRange(24000, 300), false)
 	if per[e.addrs[1].String()] == 0 {
 		t.Errorf("300 connections reached %v: none the backend with the new MAC", per)
+	}
+}
+
+// TestContextEndsNeighbourWait: an L2 backend that does not answer ARP
+// holds SetServiceOptions for up to 2 s; once Options.Context is done, it
+// returns the context's error at once, and the service is not set.
+func TestContextEndsNeighbourWait(t *testing.T) {
+	n := newTestNet(t, "xc")
+	lbNS := n.addNS("lb")
+	n.join(lbNS, "p-lb", "198.18.0.3/24")
+	ctx, cancel := context.WithCancel(context.Background())
+	lb, err := in(lbNS, func() (*LB, error) { return Load("eth0", Options{M: 251, Context: ctx}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	svc := Service{VIP: netip.MustParseAddrPort("198.19.0.1:80"), Proto: TCP}
+	errc := make(chan error, 1)
+	go func() { errc <- lb.SetService(svc, []Backend{{Addr: netip.MustParseAddr("198.18.0.99"), Weight: 1}}) }()
+	time.Sleep(200 * time.Millisecond) // into the wait
+	cancel()
+	t0 := time.Now()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("SetService: %v, want context.Canceled", err)
+		}
+		if d := time.Since(t0); d > 500*time.Millisecond {
+			t.Errorf("SetService returned %v after the context was done", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("SetService still waiting 5 s after the context was done")
+	}
+	if lb.Table(svc) != nil {
+		t.Error("the service was set")
 	}
 }

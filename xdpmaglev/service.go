@@ -244,7 +244,9 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // (Stats.Dropped no_route, no_neighbor) while the others serve.
 // SetServiceOptions asks the kernel to resolve each backend's next hop,
 // and waits up to 2 s for them, without failing. A backend of the encapsulating modes must be of the
-// VIP's address family.
+// VIP's address family. A wait for the neighbour table (an L2
+// backend's MAC, or those next hops) ends when Options.Context is done:
+// SetServiceOptions then returns the context's error and changes nothing.
 //
 // A backend with Down set is in the table's base and out of service (see
 // Backend.Down); if every backend is Down or of weight 0, the table is
@@ -332,7 +334,10 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (pre
 			if lb.neigh == nil {
 				return prepared{}, fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
 			}
-			if bs[i].HW, err = lb.neigh.resolve(bs[i].Addr); err != nil {
+			if bs[i].HW, err = lb.neigh.resolve(lb.ctx(), bs[i].Addr); err != nil {
+				if cerr := lb.ctx().Err(); cerr != nil {
+					return prepared{}, fmt.Errorf("xdpmaglev: service %v: resolving %v: %w", svc, bs[i].Addr, cerr)
+				}
 				unresolved = append(unresolved, bs[i].Addr.String())
 			}
 		}
@@ -343,7 +348,10 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions) (pre
 				addrs = append(addrs, b.Addr)
 			}
 		}
-		lb.neigh.prime(addrs...)
+		lb.neigh.prime(lb.ctx(), addrs...)
+		if err := lb.ctx().Err(); err != nil {
+			return prepared{}, fmt.Errorf("xdpmaglev: service %v: resolving next hops: %w", svc, err)
+		}
 	}
 	return prepared{bs: bs, full: table, opts: opts, unresolved: unresolved}, nil
 }

@@ -583,6 +583,11 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 	defer pm.Close()
 	g.opts.MeterProvider = pm.Provider
 	g.opts.PinPath, g.opts.Rebuild = g.pin.path(g.iface, log), g.pin.rebuild
+	// SIGINT and SIGTERM end the waits for ARP or neighbour discovery of
+	// an update under way (2 s for a backend that does not answer), which
+	// would otherwise hold the exit back: the update fails, changing
+	// nothing.
+	g.opts.Context = ctx
 	lb, err := xdpmaglev.Load(g.iface, g.opts)
 	if err != nil {
 		return loadError(err, g.iface)
@@ -607,6 +612,11 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 		log.Info(fmt.Sprintf("attached to %s (%v), services from %s", g.iface, lb.Mode(), g.file))
 	}
 	did, err := b.apply(svcs)
+	if err != nil && ctx.Err() != nil { // SIGINT or SIGTERM while a service waited for its neighbours
+		log.Info(fmt.Sprintf("stopped while starting: %v", err))
+		b.close()
+		return leave(lb, g.iface, log)
+	}
 	if err != nil {
 		return err
 	}

@@ -168,7 +168,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	}
 	b.mu.Unlock()
 	for _, s := range swaps {
-		if err := b.change(s.r, s.c, s.stop); err != nil {
+		if err := b.change(s.r, s.c, s.stop); err != nil && b.ctx.Err() == nil { // else l4lb is stopping, and ended the update's wait
 			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.name, err))
 		}
 		changed = append(changed, s.c.name)
