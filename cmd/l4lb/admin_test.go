@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +23,8 @@ import (
 // own, sends 5 TCP SYNs to the VIP and 3 to another port into the veth's
 // peer as raw frames, and GETs /metrics from the admin listener: the
 // Prometheus text has xdpmaglev's counters with those counts, per
-// backend and by reason.
+// backend and by reason, l4lb_build_info, a target_info naming l4lb and
+// its version, and the Go runtime's and the process's metrics.
 func TestMetricsEndpoint(t *testing.T) {
 	need(t)
 	bin := build(t)
@@ -106,6 +109,21 @@ func TestMetricsEndpoint(t *testing.T) {
 	for _, w := range want {
 		if !strings.Contains(body, w) {
 			t.Errorf("/metrics has no line %s", w)
+		}
+	}
+	// The program's own: its build, its resource (target_info), the Go
+	// runtime's and the process's metrics.
+	build := regexp.MustCompile(`(?m)^l4lb_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="[^"]+"\} 1$`)
+	if !build.MatchString(body) {
+		t.Errorf("/metrics has no l4lb_build_info of value 1 labelled with this Go version")
+	}
+	target := regexp.MustCompile(`(?m)^target_info\{.*service_name="l4lb",service_version="[^"]+".*\} 1$`)
+	if !target.MatchString(body) || strings.Contains(body, "unknown_service") {
+		t.Errorf("/metrics: target_info does not name the service l4lb and its version")
+	}
+	for _, w := range []string{"\ngo_goroutines ", "\ngo_gc_duration_seconds{", "\ngo_memstats_heap_alloc_bytes ", "\nprocess_cpu_seconds_total ", "\nprocess_resident_memory_bytes ", "\nprocess_open_fds "} {
+		if !strings.Contains(body, w) {
+			t.Errorf("/metrics has no series %s", strings.TrimSpace(w))
 		}
 	}
 	// The 3 frames to port 81 pass as no_service; other frames the kernel
