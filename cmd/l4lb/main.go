@@ -9,6 +9,7 @@
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
 //	l4lb -config /etc/l4lb.yaml
 //	l4lb -detach -iface eth0
+//	l4lb -version
 //
 // The flags describe one service; -config FILE describes many, in a YAML
 // file whose keys are the flags' names (example.yaml, docs/l4lb.md):
@@ -43,16 +44,18 @@
 //
 // With -dns NAME:PORT, the backends are the addresses of NAME's A/AAAA
 // records, looked up every -dns-interval. The sources are lbproxy's, from
-// one package (cmd/internal/ops); one may be named, and not with
-// -backend.
+// one package (cmd/internal/ops), but for -dns-srv (SRV targets are
+// names, and the data plane needs addresses); one may be named, and not
+// with -backend.
 //
 // A backend is drained by weight 0 in its etcd Metadata, by -drain IP, or
 // by POST /drain?addr=IP on the admin address (POST /undrain takes it
-// back): it gets no new flow, while the flows connection tracking holds
+// back; an address that is no backend, not a member nor draining, is
+// 404): it gets no new flow, while the flows connection tracking holds
 // for it keep going to it, for -drain-timeout; then it leaves the service.
 // A backend that leaves etcd (deregistered, or its lease ran out) drains
 // the same way. Load balancers of one fleet share -seed and the backend
-// set, and so compute one table: each prints its digest
+// set, and so compute one table: each logs its digest
 // (maglev.Table.Digest) on every change, and serves it with the backends'
 // states at /debug/maglev/backends.
 //
@@ -86,8 +89,14 @@
 // or when no router's session negotiated graceful restart. -bgp-hold (9 s)
 // is how long a router waits for a load balancer that went silent.
 //
-// l4lb prints the attach mode, and serves the table's summary and the
-// counters as JSON at /debug/maglev on the admin address. Its data plane
+// l4lb logs to standard error, each line a log/slog record with its time
+// and level (-log-format text, the default, or json): the attach mode,
+// each table's digest, every change, warnings and errors; standard output
+// is for -version (l4lb's version, VCS revision and Go version) and
+// -detach. SIGINT and SIGTERM end an update that waits for the neighbour
+// table (xdpmaglev.Options.Context), so that l4lb exits at once. It serves
+// the table's summary and the counters as JSON at /debug/maglev on the
+// admin address, and /metrics for Prometheus. Its data plane
 // is pinned in -pin-dir (/sys/fs/bpf/l4lb by default, a directory per
 // interface: /sys/fs/bpf/l4lb/eth0), so that it outlives the process: at
 // SIGINT or SIGTERM l4lb leaves the program attached and forwarding by
