@@ -43,8 +43,8 @@ type tableBackend struct {
 //	GET  /debug/maglev                    every service's table summary, the counters, BGP; JSON
 //	GET  /debug/maglev/services           every service's backends, their states and the table's digest
 //	GET  /debug/maglev/backends?service=N one service's (the one service's without service=)
-//	POST /drain?addr=IP[&service=N]       drain a backend (of every service without service=): no new flows; its flows continue until the drain timeout
-//	POST /undrain?addr=IP[&service=N]     take it back
+//	POST /drain?addr=IP[&service=N]       drain a backend (in every service that has it, without service=): no new flows; its flows continue until the drain timeout; 404 if no service looked in has it
+//	POST /undrain?addr=IP[&service=N]     take it back (or a drain kept for an address no service has)
 //	POST /reload                          with -config: read the file again and apply it (as SIGHUP does)
 //	POST /drain-lb                        with -bgp-asn: take the load balancer out of service (drainLB)
 //
@@ -103,11 +103,22 @@ func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
 			}
 			var out []backendsStatus
 			for _, r := range rs {
-				if err := r.pool.drain(a, on); err != nil {
+				ok, err := r.pool.drain(a, on)
+				if err != nil {
 					http.Error(w, fmt.Sprintf("l4lb: service %q: %v", r.cfg.name, err), http.StatusInternalServerError)
 					return
 				}
-				out = append(out, r.pool.status())
+				if ok {
+					out = append(out, r.pool.status())
+				}
+			}
+			if len(out) == 0 { // nothing stored: a drain must not wait for the address to join
+				where := fmt.Sprintf("service %q", r.FormValue("service"))
+				if r.FormValue("service") == "" {
+					where = "any service (looked in " + names(rs) + ")"
+				}
+				http.Error(w, fmt.Sprintf("l4lb: %v is no backend of %s: not a member, nor draining", a, where), http.StatusNotFound)
+				return
 			}
 			if len(out) == 1 {
 				ops.WriteJSON(w, out[0])

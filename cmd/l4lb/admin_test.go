@@ -3,10 +3,15 @@ package main
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +23,8 @@ import (
 // own, sends 5 TCP SYNs to the VIP and 3 to another port into the veth's
 // peer as raw frames, and GETs /metrics from the admin listener: the
 // Prometheus text has xdpmaglev's counters with those counts, per
-// backend and by reason.
+// backend and by reason, l4lb_build_info, a target_info naming l4lb and
+// its version, and the Go runtime's and the process's metrics.
 func TestMetricsEndpoint(t *testing.T) {
 	need(t)
 	bin := build(t)
@@ -105,6 +111,21 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics has no line %s", w)
 		}
 	}
+	// The program's own: its build, its resource (target_info), the Go
+	// runtime's and the process's metrics.
+	build := regexp.MustCompile(`(?m)^l4lb_build_info\{goversion="` + regexp.QuoteMeta(runtime.Version()) + `",revision="[^"]+",version="[^"]+"\} 1$`)
+	if !build.MatchString(body) {
+		t.Errorf("/metrics has no l4lb_build_info of value 1 labelled with this Go version")
+	}
+	target := regexp.MustCompile(`(?m)^target_info\{.*service_name="l4lb",service_version="[^"]+".*\} 1$`)
+	if !target.MatchString(body) || strings.Contains(body, "unknown_service") {
+		t.Errorf("/metrics: target_info does not name the service l4lb and its version")
+	}
+	for _, w := range []string{"\ngo_goroutines ", "\ngo_gc_duration_seconds{", "\ngo_memstats_heap_alloc_bytes ", "\nprocess_cpu_seconds_total ", "\nprocess_resident_memory_bytes ", "\nprocess_open_fds "} {
+		if !strings.Contains(body, w) {
+			t.Errorf("/metrics has no series %s", strings.TrimSpace(w))
+		}
+	}
 	// The 3 frames to port 81 pass as no_service; other frames the kernel
 	// sends on v1 (IPv6 neighbour discovery) may add to other reasons.
 	var noService string
@@ -129,4 +150,89 @@ func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
 	binary.BigEndian.PutUint16(tcp[2:], dport)
 	tcp[12], tcp[13] = 5<<4, 0x02
 	return append(append(b, ip...), tcp...)
+}
+
+// TestDrainNoBackend runs l4lb -config with two services, web (backends
+// .11 and .12, and a drain in the file of .50, no member) and api (.12
+// and .13), and drains through the admin API: an address that is no
+// backend answers 404 naming it and the services looked in, and stores
+// nothing (the address, joining web later, is live); one that is a
+// backend of one service drains there alone; one that left web, and is
+// draining, may be drained; the file's drain of a non-member stays.
+func TestDrainNoBackend(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbd")
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	write := func(web string) {
+		t.Helper()
+		file := "iface: v0\nadmin: 127.0.0.1:9187\npin-dir: \"\"\nm: 251\nservices:\n" +
+			"  - name: web\n    vip: 198.19.0.1:80\n    backends: [" + web + "]\n    drain: [198.18.0.50]\n" +
+			"  - name: api\n    vip: 198.19.0.1:443\n    backends: [198.18.0.12=02:00:00:00:00:12, 198.18.0.13=02:00:00:00:00:13]\n"
+		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("198.18.0.11=02:00:00:00:00:11, 198.18.0.12=02:00:00:00:00:12")
+	p := start(t, ns, bin, "-config", path)
+	p.await("admin on")
+	req := func(method, path string) ([]byte, error) { return requestAt(ns, "127.0.0.1:9187", method, path) }
+	for _, c := range []struct{ path, want string }{
+		{"/drain?addr=198.18.0.99", `404 Not Found: l4lb: 198.18.0.99 is no backend of any service (looked in api, web)`},
+		{"/drain?addr=198.18.0.99&service=web", `404 Not Found: l4lb: 198.18.0.99 is no backend of service "web"`},
+		{"/drain?addr=198.18.0.13&service=web", `404 Not Found: l4lb: 198.18.0.13 is no backend of service "web"`},
+		{"/undrain?addr=198.18.0.99", `404 Not Found: l4lb: 198.18.0.99 is no backend of any service (looked in api, web)`},
+	} {
+		if _, err := req("POST", c.path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("POST %s: %v, want %q", c.path, err, c.want)
+		}
+	}
+	// A backend of api alone: drained there, web untouched.
+	body, err := req("POST", "/drain?addr=198.18.0.13")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var api backendsStatus
+	if err := json.Unmarshal(body, &api); err != nil || api.Name != "api" || len(api.Backends) != 2 || api.Backends[1].State != "draining" || !api.Backends[1].Drained {
+		t.Errorf("POST /drain?addr=198.18.0.13: %v: %s", err, body)
+	}
+	services := func() map[string]backendsStatus {
+		t.Helper()
+		body, err := req("GET", "/debug/maglev/services")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []backendsStatus
+		if err := json.Unmarshal(body, &all); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]backendsStatus{}
+		for _, s := range all {
+			out[s.Name] = s
+		}
+		return out
+	}
+	if web := services()["web"]; len(web.Backends) != 2 || web.Backends[0].State != "live" || web.Backends[1].State != "live" {
+		t.Errorf("web after draining api's 198.18.0.13: %+v", web)
+	}
+
+	// .11 leaves web, .99 joins it: .11 drains (the data plane holds it),
+	// and may be drained; .99 is live, no drain kept for it.
+	write("198.18.0.12=02:00:00:00:00:12, 198.18.0.99=02:00:00:00:00:99")
+	if _, err := req("POST", "/reload"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req("POST", "/drain?addr=198.18.0.11&service=web"); err != nil {
+		t.Errorf("POST /drain of a backend draining after it left: %v", err)
+	}
+	web := services()["web"]
+	states := map[string]backendStatus{}
+	for _, b := range web.Backends {
+		states[b.Addr] = b
+	}
+	if len(web.Backends) != 3 || states["198.18.0.99"].State != "live" || states["198.18.0.99"].Drained ||
+		states["198.18.0.11"].State != "draining" || !states["198.18.0.11"].Drained || states["198.18.0.12"].State != "live" {
+		t.Errorf("web after the reload: %+v", web)
+	}
+	p.stop()
 }

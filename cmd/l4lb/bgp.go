@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
 	"slices"
@@ -171,9 +170,8 @@ func (b bgpConfig) String() string {
 type speaker struct {
 	cfg      bgpConfig
 	s        *server.BgpServer
-	out      io.Writer
+	log      *slog.Logger // status lines
 	reg      metric.Registration
-	updates  metric.Int64Counter
 	kick     chan struct{} // a VIP's wish changed
 	quit     chan struct{} // closed by endLoop
 	loopDone chan struct{} // closed when the goroutine has ended
@@ -205,6 +203,9 @@ type announced struct {
 	on     bool                       // in GoBGP's table, so announced to every established peer
 	since  time.Time                  // of the last change of on
 	family bgp.Family
+	// announces and withdraws count the changes of on, for
+	// maglev.l4lb.bgp.updates.
+	announces, withdraws int64
 }
 
 // vipPrefix is the host route of a VIP: a /32 or a /128.
@@ -213,14 +214,14 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// newSpeaker starts GoBGP by cfg, printing status lines to out and
-// GoBGP's warnings and errors to stderr, and recording through mp; it
-// opens no session until connect, and announces nothing until set.
-func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, out, stderr io.Writer) (*speaker, error) {
+// newSpeaker starts GoBGP by cfg, logging status lines, and GoBGP's
+// warnings and errors (with from=gobgp), to log, and recording through mp;
+// it opens no session until connect, and announces nothing until set.
+func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, log *slog.Logger) (*speaker, error) {
 	lvl := &slog.LevelVar{}
-	lvl.Set(slog.LevelWarn) // l4lb prints the transitions itself
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl})).With("from", "gobgp")
-	sp := &speaker{cfg: cfg, out: out, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
+	lvl.Set(slog.LevelWarn) // l4lb logs the transitions itself
+	logger := slog.New(minLevel{log.Handler(), lvl}).With("from", "gobgp")
+	sp := &speaker{cfg: cfg, log: log, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		retired: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
 		vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]*peerState{}}
 	go sp.s.Serve()
@@ -297,8 +298,8 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 	est, err := meter.Int64ObservableGauge("maglev.l4lb.bgp.peer.established",
 		metric.WithDescription("1 while the BGP session with the peer is established, 0 otherwise."))
 	errs = append(errs, err)
-	sp.updates, err = meter.Int64Counter("maglev.l4lb.bgp.updates", metric.WithUnit("{update}"),
-		metric.WithDescription("Changes of a VIP's route, by action (announce or withdraw)."))
+	updates, err := meter.Int64ObservableCounter("maglev.l4lb.bgp.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Changes of a VIP's route, by action (announce or withdraw), while a service has the VIP."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("bgp metrics: %w", err)
@@ -311,7 +312,14 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 			if a.on {
 				v = 1
 			}
-			o.ObserveInt64(ann, v, metric.WithAttributes(attribute.String("maglev.vip", p.String())))
+			vip := attribute.String("maglev.vip", p.String())
+			o.ObserveInt64(ann, v, metric.WithAttributes(vip))
+			if a.announces > 0 {
+				o.ObserveInt64(updates, a.announces, metric.WithAttributes(vip, attribute.String("maglev.action", "announce")))
+			}
+			if a.withdraws > 0 {
+				o.ObserveInt64(updates, a.withdraws, metric.WithAttributes(vip, attribute.String("maglev.action", "withdraw")))
+			}
 		}
 		for addr, ps := range sp.peer {
 			v := int64(0)
@@ -321,7 +329,7 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 			o.ObserveInt64(est, v, metric.WithAttributes(attribute.String("maglev.peer", addr.String())))
 		}
 		return nil
-	}, ann, est)
+	}, ann, est, updates)
 	if err != nil {
 		return fmt.Errorf("bgp metrics: %w", err)
 	}
@@ -357,9 +365,11 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 	switch {
 	case state == "established" && sp.cfg.restart > 0 && !gr:
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router\n", addr)
-	default:
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: peer %v %s\n", addr, state)
+		sp.log.Warn(fmt.Sprintf("bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router", addr))
+	case state == "established":
+		sp.log.Info(fmt.Sprintf("bgp: peer %v %s", addr, state))
+	default: // an established session lost
+		sp.log.Warn(fmt.Sprintf("bgp: peer %v %s", addr, state))
 	}
 }
 
@@ -412,7 +422,8 @@ func (sp *speaker) wish(svc xdpmaglev.Service, w *wish) {
 		slices.Sort(whys)
 		why = strings.Join(whys, "; ")
 	}
-	changed := a.want != healthy
+	// A VIP no service has any more goes once withdrawn (reconcile).
+	changed := a.want != healthy || len(a.wishes) == 0
 	a.want, a.why = healthy, why
 	sp.mu.Unlock()
 	if changed {
@@ -487,19 +498,32 @@ func (sp *speaker) reconcile() {
 		}
 		action := map[bool]string{true: "announce", false: "withdraw"}[c.on]
 		if err != nil {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: %s %v: %v\n", action, c.p, err)
+			sp.log.Error(fmt.Sprintf("bgp: %s %v: %v", action, c.p, err))
 			continue
 		}
 		sp.mu.Lock()
 		c.a.on, c.a.path, c.a.since = c.on, id, time.Now()
-		sp.mu.Unlock()
-		sp.updates.Add(context.Background(), 1, metric.WithAttributes(attribute.String("maglev.vip", c.p.String()), attribute.String("maglev.action", action)))
 		if c.on {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: announcing %v: %s\n", c.p, c.why)
+			c.a.announces++
 		} else {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: withdrew %v: %s\n", c.p, c.why)
+			c.a.withdraws++
+		}
+		sp.mu.Unlock()
+		if c.on {
+			sp.log.Info(fmt.Sprintf("bgp: announcing %v: %s", c.p, c.why))
+		} else {
+			sp.log.Warn(fmt.Sprintf("bgp: withdrew %v: %s", c.p, c.why))
 		}
 	}
+	// A VIP that no service has any more, withdrawn, is forgotten: its
+	// series leave the metrics, and /debug/maglev lists it no more.
+	sp.mu.Lock()
+	for p, a := range sp.vips {
+		if len(a.wishes) == 0 && !a.on {
+			delete(sp.vips, p)
+		}
+	}
+	sp.mu.Unlock()
 }
 
 // withdrawAll withdraws every VIP, for why, and keeps them withdrawn
@@ -569,7 +593,7 @@ func (sp *speaker) restart() {
 	}
 	sp.endLoop()
 	sp.stopServer(true)
-	_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v\n", sp.cfg.restart)
+	sp.log.Info(fmt.Sprintf("bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v", sp.cfg.restart))
 }
 
 // retire takes the load balancer out of service (POST /drain-lb): it
@@ -584,7 +608,7 @@ func (sp *speaker) retire() bool {
 	go func() {
 		sp.drain()
 		sp.stopServer(false)
-		_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+		sp.log.Info("bgp: sessions closed")
 		close(sp.retired)
 	}()
 	return true
@@ -608,13 +632,13 @@ func (sp *speaker) drainAndStop(why string) {
 	sp.withdrawAll(why)
 	sp.drain()
 	sp.stopServer(false)
-	_, _ = fmt.Fprintln(sp.out, "l4lb: bgp: sessions closed")
+	sp.log.Info("bgp: sessions closed")
 }
 
 // drain waits the drain time, saying so.
 func (sp *speaker) drain() {
 	if sp.cfg.drain > 0 {
-		_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: draining for %v\n", sp.cfg.drain)
+		sp.log.Info(fmt.Sprintf("bgp: draining for %v", sp.cfg.drain))
 		time.Sleep(sp.cfg.drain)
 	}
 }
@@ -626,7 +650,7 @@ func (sp *speaker) drain() {
 func (sp *speaker) stopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
 		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
-			_, _ = fmt.Fprintf(sp.out, "l4lb: bgp: stopping: %v\n", err)
+			sp.log.Error(fmt.Sprintf("bgp: stopping: %v", err))
 		}
 		if sp.reg != nil {
 			_ = sp.reg.Unregister() // its error is the SDK shut down already

@@ -73,6 +73,15 @@ func TestConfigErrors(t *testing.T) {
 		{"iface: eth0\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [{addr: 198.18.0.11, colour: red}]\n", []string{":5:", `backends: unknown key "colour"`}},
 		{"iface: eth0\n" + svc + "    etcd-prefix: x\n", []string{":6:", `service "web"`, "-etcd-prefix needs -etcd"}},
 		{"iface: eth0\n\tservices:\n", []string{":2:", "tab"}},
+		// yaml.v3 counts its parser's lines from 0, its scanner's from 1:
+		// each error is at the line that has it.
+		{"iface: eth0\n" + svc + "   drain: 198.18.0.12\n", []string{":6:", "did not find expected '-' indicator"}},
+		{"iface: eth0\n" + svc + "    drain: [198.18.0.12]]\n", []string{":6:", "did not find expected key"}},
+		{"iface: eth0\nseed: 7\nadmin: {x: 1\n" + svc, []string{":3:", "did not find expected ',' or '}'"}},
+		{"iface: eth0\nservices:\n  - name: web\n    backends: [198.18.0.11\n    vip: 198.19.0.1:80\n", []string{":4:", "did not find expected ',' or ']'"}},
+		{"iface: eth0\nservices:\n  - name: web\n - name: api\n", []string{":4:", "did not find expected key"}},
+		{"iface: eth0\n" + svc + "    vip: @x\n", []string{":6:", "found character that cannot start any token"}},
+		{"iface: eth0\n" + svc + "    name: \"web\n", []string{":6:", "found unexpected end of stream"}},
 		{"", []string{":1:", "empty"}},
 		{"iface: eth0\nhealth-interval: 0s\nhealth: tcp\n" + svc, []string{":2:", `service "web"`, "-health-interval 0s"}},
 		{"iface: eth0\n" + svc + "    proto: sctp\n", []string{":6:", `-proto "sctp"`}},

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -16,11 +16,11 @@ import (
 )
 
 // runDecap is l4lb -decap: the decapsulator of -forward ipip and gue
-// attached to c.iface for the VIPs, until ctx ends; then it prints the
+// attached to c.iface for the VIPs, until ctx ends; then it logs the
 // counters and detaches.
-func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
+func runDecap(ctx context.Context, c config, log *slog.Logger) error {
 	for _, w := range decapWarnings(c) {
-		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+		log.Warn(w)
 	}
 	d, err := xdpmaglev.AttachDecap(c.iface, c.dopts)
 	if err != nil {
@@ -31,8 +31,8 @@ func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
 	for i, a := range c.dopts.VIPs {
 		vips[i] = a.String()
 	}
-	_, _ = fmt.Fprintf(stdout, "l4lb: decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s\n",
-		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode(), sourcesString(c.dopts.Sources))
+	log.Info(fmt.Sprintf("decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s",
+		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode(), sourcesString(c.dopts.Sources)))
 	if c.admin != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", decapHandler(d, c))
@@ -41,17 +41,17 @@ func runDecap(ctx context.Context, c config, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer func() { _ = a.Close() }()
-		_, _ = fmt.Fprintf(stdout, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
+		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
 	}
 	<-ctx.Done()
 	st, serr := d.Stats()
 	if serr == nil {
-		_, _ = fmt.Fprintf(stdout, "l4lb: %d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped\n", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted)
+		log.Info(fmt.Sprintf("%d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted))
 	}
 	if err := d.Close(); err != nil {
 		return errors.Join(serr, err)
 	}
-	_, _ = fmt.Fprintf(stdout, "l4lb: detached from %s\n", c.iface)
+	log.Info(fmt.Sprintf("detached from %s", c.iface))
 	return serr
 }
 

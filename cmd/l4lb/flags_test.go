@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -219,5 +221,24 @@ func TestParseHealthRefused(t *testing.T) {
 	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -health tcp -health-fall 2"), io.Discard)
 	if want := "-decap cannot be used with -health, -health-fall: "; err == nil || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("-decap -health tcp -health-fall 2: %v; want %q...", err, want)
+	}
+}
+
+// TestHelpSources: l4lb -h lists the membership sources it takes, and
+// not -dns-srv, whose SRV targets are names where the data plane needs
+// addresses (lbproxy takes it: cmd/lbproxy's TestHelpDNSSRV).
+func TestHelpSources(t *testing.T) {
+	var out strings.Builder
+	if _, err := parse([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	help := out.String()
+	for _, f := range []string{"\n  -etcd ", "\n  -etcd-prefix ", "\n  -dns ", "\n  -dns-interval ", "\n  -k8s-service ", "\n  -kubeconfig "} {
+		if !strings.Contains(help, f) {
+			t.Errorf("-h lacks %q", strings.TrimSpace(f))
+		}
+	}
+	if strings.Contains(help, "dns-srv") {
+		t.Errorf("-h lists -dns-srv, which l4lb does not take:\n%s", help)
 	}
 }

@@ -349,11 +349,10 @@ func (f *fleet) startLB(i int, extra ...string) {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", f.lbs[i], f.bin, "-iface", "eth0", "-vip", fleetVIP.String(),
 		"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", f.prefix, "-seed", fmt.Sprint(fleetSeed),
 		"-mode", "native", "-admin", "127.0.0.1:9180", "-drain-timeout", fleetDrainT.String()}, extra...)...)
-	stdout, err := cmd.StdoutPipe()
+	stderr, err := cmd.StderrPipe() // its log records
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -361,10 +360,10 @@ func (f *fleet) startLB(i int, extra ...string) {
 	go func() { p.done <- cmd.Wait() }()
 	f.t.Cleanup(func() { _ = cmd.Process.Kill() }) // gone already, normally
 	go func() {
-		s := bufio.NewScanner(stdout)
+		s := bufio.NewScanner(stderr)
 		for s.Scan() {
 			select {
-			case p.lines <- s.Text():
+			case p.lines <- logLine(s.Text()):
 			default: // nobody reads them any more
 			}
 		}

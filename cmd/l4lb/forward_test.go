@@ -31,10 +31,14 @@ func TestForwardCommand(t *testing.T) {
 	}
 	sysctl("net.ipv4.conf.all.forwarding", "0") // a new namespace's default; set, so that the test does not depend on it
 
-	// -pin-dir "": the test reads l4lb's standard error whole, which
-	// would otherwise say whether a BPF filesystem is at the default.
+	// -pin-dir "": the test reads l4lb's warnings whole, which would
+	// otherwise say whether a BPF filesystem is at the default.
 	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
 		"-backend", "198.18.0.11", "-m", "251", "-flood-rate", "-1", "-admin", "127.0.0.1:9183", "-pin-dir", "")
+	const warning = "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1"
+	if l := p.next(); l != warning {
+		t.Fatalf("first line %q, want the warning %q", l, warning)
+	}
 	if l, want := p.next(), "l4lb: tcp/198.19.0.1:80 attached to v0 (native) by gue, 1 backends"; l != want {
 		t.Fatalf("first line %q, want %q", l, want)
 	}
@@ -109,7 +113,13 @@ func TestForwardCommand(t *testing.T) {
 	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
 		t.Errorf("last lines %q", rest)
 	}
-	if want := "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1\n"; p.stderr.String() != want {
-		t.Errorf("stderr %q, want %q", p.stderr.String(), want)
+	var warns []string
+	for _, l := range p.logged() {
+		if !strings.HasPrefix(l, "INFO ") {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 1 || warns[0] != "WARN "+warning {
+		t.Errorf("records above INFO %q, want the one warning %q", warns, warning)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -70,19 +71,18 @@ func (h healthConfig) String() string {
 // the network; changed is called with no lock held, so the caller may take
 // its own locks and then call isDown (its locks before mu).
 type checker struct {
-	cfg         healthConfig
-	svc         xdpmaglev.Service
-	port        uint16 // the port probed
-	out         io.Writer
-	changed     func()
-	dialer      net.Dialer // no TCP keep-alive: a probe's connection lives a moment, or is used every interval
-	reg         metric.Registration
-	probeDur    metric.Float64Histogram
-	okAttrs     metric.MeasurementOption // probeDur's, of a probe passed
-	failAttrs   metric.MeasurementOption // and failed
-	transitions metric.Int64Counter
-	svcAttr     attribute.KeyValue
-	failOpen    atomic.Bool // set by the pool: every backend down, the last table kept
+	cfg       healthConfig
+	svc       xdpmaglev.Service
+	port      uint16       // the port probed
+	log       *slog.Logger // transitions
+	changed   func()
+	dialer    net.Dialer // no TCP keep-alive: a probe's connection lives a moment, or is used every interval
+	reg       metric.Registration
+	probeDur  metric.Float64Histogram
+	okAttrs   metric.MeasurementOption // probeDur's, of a probe passed
+	failAttrs metric.MeasurementOption // and failed
+	svcAttr   attribute.KeyValue
+	failOpen  atomic.Bool // set by the pool: every backend down, the last table kept
 
 	mu       sync.Mutex // guards the fields below and the probed ones
 	backends map[netip.Addr]*probed
@@ -96,6 +96,8 @@ type checker struct {
 type probed struct {
 	up       bool
 	ok, fail int    // probes passed, failed, in a row (one of them is 0)
+	ups      int64  // transitions to up, for maglev.l4lb.health.transitions
+	downs    int64  // and to down
 	err      string // the last failed probe's error
 	probes   int    // probes done
 	stopped  bool   // no longer probed: its timer is not armed again
@@ -121,18 +123,20 @@ type probed struct {
 
 // newChecker returns the checker of svc by cfg, recording through mp
 // (otel.GetMeterProvider() if nil); it probes nothing until set.
-func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider, out io.Writer, changed func()) (*checker, error) {
+func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider, log *slog.Logger, changed func()) (*checker, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	c := &checker{cfg: cfg, svc: svc, port: cfg.port, out: out, changed: changed,
+	c := &checker{cfg: cfg, svc: svc, port: cfg.port, log: log, changed: changed,
 		backends: map[netip.Addr]*probed{}, svcAttr: attribute.String("maglev.service", svc.String())}
 	if c.port == 0 {
 		c.port = svc.VIP.Port()
 	}
 	c.dialer.KeepAlive = -1
-	c.okAttrs = metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.outcome", "ok")))
-	c.failAttrs = metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.outcome", "fail")))
+	// The histogram is synchronous: its series outlive the services, so
+	// it names none (the outcome only, over every service).
+	c.okAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "ok")))
+	c.failAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "fail")))
 	meter := mp.Meter(meterScope)
 	var errs []error
 	up, err := meter.Int64ObservableGauge("maglev.l4lb.health.up",
@@ -141,11 +145,11 @@ func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider
 	open, err := meter.Int64ObservableGauge("maglev.l4lb.health.fail_open",
 		metric.WithDescription("1 while every backend of the service is down and the service keeps its last table (fails open)."))
 	errs = append(errs, err)
-	c.transitions, err = meter.Int64Counter("maglev.l4lb.health.transitions", metric.WithUnit("{transition}"),
-		metric.WithDescription("Health transitions of a backend, by the state it went to (up or down)."))
+	transitions, err := meter.Int64ObservableCounter("maglev.l4lb.health.transitions", metric.WithUnit("{transition}"),
+		metric.WithDescription("Health transitions of a backend, by the state it went to (up or down), since it is probed."))
 	errs = append(errs, err)
 	c.probeDur, err = meter.Float64Histogram("maglev.l4lb.health.probe.duration", metric.WithUnit("s"),
-		metric.WithDescription("Time a health probe took, by service and outcome (ok or fail)."),
+		metric.WithDescription("Time a health probe took, by outcome (ok or fail), over every service."),
 		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -166,9 +170,16 @@ func newChecker(svc xdpmaglev.Service, cfg healthConfig, mp metric.MeterProvider
 				v = 1
 			}
 			o.ObserveInt64(up, v, b.attrs)
+			// Made here, not kept: few backends have transitions.
+			if b.ups > 0 {
+				o.ObserveInt64(transitions, b.ups, metric.WithAttributes(c.svcAttr, attribute.String("maglev.backend", b.addr.String()), attribute.String("maglev.state", "up")))
+			}
+			if b.downs > 0 {
+				o.ObserveInt64(transitions, b.downs, metric.WithAttributes(c.svcAttr, attribute.String("maglev.backend", b.addr.String()), attribute.String("maglev.state", "down")))
+			}
 		}
 		return nil
-	}, up, open)
+	}, up, open, transitions)
 	if err != nil {
 		return nil, fmt.Errorf("health metrics: %w", err)
 	}
@@ -322,27 +333,27 @@ func (c *checker) record(b *probed, err error, took time.Duration) {
 		b.ok, b.fail = b.ok+1, 0
 		if !b.up && b.ok >= c.cfg.rise {
 			b.up, to = true, "up"
+			b.ups++
 		}
 	} else {
 		b.ok, b.fail, b.err = 0, b.fail+1, err.Error()
 		if b.up && b.fail >= c.cfg.fall {
 			b.up, to = false, "down"
+			b.downs++
 		}
 	}
-	line := ""
+	line, level := "", slog.LevelInfo
 	switch to {
 	case "up":
-		line = fmt.Sprintf("l4lb: health: %v up: %d probes passed in a row", b.addr, b.ok)
+		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.ok)
 	case "down":
-		line = fmt.Sprintf("l4lb: health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err)
+		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err), slog.LevelWarn
 	}
 	c.mu.Unlock()
 	if to == "" {
 		return
 	}
-	c.transitions.Add(context.Background(), 1, metric.WithAttributeSet(attribute.NewSet(c.svcAttr,
-		attribute.String("maglev.backend", b.addr.String()), attribute.String("maglev.state", to))))
-	_, _ = fmt.Fprintln(c.out, line)
+	c.log.Log(context.Background(), level, line)
 	c.changed()
 }
 

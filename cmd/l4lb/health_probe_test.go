@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -64,7 +64,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func newTestChecker(t *testing.T, cfg healthConfig, n *atomic.Int64) *checker {
 	t.Helper()
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	c, err := newChecker(svc, cfg, noop.NewMeterProvider(), io.Discard, func() { n.Add(1) })
+	c, err := newChecker(svc, cfg, noop.NewMeterProvider(), slog.New(slog.DiscardHandler), func() { n.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}

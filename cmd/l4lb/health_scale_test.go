@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -441,7 +442,7 @@ func TestHealthScaleChild(t *testing.T) {
 	if err := raiseNoFile(uint64(cfg.N) + 1000); err != nil {
 		t.Fatal(err)
 	}
-	m, err := ops.NewMetrics() // the SDK l4lb records through
+	m, err := ops.NewMetrics("l4lb", ops.ReadBuild()) // the SDK l4lb records through
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,7 +454,7 @@ func TestHealthScaleChild(t *testing.T) {
 	}
 	var transitions atomic.Int64
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	c, err := newChecker(svc, hc, m.Provider, io.Discard, func() { transitions.Add(1) })
+	c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() { transitions.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -622,13 +623,13 @@ func BenchmarkProbe(b *testing.B) {
 			if kind == "http" {
 				hc.port = httpPort
 			}
-			m, err := ops.NewMetrics()
+			m, err := ops.NewMetrics("l4lb", ops.ReadBuild())
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer m.Close()
 			svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-			c, err := newChecker(svc, hc, m.Provider, io.Discard, func() {})
+			c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() {})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func TestParseK8s(t *testing.T) {
 		"-k8s-service prod/Web:http":                    "bad membership source: -k8s-service: k8smaglev: ",
 		"-k8s-service prod/web:http -drain-timeout -1s": "-drain-timeout must not be negative",
 		"-dns web.internal:80 -backend 198.18.0.3":      "bad membership source: -dns cannot be used with -backend",
-		"-dns-srv _l4._tcp.web.internal":                "-dns-srv: SRV records name their targets",
+		"-dns-srv _l4._tcp.web.internal":                "flag provided but not defined: -dns-srv",
 	} {
 		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80"), strings.Fields(bad)...), io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), want) {

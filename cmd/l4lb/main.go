@@ -9,6 +9,7 @@
 //	l4lb -decap -iface eth0 -vip 203.0.113.1[,2001:db8::1]
 //	l4lb -config /etc/l4lb.yaml
 //	l4lb -detach -iface eth0
+//	l4lb -version
 //
 // The flags describe one service; -config FILE describes many, in a YAML
 // file whose keys are the flags' names (example.yaml, docs/l4lb.md):
@@ -43,16 +44,18 @@
 //
 // With -dns NAME:PORT, the backends are the addresses of NAME's A/AAAA
 // records, looked up every -dns-interval. The sources are lbproxy's, from
-// one package (cmd/internal/ops); one may be named, and not with
-// -backend.
+// one package (cmd/internal/ops), but for -dns-srv (SRV targets are
+// names, and the data plane needs addresses); one may be named, and not
+// with -backend.
 //
 // A backend is drained by weight 0 in its etcd Metadata, by -drain IP, or
 // by POST /drain?addr=IP on the admin address (POST /undrain takes it
-// back): it gets no new flow, while the flows connection tracking holds
+// back; an address that is no backend, not a member nor draining, is
+// 404): it gets no new flow, while the flows connection tracking holds
 // for it keep going to it, for -drain-timeout; then it leaves the service.
 // A backend that leaves etcd (deregistered, or its lease ran out) drains
 // the same way. Load balancers of one fleet share -seed and the backend
-// set, and so compute one table: each prints its digest
+// set, and so compute one table: each logs its digest
 // (maglev.Table.Digest) on every change, and serves it with the backends'
 // states at /debug/maglev/backends.
 //
@@ -86,8 +89,13 @@
 // or when no router's session negotiated graceful restart. -bgp-hold (9 s)
 // is how long a router waits for a load balancer that went silent.
 //
-// l4lb prints the attach mode, and serves the table's summary and the
-// counters as JSON at /debug/maglev on the admin address. Its data plane
+// l4lb logs to standard error, each line a log/slog record with its time
+// and level (-log-format text, the default, or json): the attach mode,
+// each table's digest, every change, warnings and errors; standard output
+// is for -version (l4lb's version, VCS revision and Go version) and
+// -detach. It serves
+// the table's summary and the counters as JSON at /debug/maglev on the
+// admin address, and /metrics for Prometheus. Its data plane
 // is pinned in -pin-dir (/sys/fs/bpf/l4lb by default, a directory per
 // interface: /sys/fs/bpf/l4lb/eth0), so that it outlives the process: at
 // SIGINT or SIGTERM l4lb leaves the program attached and forwarding by
@@ -117,7 +125,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -133,7 +140,9 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(2)
 		}
-		fmt.Fprintln(os.Stderr, "l4lb:", err)
+		if !errors.As(err, new(loggedError)) { // an error before the log format was known
+			newLogger("text", os.Stderr).Error(err.Error())
+		}
 		os.Exit(1)
 	}
 }
@@ -144,6 +153,7 @@ func main() {
 type config struct {
 	global
 	serviceConfig
+	version bool // -version: print it, and do nothing else
 }
 
 // global are the settings of the whole load balancer.
@@ -156,7 +166,8 @@ type global struct {
 	bgp      bgpConfig              // -bgp-asn and -bgp-*
 	pin      pinConfig              // -pin-dir, -rebuild, -detach
 	file     string                 // -config: the services come from this file
-	warnings []string               // printed at start: legal, but likely not what the operator meant
+	logFmt   string                 // -log-format: text or json
+	warnings []string               // logged at start: legal, but likely not what the operator meant
 }
 
 // serviceConfig is one service: where its backends come from, how its
@@ -245,7 +256,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
 	fs.StringVar(&mode, "mode", "auto", "the attach mode: auto, native or generic")
 	fs.StringVar(&c.admin, "admin", "127.0.0.1:9180", "the admin address serving /debug/maglev (empty: none)")
-	c.src = ops.RegisterSources(fs, "")
+	c.src = ops.RegisterSources(fs, "", ops.Etcd|ops.DNS|ops.Kubernetes) // no -dns-srv: SRV targets are names, and the data plane needs addresses
 	fs.Var(&drained, "drain", "drain the backend at this `IP`: no new flows (repeat the flag for each)")
 	fs.DurationVar(&c.timeout, "drain-timeout", time.Minute, "how long a draining backend's established flows keep it (0: none)")
 	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
@@ -267,14 +278,22 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
 	fs.DurationVar(&c.bgp.restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
 	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
+	fs.StringVar(&c.logFmt, "log-format", "text", "the log records' `format` on standard error: text (key=value) or json, each with its time, level and message")
+	fs.BoolVar(&c.version, "version", false, "print l4lb's version, VCS revision and Go version on standard output, and exit")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
 	fs.StringVar(&decapSources, "decap-sources", "", "with -decap (required), the outer source `prefixes` trusted, comma-separated: the load balancers' addresses they encapsulate from (-encap-src); any encapsulated packet to a VIP from elsewhere is dropped; \"any\" trusts every source")
 	c.pin.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if c.version {
+		return c, nil // whatever else the command line says
+	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.logFmt != "text" && c.logFmt != "json" {
+		return c, fmt.Errorf("-log-format %q: text or json", c.logFmt)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -317,9 +336,6 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if err := c.src.Check(static); err != nil {
 		return c, err
-	}
-	if c.src.Name() == "-dns-srv" {
-		return c, errors.New("-dns-srv: SRV records name their targets, and the data plane needs addresses: use -dns NAME:PORT")
 	}
 	switch {
 	case c.timeout < 0:
@@ -488,7 +504,7 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 var healthFlags = []string{"health-path", "health-status", "health-port", "health-interval", "health-timeout", "health-rise", "health-fall"}
 
 // lbOnly are the flags of the load balancer that -decap refuses.
-var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "dns-srv", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
+var lbOnly = append([]string{"backend", "config", "conntrack-size", "max-services", "max-backends", "dns", "dns-interval", "drain", "drain-timeout", "encap-src", "etcd", "etcd-prefix",
 	"flood-rate", "forward", "health", "k8s-service", "kubeconfig", "m", "proto", "seed", "bgp-asn", "pin-dir", "rebuild"}, append(healthFlags, bgpFlags...)...)
 
 // parseDecap fills in c for -decap from -vip, the addresses,
@@ -561,9 +577,17 @@ func parseSources(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// run is l4lb with the command line args: -version and -detach print on
+// stdout; everything else logs on stderr, once the log format is known
+// (from the flags, or from the -config file). An error run has logged is
+// a loggedError; one before the log format was known is not.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c, err := parse(args, stderr)
 	if err != nil {
+		return err
+	}
+	if c.version {
+		_, err := fmt.Fprintln(stdout, ops.ReadBuild().Line("l4lb"))
 		return err
 	}
 	if c.pin.detach {
@@ -576,61 +600,72 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		g.pin.rebuild = c.pin.rebuild // beside -config, not in the file: a one-off
 	}
+	log := newLogger(g.logFmt, stderr)
 	for _, w := range g.warnings {
-		_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+		log.Warn(w)
 	}
 	if c.decap {
-		return runDecap(ctx, c, stdout, stderr)
+		err = runDecap(ctx, c, log)
+	} else {
+		err = runLB(ctx, g, svcs, log)
 	}
+	if err != nil {
+		log.Error(err.Error())
+		return loggedError{err}
+	}
+	return nil
+}
+
+// runLB is the load balancer of g's settings and the services svcs, until
+// SIGINT or SIGTERM (ctx), or POST /drain-lb.
+func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger) error {
 	for _, s := range svcs {
 		if w := forwardingOff(g.iface, s.svc, s.fwd.Forward); w != "" {
-			_, _ = fmt.Fprintln(stderr, "l4lb:", w)
+			log.Warn(w)
 		}
 	}
-	pm, err := ops.NewMetrics()
+	pm, err := ops.NewMetrics("l4lb", ops.ReadBuild())
 	if err != nil {
 		return err
 	}
 	defer pm.Close()
 	g.opts.MeterProvider = pm.Provider
-	g.opts.PinPath, g.opts.Rebuild = g.pin.path(g.iface, stderr), g.pin.rebuild
+	g.opts.PinPath, g.opts.Rebuild = g.pin.path(g.iface, log), g.pin.rebuild
 	lb, err := xdpmaglev.Load(g.iface, g.opts)
 	if err != nil {
 		return loadError(err, g.iface)
 	}
 	defer release(lb) // on an error; the normal path leaves it below
-	out := &lockedWriter{w: stdout}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	var sp *speaker
 	if g.bgp.asn != 0 {
-		if sp, err = newSpeaker(g.bgp, pm.Provider, out, stderr); err != nil {
+		if sp, err = newSpeaker(g.bgp, pm.Provider, log); err != nil {
 			return err
 		}
 		defer sp.stopServer(false) // on an error, with no drain; after sp.restart or sp.retire, nothing
-		_, _ = fmt.Fprintf(out, "l4lb: bgp: %v\n", g.bgp)
+		log.Info(fmt.Sprintf("bgp: %v", g.bgp))
 	}
-	b, err := newBalancer(ctx, lb, pm.Provider, sp, out, logger)
+	b, err := newBalancer(ctx, lb, pm.Provider, sp, log)
 	if err != nil {
 		return err
 	}
 	b.iface = g.iface
-	adopted(lb, b, out)
+	adopted(lb, b, log)
 	defer b.close()
-	if c.file != "" {
-		_, _ = fmt.Fprintf(out, "l4lb: attached to %s (%v), services from %s\n", g.iface, lb.Mode(), c.file)
+	if g.file != "" {
+		log.Info(fmt.Sprintf("attached to %s (%v), services from %s", g.iface, lb.Mode(), g.file))
 	}
 	did, err := b.apply(svcs)
 	if err != nil {
 		return err
 	}
-	if err := prune(lb, b, out); err != nil {
+	if err := prune(lb, b, log); err != nil {
 		return err
 	}
 	var reload func() (string, error)
-	if c.file != "" {
-		_, _ = fmt.Fprintf(out, "l4lb: %s\n", did)
+	if g.file != "" {
+		log.Info(did)
 		reload = func() (string, error) {
-			ng, nsvcs, err := loadFile(c.file)
+			ng, nsvcs, err := loadFile(g.file)
 			if err == nil {
 				err = sameGlobal(g, ng)
 			}
@@ -638,10 +673,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				did, err = b.apply(nsvcs)
 			}
 			if err != nil {
-				_, _ = fmt.Fprintf(out, "l4lb: reload refused, the running configuration stays: %v\n", err)
+				log.Warn(fmt.Sprintf("reload refused, the running configuration stays: %v", err))
 				return "", err
 			}
-			_, _ = fmt.Fprintf(out, "l4lb: reloaded %s: %s\n", c.file, did)
+			log.Info(fmt.Sprintf("reloaded %s: %s", g.file, did))
 			return did, nil
 		}
 		hup := make(chan os.Signal, 1)
@@ -653,7 +688,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				case <-ctx.Done():
 					return
 				case <-hup:
-					_, _ = reload() // its status line says how it went
+					_, _ = reload() // its record says how it went
 				}
 			}
 		}()
@@ -674,7 +709,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		defer func() { _ = a.Close() }()
-		_, _ = fmt.Fprintf(out, "l4lb: admin on http://%s/debug/maglev\n", a.Addr())
+		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
 	}
 	retired := false
 	select {
@@ -687,9 +722,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	b.close()
 	if retired {
-		return detach(lb, g.iface, out) // out of service: the program and the pins go
+		return detach(lb, g.iface, log) // out of service: the program and the pins go
 	}
-	return leave(lb, g.iface, out) // the data plane stays, pinned, for the next l4lb
+	return leave(lb, g.iface, log) // the data plane stays, pinned, for the next l4lb
 }
 
 // sameGlobal returns an error naming the first of the load balancer's own
@@ -709,6 +744,7 @@ func sameGlobal(a, b global) error {
 		{"max-backends", a.opts.MaxBackends, b.opts.MaxBackends},
 		{"admin", a.admin, b.admin},
 		{"pin-dir", a.pin.dir, b.pin.dir},
+		{"log-format", a.logFmt, b.logFmt},
 		{"bgp-*", fmt.Sprint(a.bgp, a.bgp.listenPort), fmt.Sprint(b.bgp, b.bgp.listenPort)},
 	} {
 		if d.x != d.y {
@@ -747,17 +783,4 @@ func forwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) str
 	}
 	return fmt.Sprintf("-forward %v: %s is 0: the kernel's route lookup refuses, and %v's packets are dropped (forwarding_off); sysctl -w %s=1",
 		f, strings.ReplaceAll(key, "/", "."), svc, all)
-}
-
-// lockedWriter serializes the status lines of the pool's goroutines and
-// run's.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }

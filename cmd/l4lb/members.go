@@ -16,7 +16,7 @@ import (
 func members(eps []membership.Endpoint, logger *slog.Logger) map[netip.Addr]member {
 	bs, err := xdpmaglev.FromEndpoints(eps)
 	if err != nil {
-		logger.Warn("l4lb: endpoints ignored: their host is not an IP address", "err", err)
+		logger.Warn("endpoints ignored: their host is not an IP address", "err", err)
 	}
 	m := make(map[netip.Addr]member, len(bs))
 	for _, b := range bs {

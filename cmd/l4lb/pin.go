@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"path/filepath"
@@ -70,14 +71,15 @@ func (p *pinConfig) check(iface string, set map[string]bool) (done bool, err err
 
 // path returns the pin directory of iface, or "" for none: -pin-dir "",
 // or the default -pin-dir where no BPF filesystem is mounted, which is
-// said on stderr (l4lb then runs as it did before pinning). A -pin-dir
-// given outside a BPF filesystem is left to Load, which refuses it.
-func (p pinConfig) path(iface string, stderr io.Writer) string {
+// logged as a warning (l4lb then runs as it did before pinning). A
+// -pin-dir given outside a BPF filesystem is left to Load, which refuses
+// it.
+func (p pinConfig) path(iface string, log *slog.Logger) string {
 	if p.dir == "" {
 		return ""
 	}
 	if !p.explicit && !inBPFFS(p.dir) {
-		_, _ = fmt.Fprintf(stderr, "l4lb: -pin-dir %s is not in a BPF filesystem (mount -t bpf bpf /sys/fs/bpf): nothing pinned, so a restart detaches the program and forgets connection tracking\n", p.dir)
+		log.Warn(fmt.Sprintf("-pin-dir %s is not in a BPF filesystem (mount -t bpf bpf /sys/fs/bpf): nothing pinned, so a restart detaches the program and forgets connection tracking", p.dir))
 		return ""
 	}
 	return filepath.Join(p.dir, iface)
@@ -112,19 +114,19 @@ func loadError(err error, iface string) error {
 // adopted says where the data plane is pinned, and whether it was
 // adopted; the balancer then keeps the adopted services where they are
 // until an apply takes them over (see balancer.kept).
-func adopted(lb *xdpmaglev.LB, b *balancer, out io.Writer) {
+func adopted(lb *xdpmaglev.LB, b *balancer, log *slog.Logger) {
 	if lb.PinPath() == "" {
 		return
 	}
 	if !lb.Adopted() {
-		_, _ = fmt.Fprintf(out, "l4lb: pinned in %s\n", lb.PinPath())
+		log.Info(fmt.Sprintf("pinned in %s", lb.PinPath()))
 		return
 	}
 	b.kept = map[xdpmaglev.Service]bool{}
 	for _, s := range lb.Services() {
 		b.kept[s] = true
 	}
-	_, _ = fmt.Fprintf(out, "l4lb: adopted the data plane pinned in %s: its connection tracking, tables and counters go on\n", lb.PinPath())
+	log.Info(fmt.Sprintf("adopted the data plane pinned in %s: its connection tracking, tables and counters go on", lb.PinPath()))
 }
 
 // adoptedBackends returns the backends an earlier l4lb left in the data
@@ -150,7 +152,7 @@ func adoptedBackends(lb *xdpmaglev.LB, svc xdpmaglev.Service) []xdpmaglev.Backen
 // prune deletes, once the first apply has succeeded, the services an
 // earlier l4lb left in the data plane that the configuration does not
 // hold.
-func prune(lb *xdpmaglev.LB, b *balancer, out io.Writer) error {
+func prune(lb *xdpmaglev.LB, b *balancer, log *slog.Logger) error {
 	b.mu.Lock()
 	kept := slices.Collect(maps.Keys(b.kept))
 	b.kept = nil
@@ -164,7 +166,7 @@ func prune(lb *xdpmaglev.LB, b *balancer, out io.Writer) error {
 	}
 	if len(gone) > 0 {
 		slices.Sort(gone)
-		_, _ = fmt.Fprintf(out, "l4lb: deleted %s, which an earlier l4lb left and the configuration does not hold\n", strings.Join(gone, ", "))
+		log.Info(fmt.Sprintf("deleted %s, which an earlier l4lb left and the configuration does not hold", strings.Join(gone, ", ")))
 	}
 	return nil
 }
@@ -172,18 +174,18 @@ func prune(lb *xdpmaglev.LB, b *balancer, out io.Writer) error {
 // leave ends l4lb's part at SIGINT or SIGTERM: a pinned data plane is
 // released (the program stays attached and forwards by the last tables
 // until the next l4lb adopts it), any other detached.
-func leave(lb *xdpmaglev.LB, iface string, out io.Writer) error {
+func leave(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 	if lb.PinPath() == "" {
 		if err := lb.Close(); err != nil {
 			return err
 		}
-		_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", iface)
+		log.Info(fmt.Sprintf("detached from %s", iface))
 		return nil
 	}
 	if err := lb.Release(); err != nil {
 		return err
 	}
-	_, _ = fmt.Fprintf(out, "l4lb: left attached to %s, pinned in %s (l4lb -detach -iface %s removes it)\n", iface, lb.PinPath(), iface)
+	log.Info(fmt.Sprintf("left attached to %s, pinned in %s (l4lb -detach -iface %s removes it)", iface, lb.PinPath(), iface))
 	return nil
 }
 
@@ -200,21 +202,22 @@ func release(lb *xdpmaglev.LB) {
 // detach takes the load balancer out of the data path for good, where a
 // restart leaves it (leave): the program leaves the interface, and the
 // pins are removed. It ends a drain of the whole load balancer.
-func detach(lb *xdpmaglev.LB, iface string, out io.Writer) error {
+func detach(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 	dir := lb.PinPath()
 	if err := lb.Close(); err != nil {
 		return err
 	}
 	if dir != "" {
-		_, _ = fmt.Fprintf(out, "l4lb: detached from %s, and removed the pins in %s\n", iface, dir)
+		log.Info(fmt.Sprintf("detached from %s, and removed the pins in %s", iface, dir))
 	} else {
-		_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", iface)
+		log.Info(fmt.Sprintf("detached from %s", iface))
 	}
 	return nil
 }
 
 // runDetach is l4lb -detach: it removes what an l4lb left pinned for
-// c.iface, and says what.
+// c.iface, and says what on out (standard output: the command's output,
+// not log records).
 func runDetach(c config, out io.Writer) error {
 	dir := filepath.Join(c.pin.dir, c.iface)
 	removed, err := xdpmaglev.Detach(dir)

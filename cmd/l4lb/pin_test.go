@@ -24,7 +24,7 @@ func TestParsePin(t *testing.T) {
 	}
 	// The default outside a BPF filesystem: a warning, and no pins.
 	var stderr bytes.Buffer
-	got := c.pin.path("eth0", &stderr)
+	got := c.pin.path("eth0", newLogger("text", &stderr))
 	if inBPFFS(defaultPinDir) {
 		if got != filepath.Join(defaultPinDir, "eth0") || stderr.Len() != 0 {
 			t.Errorf("the default in a BPF filesystem: %q, warning %q", got, stderr.String())
@@ -38,14 +38,14 @@ func TestParsePin(t *testing.T) {
 		t.Fatal(err)
 	}
 	stderr.Reset()
-	if got := c.pin.path("eth1", &stderr); got != "/run/l4lb/eth1" || !c.pin.rebuild || stderr.Len() != 0 {
+	if got := c.pin.path("eth1", newLogger("text", &stderr)); got != "/run/l4lb/eth1" || !c.pin.rebuild || stderr.Len() != 0 {
 		t.Errorf("-pin-dir /run/l4lb/ -rebuild: %q, %+v, %q", got, c.pin, stderr.String())
 	}
 	c, err = parse(append(strings.Fields(base), "-pin-dir", ""), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.pin.path("eth0", &stderr); got != "" {
+	if got := c.pin.path("eth0", newLogger("text", &stderr)); got != "" {
 		t.Errorf("-pin-dir \"\": %q", got)
 	}
 	c, err = parse(strings.Fields("-detach -iface eth0 -pin-dir /run/l4lb"), io.Discard)

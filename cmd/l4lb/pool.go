@@ -1,19 +1,18 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
-	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // A pool is the service's backends as l4lb knows them: the members (from
@@ -48,10 +47,9 @@ import (
 type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
-	out     io.Writer                // status lines
-	bgp     *speaker                 // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
-	updates metric.Int64Counter      // the data plane's updates; nil: not counted; set before the first setMembers
-	attrs   metric.MeasurementOption // of updates
+	log     *slog.Logger // status lines
+	bgp     *speaker     // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
+	updates atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
 
 	applyMu    sync.Mutex               // held by apply across the data plane's update
 	mu         sync.Mutex               // guards the fields below
@@ -77,8 +75,8 @@ type member struct {
 	hw     net.HardwareAddr // nil: from the neighbour table
 }
 
-func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptions, timeout time.Duration, drained []netip.Addr, out io.Writer) *pool {
-	p := &pool{lb: lb, svc: svc, fwd: fwd, timeout: timeout, out: out,
+func newPool(lb *xdpmaglev.LB, svc xdpmaglev.Service, fwd xdpmaglev.ServiceOptions, timeout time.Duration, drained []netip.Addr, log *slog.Logger) *pool {
+	p := &pool{lb: lb, svc: svc, fwd: fwd, timeout: timeout, log: log,
 		members: map[netip.Addr]member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{}}
 	for _, a := range drained {
 		p.drained[a.Unmap()] = true
@@ -109,16 +107,27 @@ func (p *pool) members0(m map[netip.Addr]member) {
 	}
 }
 
-// drain drains (on) or undrains (off) the backend at a, member or not.
-func (p *pool) drain(a netip.Addr, on bool) error {
+// drain drains (on) or undrains (off) the backend at a, and applies. It
+// returns false, changing nothing, if a is no backend of the pool: not a
+// member, nor held by the data plane (draining after it left). Undrain
+// also takes back a drain kept for an address that is neither (one the
+// configuration drains, or one drained before it left).
+func (p *pool) drain(a netip.Addr, on bool) (bool, error) {
+	a = a.Unmap()
 	p.mu.Lock()
+	_, member := p.members[a]
+	held := slices.ContainsFunc(p.applied, func(b xdpmaglev.Backend) bool { return b.Addr == a })
+	if !member && !held && (on || !p.drained[a]) {
+		p.mu.Unlock()
+		return false, nil
+	}
 	if on {
-		p.drained[a.Unmap()] = true
+		p.drained[a] = true
 	} else {
-		delete(p.drained, a.Unmap())
+		delete(p.drained, a)
 	}
 	p.mu.Unlock()
-	return p.apply()
+	return true, p.apply()
 }
 
 // plan returns the backends the data plane should hold at now, sorted by
@@ -238,9 +247,7 @@ func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	}
 	p.err = nil
 	p.applied, p.ready, p.appliedFwd = bs, true, fwd
-	if p.updates != nil {
-		p.updates.Add(context.Background(), 1, p.attrs)
-	}
+	p.updates.Add(1)
 	live, draining, down := 0, 0, 0
 	for _, b := range bs {
 		switch {
@@ -257,7 +264,7 @@ func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	if down > 0 {
 		downs = fmt.Sprintf(", %d down", down)
 	}
-	_, _ = fmt.Fprintf(p.out, "l4lb: %s%d backends live, %d draining%s, table digest %s\n", p.prefix(), live, draining, downs, hex.EncodeToString(d[:]))
+	p.log.Info(fmt.Sprintf("%s%d backends live, %d draining%s, table digest %s", p.prefix(), live, draining, downs, hex.EncodeToString(d[:])))
 	return nil
 }
 
@@ -352,9 +359,9 @@ func (p *pool) markDown(bs []xdpmaglev.Backend) {
 	}
 	if open != p.open {
 		if open {
-			_, _ = fmt.Fprintf(p.out, "l4lb: FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table\n", p.svc, weighted)
+			p.log.Warn(fmt.Sprintf("FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table", p.svc, weighted))
 		} else {
-			_, _ = fmt.Fprintf(p.out, "l4lb: failing open no more: %d backends of %v up\n", up, p.svc)
+			p.log.Info(fmt.Sprintf("failing open no more: %d backends of %v up", up, p.svc))
 		}
 		p.open = open
 		p.health.failOpen.Store(open)

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -77,7 +77,7 @@ func TestPoolAnswersDuringNeighbourWait(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, io.Discard)
+	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, slog.New(slog.DiscardHandler))
 	t.Cleanup(p.close)
 	mux := http.NewServeMux()
 	b := &balancer{lb: lb, running: map[xdpmaglev.Service]*running{svc: {cfg: serviceConfig{name: "default", svc: svc}, pool: p}}}

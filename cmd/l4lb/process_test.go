@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,31 +58,34 @@ func vethNS(t *testing.T, tag string) string {
 type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	lines  chan string   // its standard output, a line at a time; closed at its end
+	lines  chan string   // its log records, a line at a time (see logLine); closed at its end
 	exited chan struct{} // closed once it has exited, with err set
 	err    error         // Wait's
-	stderr bytes.Buffer  // its standard error; read once exited is closed
+	stderr bytes.Buffer  // its standard error, whole; read once exited is closed
+	stdout bytes.Buffer  // its standard output; read once exited is closed
 }
 
-// start runs bin with args in namespace ns. At the end of the test it is
-// killed if still running, and its standard error logged if the test
-// failed.
+// start runs bin with args in namespace ns. Its log records, on its
+// standard error, are its lines (next, await, rest). At the end of the
+// test it is killed if still running, and its standard error logged if
+// the test failed.
 func start(t *testing.T, ns, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{t: t, cmd: exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...),
 		lines: make(chan string, 16), exited: make(chan struct{})}
-	stdout, err := p.cmd.StdoutPipe()
+	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd.Stderr = &p.stderr
+	p.cmd.Stdout = &p.stdout
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		s := bufio.NewScanner(stdout)
+		s := bufio.NewScanner(stderr)
 		for s.Scan() {
-			p.lines <- s.Text()
+			p.stderr.WriteString(s.Text() + "\n")
+			p.lines <- logLine(s.Text())
 		}
 		close(p.lines)
 		p.err = p.cmd.Wait()
@@ -101,8 +105,50 @@ func start(t *testing.T, ns, bin string, args ...string) *process {
 	return p
 }
 
-// next returns the next line the process prints, failing the test if it
-// exits first or prints nothing for 20 s.
+// logLine returns the line the tests compare of a line of l4lb's standard
+// error: "l4lb: " and the message of a record in slog's text format
+// (time=... level=... msg="..." and its attributes), as l4lb printed its
+// status lines before it logged them; any other line (a JSON record, a
+// panic) as it is.
+func logLine(l string) string {
+	if !strings.HasPrefix(l, "time=") {
+		return l
+	}
+	_, rest, ok := strings.Cut(l, " msg=")
+	if !ok || !strings.Contains(l, " level=") {
+		return l
+	}
+	if strings.HasPrefix(rest, `"`) {
+		q, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			return l
+		}
+		msg, err := strconv.Unquote(q)
+		if err != nil {
+			return l
+		}
+		return "l4lb: " + msg
+	}
+	msg, _, _ := strings.Cut(rest, " ")
+	return "l4lb: " + msg
+}
+
+// logged returns the records of the process's standard error in slog's
+// text format as logLine makes them, with their levels: "INFO l4lb: ...".
+// Call it once exited is closed.
+func (p *process) logged() []string {
+	var out []string
+	for l := range strings.Lines(p.stderr.String()) {
+		l = strings.TrimSuffix(l, "\n")
+		_, level, _ := strings.Cut(l, " level=")
+		level, _, _ = strings.Cut(level, " ")
+		out = append(out, level+" "+logLine(l))
+	}
+	return out
+}
+
+// next returns the process's next log record (logLine), failing the test
+// if it exits first or logs nothing for 20 s.
 func (p *process) next() string {
 	p.t.Helper()
 	select {
@@ -118,8 +164,8 @@ func (p *process) next() string {
 	return ""
 }
 
-// await reads lines until one contains s, failing the test if none does
-// within 20 s.
+// await reads records until one contains s, failing the test if none
+// does within 20 s.
 func (p *process) await(s string) {
 	p.t.Helper()
 	deadline := time.After(20 * time.Second)
@@ -139,7 +185,7 @@ func (p *process) await(s string) {
 	}
 }
 
-// stop sends SIGTERM and returns the lines printed after it, failing the
+// stop sends SIGTERM and returns the records logged after it, failing the
 // test unless the process exits cleanly within 20 s.
 func (p *process) stop() []string {
 	p.t.Helper()
@@ -149,7 +195,7 @@ func (p *process) stop() []string {
 	return p.rest()
 }
 
-// rest returns the lines the process prints until it exits, failing the
+// rest returns the records the process logs until it exits, failing the
 // test unless it exits cleanly within 20 s.
 func (p *process) rest() []string {
 	p.t.Helper()

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -198,7 +197,7 @@ func TestReloadSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lb.Close() })
-	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, io.Discard, slog.New(slog.DiscardHandler))
+	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,4 +235,112 @@ func TestReloadSource(t *testing.T) {
 	reg("svc/a", 4) // the old prefix: no longer the service's
 	reg("svc/b", 5)
 	backends("198.18.0.13", "198.18.0.15")
+}
+
+// TestReloadMetrics runs l4lb -config with two services, each with a
+// health check that fails (its backends are not there: a down transition
+// each, then failing open) and announced by BGP (to a router that is not
+// there: GoBGP's table is announced, then withdrawn), then reloads a file
+// without one of them: no series of /metrics names the removed service's
+// VIP or backend any more (its data plane's counters, its updates, its
+// health and transitions, its VIP's route and changes), and the other's
+// are still there.
+func TestReloadMetrics(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbrm")
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	const top = "iface: v0\nadmin: 127.0.0.1:9186\npin-dir: \"\"\nm: 251\n" +
+		"bgp-asn: 65001\nbgp-router-id: 198.18.0.3\nbgp-peer: 198.18.0.1,65000\nbgp-listen-port: -1\nbgp-drain: 0s\n" +
+		"health: tcp\nhealth-interval: 200ms\nhealth-timeout: 100ms\nhealth-fall: 1\nservices:\n" +
+		"  - name: keep\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11=02:00:00:00:00:11]\n"
+	const retired = "  - name: retired\n    vip: 198.19.0.2:80\n    backends: [198.18.0.21=02:00:00:00:00:21]\n"
+	if err := os.WriteFile(path, []byte(top+retired), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, ns, bin, "-config", path)
+	p.await("admin on")
+	metrics := func() string {
+		t.Helper()
+		body, err := requestAt(ns, "127.0.0.1:9186", "GET", "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(body)
+	}
+	// naming returns the series of m (not the comments) that hold any of
+	// names.
+	naming := func(m string, names ...string) []string {
+		var out []string
+		for l := range strings.Lines(m) {
+			if strings.HasPrefix(l, "#") {
+				continue
+			}
+			for _, n := range names {
+				if strings.Contains(l, n) {
+					out = append(out, strings.TrimSpace(l))
+					break
+				}
+			}
+		}
+		return out
+	}
+	// Each series of each service: once both backends went down and the
+	// VIPs were announced, then withdrawn.
+	for _, s := range []struct{ vip, backend string }{{"198.19.0.1", "198.18.0.11"}, {"198.19.0.2", "198.18.0.21"}} {
+		want := []string{
+			`maglev_l4lb_service_updates_total{maglev_service="tcp/` + s.vip + `:80"`,
+			`maglev_l4lb_health_up{maglev_backend="` + s.backend + `",maglev_service="tcp/` + s.vip + `:80"`,
+			`maglev_l4lb_health_transitions_total{maglev_backend="` + s.backend + `",maglev_service="tcp/` + s.vip + `:80",maglev_state="down"`,
+			`maglev_l4lb_health_fail_open{maglev_service="tcp/` + s.vip + `:80"`,
+			`maglev_l4lb_bgp_announced{maglev_vip="` + s.vip + `/32"`,
+			`maglev_l4lb_bgp_updates_total{maglev_action="withdraw",maglev_vip="` + s.vip + `/32"`,
+			`maglev_xdp_packets_total{maglev_backend="` + s.backend + `",maglev_service="tcp/` + s.vip + `:80"`,
+			`maglev_xdp_service_packets_total{maglev_service="tcp/` + s.vip + `:80"`,
+		}
+		var m string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			m = metrics()
+			missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(m, w) })
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("before the reload, /metrics lacks %q:\n%s", missing, m)
+			}
+		}
+	}
+
+	if err := os.WriteFile(path, []byte(top), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.await(`reloaded ` + path + `: 1 services: added none, changed none, removed retired, 1 unchanged`)
+	// The VIP's route is forgotten by BGP's goroutine, a moment after the
+	// reload: a few scrapes, for at most 5 s.
+	var m string
+	var left []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		m = metrics()
+		if left = naming(m, "198.19.0.2", "198.18.0.21", "retired"); len(left) == 0 {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("after the reload removed it, series name the service:\n%s", strings.Join(left, "\n"))
+	}
+	for _, w := range []string{
+		`maglev_l4lb_service_updates_total{maglev_service="tcp/198.19.0.1:80"`,
+		`maglev_l4lb_health_transitions_total{maglev_backend="198.18.0.11",maglev_service="tcp/198.19.0.1:80",maglev_state="down"`,
+		`maglev_l4lb_bgp_updates_total{maglev_action="withdraw",maglev_vip="198.19.0.1/32"`,
+		`maglev_xdp_packets_total{maglev_backend="198.18.0.11",maglev_service="tcp/198.19.0.1:80"`,
+		`maglev_l4lb_health_probe_duration_seconds_count{maglev_outcome="fail",`,
+	} {
+		if !strings.Contains(m, w) {
+			t.Errorf("after the reload, /metrics lacks %s", w)
+		}
+	}
+	p.stop()
 }

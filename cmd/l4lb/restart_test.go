@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"net"
 	"os"
@@ -544,11 +543,11 @@ func TestDetachFunc(t *testing.T) {
 		t.Fatalf("the link is not pinned: %v", err)
 	}
 	var out strings.Builder
-	if err := detach(lb, "v0", &out); err != nil {
+	if err := detach(lb, "v0", newLogger("text", &out)); err != nil {
 		t.Fatal(err)
 	}
-	if want := "l4lb: detached from v0, and removed the pins in " + dir + "\n"; out.String() != want {
-		t.Errorf("printed %q, want %q", out.String(), want)
+	if want := ` level=INFO msg="detached from v0, and removed the pins in ` + dir + "\"\n"; !strings.HasSuffix(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("logged %q, want one record ending %q", out.String(), want)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after detach, %s: %v", dir, err)
@@ -606,12 +605,13 @@ func TestKeptOnFailedStart(t *testing.T) {
 
 	lb = load()
 	var out strings.Builder
-	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, &lockedWriter{w: &out}, slog.New(slog.DiscardHandler))
+	log := newLogger("text", &out) // its handler serializes the writes
+	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.iface = "v0"
-	adopted(lb, b, &out)
+	adopted(lb, b, log)
 	if _, err := b.apply([]serviceConfig{config(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
 		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
 	}
@@ -621,13 +621,13 @@ func TestKeptOnFailedStart(t *testing.T) {
 	if _, err := b.apply([]serviceConfig{web}); err != nil {
 		t.Fatal(err)
 	}
-	if err := prune(lb, b, &out); err != nil {
+	if err := prune(lb, b, log); err != nil {
 		t.Fatal(err)
 	}
 	if got := lb.Services(); len(got) != 1 || got[0] != web.svc {
 		t.Fatalf("after an apply of one service and prune: services %v", got)
 	}
-	if !strings.Contains(out.String(), "l4lb: deleted tcp/198.19.0.2:80, which an earlier l4lb left") {
+	if !strings.Contains(out.String(), `msg="deleted tcp/198.19.0.2:80, which an earlier l4lb left`) {
 		t.Fatalf("printed %q", out.String())
 	}
 	// Taken over, a service an apply drops leaves the data plane.

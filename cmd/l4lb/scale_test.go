@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -106,7 +105,7 @@ func TestScale(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	loaded := time.Since(t0)
-	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, io.Discard, slog.New(slog.DiscardHandler))
+	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

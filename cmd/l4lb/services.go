@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -32,14 +31,13 @@ import (
 // services and is held only to read or swap them, never across a pool's
 // update.
 type balancer struct {
-	ctx     context.Context // the watches' lifetime
-	lb      *xdpmaglev.LB
-	iface   string // for the flags' one service's status line
-	mp      metric.MeterProvider
-	sp      *speaker // nil: no BGP
-	out     io.Writer
-	logger  *slog.Logger
-	updates metric.Int64Counter // the data plane's updates of a service
+	ctx    context.Context // the watches' lifetime
+	lb     *xdpmaglev.LB
+	iface  string // for the flags' one service's status line
+	mp     metric.MeterProvider
+	sp     *speaker            // nil: no BGP
+	logger *slog.Logger        // status lines, and the membership sources' warnings
+	reg    metric.Registration // observes the running services' updates
 
 	applyMu sync.Mutex
 	mu      sync.Mutex // guards running and kept
@@ -59,13 +57,28 @@ type running struct {
 	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
 }
 
-func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, out io.Writer, logger *slog.Logger) (*balancer, error) {
-	updates, err := mp.Meter(meterScope).Int64Counter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
-		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service."))
+// newBalancer returns the balancer of lb, with no service running. Its
+// metric maglev.l4lb.service.updates is observed, from each running pool's
+// count, when a reader collects: a service that stops has no series from
+// then on (a synchronous counter's series would outlive it).
+func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, logger *slog.Logger) (*balancer, error) {
+	b := &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, logger: logger, running: map[xdpmaglev.Service]*running{}}
+	meter := mp.Meter(meterScope)
+	updates, err := meter.Int64ObservableCounter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
+		metric.WithDescription("Updates of a service in the data plane (a table swapped in, or a backend's entry changed), by service, since it started."))
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, out: out, logger: logger, updates: updates, running: map[xdpmaglev.Service]*running{}}, nil
+	b.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, r := range b.services() {
+			o.ObserveInt64(updates, r.pool.updates.Load(), metric.WithAttributes(attribute.String("maglev.service", r.cfg.svc.String())))
+		}
+		return nil
+	}, updates)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return b, nil
 }
 
 // apply makes the running services those of svcs. New services start
@@ -156,7 +169,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	b.mu.Unlock()
 	for _, s := range swaps {
 		if err := b.change(s.r, s.c, s.stop); err != nil {
-			_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v (the pool tries again)\n", s.c.name, err)
+			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.name, err))
 		}
 		changed = append(changed, s.c.name)
 	}
@@ -189,11 +202,10 @@ func list(names []string) string {
 // backends: the source's first list applied, or the static ones set as
 // the members, for the caller to apply (applyAll).
 func (b *balancer) start(c serviceConfig) (*running, error) {
-	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.out)
+	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.logger)
 	p.name, p.bgp = c.name, b.sp
-	p.updates, p.attrs = b.updates, metric.WithAttributes(attribute.String("maglev.service", c.svc.String()))
 	if c.health.kind != "" {
-		h, err := newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() })
+		h, err := newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() })
 		if err != nil {
 			return nil, err
 		}
@@ -212,12 +224,12 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 		what = "backends from " + c.src.String()
 	}
 	if c.name == "default" { // the flags' one service: its first status line as it has always been
-		_, _ = fmt.Fprintf(b.out, "l4lb: %v attached to %s (%v)%s, %s\n", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what)
+		b.logger.Info(fmt.Sprintf("%v attached to %s (%v)%s, %s", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what))
 	} else {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: %v%s, %s\n", c.name, c.svc, by(c.fwd), what)
+		b.logger.Info(fmt.Sprintf("service %q: %v%s, %s", c.name, c.svc, by(c.fwd), what))
 	}
 	if p.health != nil {
-		_, _ = fmt.Fprintf(b.out, "l4lb: %shealth check: %v\n", p.prefix(), c.health)
+		b.logger.Info(fmt.Sprintf("%shealth check: %v", p.prefix(), c.health))
 	}
 	if c.src.Dynamic() {
 		stop, err := b.watch(c, r)
@@ -270,7 +282,7 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	var h *checker
 	if c.health != r.cfg.health && c.health.kind != "" {
 		var err error
-		if h, err = newChecker(c.svc, c.health, b.mp, b.out, func() { _ = p.apply() }); err != nil {
+		if h, err = newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() }); err != nil {
 			return err
 		}
 	}
@@ -291,7 +303,7 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	} else {
 		err = p.setMembers(p.currentMembers()) // the health check's new backends, and an apply
 	}
-	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: changed\n", c.name)
+	b.logger.Info(fmt.Sprintf("service %q: changed", c.name))
 	return err
 }
 
@@ -309,14 +321,14 @@ func (b *balancer) stopService(r *running) {
 	kept := b.kept[r.cfg.svc]
 	b.mu.Unlock()
 	if kept {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped, and left in the data plane as the earlier l4lb left it\n", r.cfg.name)
+		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.name))
 		return
 	}
 	if err := b.lb.DeleteService(r.cfg.svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-		_, _ = fmt.Fprintf(b.out, "l4lb: service %q: leaving the data plane: %v\n", r.cfg.name, err)
+		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.name, err))
 		return
 	}
-	_, _ = fmt.Fprintf(b.out, "l4lb: service %q: stopped\n", r.cfg.name)
+	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.name))
 }
 
 // close stops every service's watch and pool, leaving the data plane as

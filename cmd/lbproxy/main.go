@@ -149,7 +149,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 0, "XXH3 seed of the table; 0 for plain XXH3")
 	fs.Float64Var(&o.cfg.HTTP.BalanceFactor, "balance-factor", 0,
 		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
-	o.src = ops.RegisterSources(fs, "lbproxy")
+	o.src = ops.RegisterSources(fs, "lbproxy", ops.AllSources)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err

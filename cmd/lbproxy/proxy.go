@@ -49,7 +49,7 @@ func newProxy(cfg config, logger *log.Logger) (*proxy, error) {
 		backends = append(backends, httpmaglev.Backend{Name: name, URL: u})
 	}
 	p := &proxy{cfg: cfg, log: logger, slog: slog.New(slog.NewTextHandler(logger.Writer(), nil))}
-	if p.metrics, err = ops.NewMetrics(); err != nil {
+	if p.metrics, err = ops.NewMetrics("lbproxy", ops.ReadBuild()); err != nil {
 		return nil, err
 	}
 	idle := cfg.IdlePerBackend

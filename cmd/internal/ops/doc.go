@@ -1,8 +1,11 @@
 // Package ops is what the load balancer programs (cmd/l4lb and
 // cmd/lbproxy) share: the admin listener and its JSON replies, the
-// Prometheus exporter their /metrics serve, the etcd client, and the
-// membership sources their flags name, each source in a file of its own
-// behind one small interface.
+// Prometheus exporter their /metrics serve (with the Go runtime's and the
+// process's metrics, the program's build_info and its OpenTelemetry
+// resource), what the binary says of its build (-version), the etcd
+// client, and the membership sources their flags name, each source in a
+// file of its own behind one small interface, each program taking the
+// kinds it can use.
 //
 // It is a module of its own, internal to the programs, so that the root
 // module's requirements stay the library's.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func TestCheck(t *testing.T) {
 		{"-dns web:80", "-backend", "-dns cannot be used with -backend", ""},
 	} {
 		fs := flag.NewFlagSet("test", flag.ContinueOnError)
-		s := RegisterSources(fs, "prog")
+		s := RegisterSources(fs, "prog", AllSources)
 		if err := fs.Parse(strings.Fields(c.args)); err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -58,7 +59,7 @@ func TestCheck(t *testing.T) {
 // TestWatchNone: with no source named, Watch does nothing and its stop
 // may be called.
 func TestWatchNone(t *testing.T) {
-	s := RegisterSources(flag.NewFlagSet("test", flag.ContinueOnError), "prog")
+	s := RegisterSources(flag.NewFlagSet("test", flag.ContinueOnError), "prog", AllSources)
 	stop, err := s.Watch(context.Background(), nil, WatchOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +67,63 @@ func TestWatchNone(t *testing.T) {
 	stop()
 }
 
+// TestKinds: a program's flags are those of the kinds of source it takes:
+// without DNSSRV, -h lists no -dns-srv (and -dns-interval names -dns
+// alone), and -dns-srv is refused as unknown; with every kind, -h lists
+// each source's flags.
+func TestKinds(t *testing.T) {
+	help := func(kinds Kind) string {
+		t.Helper()
+		fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+		var out strings.Builder
+		fs.SetOutput(&out)
+		RegisterSources(fs, "prog", kinds)
+		if err := fs.Parse([]string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("-h: %v", err)
+		}
+		return out.String()
+	}
+	all := help(AllSources)
+	for _, f := range []string{"-etcd ", "-etcd-prefix ", "-dns ", "-dns-srv ", "-dns-interval ", "-k8s-service ", "-kubeconfig ", "lookups of -dns or -dns-srv"} {
+		if !strings.Contains(all, f) {
+			t.Errorf("every kind: -h lacks %q:\n%s", f, all)
+		}
+	}
+	some := help(Etcd | DNS | Kubernetes)
+	if strings.Contains(some, "dns-srv") || !strings.Contains(some, "-dns ") || !strings.Contains(some, "lookups of -dns (default 5s)") {
+		t.Errorf("without DNSSRV: -h lists -dns-srv, or not -dns alone:\n%s", some)
+	}
+	if only := help(Etcd); strings.Contains(only, "dns") || strings.Contains(only, "k8s") {
+		t.Errorf("Etcd alone: -h lists other kinds' flags:\n%s", only)
+	}
+	fs := flag.NewFlagSet("prog", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	RegisterSources(fs, "prog", Etcd|DNS|Kubernetes)
+	if err := fs.Parse([]string{"-dns-srv", "_http._tcp.web"}); err == nil || !strings.Contains(err.Error(), "flag provided but not defined: -dns-srv") {
+		t.Errorf("-dns-srv without DNSSRV: %v", err)
+	}
+}
+
+// TestBuild: ReadBuild has a value for every field (a test binary has no
+// VCS stamp nor module version: "(devel)" and "unknown"), and Line is
+// the -version line.
+func TestBuild(t *testing.T) {
+	b := ReadBuild()
+	if b.Version == "" || b.Revision == "" || b.GoVersion != runtime.Version() {
+		t.Errorf("ReadBuild: %+v", b)
+	}
+	b = Build{Version: "v1.2.3", Revision: "abc+dirty", GoVersion: "go1.26.0"}
+	if got, want := b.Line("l4lb"), "l4lb v1.2.3 (abc+dirty, go1.26.0)"; got != want {
+		t.Errorf("Line: %q, want %q", got, want)
+	}
+}
+
 // TestAdminMetricsJSON: an admin listener on a real port serves a JSON
 // reply and the Prometheus text of a counter counted through Metrics'
-// provider, and Close stops it.
+// provider, with the program's build_info, its resource (target_info)
+// and the Go runtime's and the process's metrics, and Close stops it.
 func TestAdminMetricsJSON(t *testing.T) {
-	m, err := NewMetrics()
+	m, err := NewMetrics("ops-test", Build{Version: "v1.2.3", Revision: "abc", GoVersion: "go1.26.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +159,21 @@ func TestAdminMetricsJSON(t *testing.T) {
 	if ct != "application/json" || json.Unmarshal([]byte(body), &v) != nil || v["a"] != 1 || !strings.Contains(body, "\n  \"a\"") {
 		t.Errorf("/j: %s %q", ct, body)
 	}
-	if _, body := get("/metrics"); !strings.Contains(body, "ops_test_hits_total{") || !strings.Contains(body, "} 3") {
+	_, body = get("/metrics")
+	if !strings.Contains(body, "ops_test_hits_total{") || !strings.Contains(body, "} 3") {
 		t.Errorf("/metrics lacks the counter:\n%s", body)
+	}
+	for _, want := range []string{
+		`ops_test_build_info{goversion="go1.26.0",revision="abc",version="v1.2.3"} 1`,
+		`service_name="ops-test"`, `service_version="v1.2.3"`,
+		"\ngo_goroutines ", "\ngo_memstats_alloc_bytes ", "\nprocess_cpu_seconds_total ", "\nprocess_resident_memory_bytes ",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "unknown_service") {
+		t.Error("/metrics: target_info names an unknown_service")
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)

@@ -47,25 +47,51 @@ type WatchOptions struct {
 	Logger *slog.Logger
 }
 
-// Sources are the membership-source flags of a program: -etcd with
-// -etcd-prefix, -dns, -dns-srv with -dns-interval, -k8s-service with
-// -kubeconfig. At most one source may be named; Check says so.
+// Sources are the membership-source flags of a program, of the kinds it
+// takes: -etcd with -etcd-prefix, -dns and -dns-srv with -dns-interval,
+// -k8s-service with -kubeconfig. At most one source may be named; Check
+// says so.
 type Sources struct {
 	prog string // the program's name, for errors
 	all  []source
 }
 
-// newSources returns every kind of source, in the order their flags are
+// A Kind is a kind of membership source, or with |, several: the ones a
+// program takes, whose flags RegisterSources defines.
+type Kind uint
+
+const (
+	Etcd       Kind = 1 << iota // -etcd, -etcd-prefix
+	DNS                         // -dns NAME:PORT, -dns-interval
+	DNSSRV                      // -dns-srv NAME, -dns-interval: the targets are names
+	Kubernetes                  // -k8s-service, -kubeconfig
+
+	AllSources = Etcd | DNS | DNSSRV | Kubernetes
+)
+
+// newSources returns the sources of kinds, in the order their flags are
 // listed.
-func newSources() []source {
-	return []source{&etcdSource{}, &dnsSource{}, &k8sSource{}}
+func newSources(kinds Kind) []source {
+	var out []source
+	if kinds&Etcd != 0 {
+		out = append(out, &etcdSource{})
+	}
+	if kinds&(DNS|DNSSRV) != 0 {
+		out = append(out, &dnsSource{a: kinds&DNS != 0, srv: kinds&DNSSRV != 0})
+	}
+	if kinds&Kubernetes != 0 {
+		out = append(out, &k8sSource{})
+	}
+	return out
 }
 
-// RegisterSources defines the source flags on fs, for the program prog:
-// its name and ": " start the errors of Check and Watch, unless it is ""
-// (for a program that prefixes its errors itself).
-func RegisterSources(fs *flag.FlagSet, prog string) *Sources {
-	s := &Sources{prog: prog, all: newSources()}
+// RegisterSources defines the flags of the sources of kinds on fs, for
+// the program prog: its name and ": " start the errors of Check and
+// Watch, unless it is "" (for a program that prefixes its errors itself).
+// A kind not in kinds has no flag, so the program's -h does not list it
+// and its flag is refused as unknown.
+func RegisterSources(fs *flag.FlagSet, prog string, kinds Kind) *Sources {
+	s := &Sources{prog: prog, all: newSources(kinds)}
 	for _, src := range s.all {
 		src.register(fs)
 	}

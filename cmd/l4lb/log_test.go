@@ -1,0 +1,145 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestLogText runs the built l4lb with the default -log-format: every
+// line of its standard error is a record in slog's text format, with its
+// time (RFC 3339), level and message, the status lines at INFO; its
+// standard output is empty.
+func TestLogText(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbt")
+	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
+		"-m", "251", "-admin", "127.0.0.1:9184", "-pin-dir", "")
+	p.await("admin on")
+	p.stop()
+	record := regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\S* level=(INFO|WARN|ERROR) msg=`)
+	lines := strings.Split(strings.TrimSuffix(p.stderr.String(), "\n"), "\n")
+	for _, l := range lines {
+		if !record.MatchString(l) {
+			t.Errorf("not a text record with time= and level=: %q", l)
+		}
+	}
+	if len(lines) < 4 || !strings.Contains(lines[0], ` level=INFO msg="tcp/198.19.0.1:80 attached to v0 (native), 1 backends"`) ||
+		!strings.HasSuffix(lines[len(lines)-1], ` level=INFO msg="detached from v0"`) {
+		t.Errorf("records %q", lines)
+	}
+	if p.stdout.Len() != 0 {
+		t.Errorf("standard output %q, want nothing: it is for command output", p.stdout.String())
+	}
+}
+
+// TestLogJSON runs the built l4lb with -log-format json: every line of
+// its standard error is a JSON object with time, level and msg, from the
+// first status line to the last; an error that ends it is a record at
+// ERROR too.
+func TestLogJSON(t *testing.T) {
+	need(t)
+	bin := build(t)
+	ns := vethNS(t, "l4lbj")
+	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
+		"-m", "251", "-admin", "127.0.0.1:9185", "-pin-dir", "", "-log-format", "json")
+	p.await(`"msg":"admin on http://127.0.0.1:9185/debug/maglev"`)
+	p.stop()
+	type record struct {
+		Time  time.Time `json:"time"`
+		Level string    `json:"level"`
+		Msg   string    `json:"msg"`
+	}
+	check := func(out string) []record {
+		t.Helper()
+		var rs []record
+		for l := range strings.Lines(out) {
+			var r record
+			if err := json.Unmarshal([]byte(l), &r); err != nil || r.Time.IsZero() || r.Level == "" || r.Msg == "" {
+				t.Errorf("not a JSON record with time, level and msg: %q (%v)", l, err)
+			}
+			rs = append(rs, r)
+		}
+		return rs
+	}
+	rs := check(p.stderr.String())
+	if len(rs) < 4 || rs[0].Msg != "tcp/198.19.0.1:80 attached to v0 (native), 1 backends" || rs[0].Level != "INFO" ||
+		rs[len(rs)-1].Msg != "detached from v0" || time.Since(rs[0].Time) > time.Minute {
+		t.Errorf("records %+v", rs)
+	}
+
+	// An error: the interface does not exist.
+	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "nonesuch", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11",
+		"-admin", "", "-pin-dir", "", "-log-format", "json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	var exit *exec.ExitError
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("l4lb -iface nonesuch: %v, want exit status 1", err)
+	}
+	if rs := check(stderr.String()); len(rs) != 1 || rs[0].Level != "ERROR" || !strings.Contains(rs[0].Msg, "nonesuch") {
+		t.Errorf("l4lb -iface nonesuch: records %+v, want one ERROR naming the interface", rs)
+	}
+}
+
+// TestVersion runs the built l4lb -version, alone and with other flags
+// (even ones that would not start it): it prints "l4lb VERSION
+// (REVISION, GOVERSION)" on standard output, the revision the binary's
+// build info records (go version -m), and exits 0.
+func TestVersion(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds l4lb: the run without -short covers it")
+	}
+	bin := build(t)
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := "unknown"
+	if m := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=(\S+)$`).FindSubmatch(info); m != nil {
+		rev = string(m[1])
+		if regexp.MustCompile(`(?m)^\s+build\s+vcs\.modified=true$`).Match(info) {
+			rev += "+dirty"
+		}
+	}
+	want := regexp.MustCompile(`^l4lb (\S+) \(` + regexp.QuoteMeta(rev) + `, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
+	for _, args := range [][]string{{"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
+		cmd := exec.Command(bin, args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || !want.Match(out) || stderr.Len() != 0 {
+			t.Errorf("l4lb %s: %v, standard output %q (want %v), standard error %q", strings.Join(args, " "), err, out, want, stderr.String())
+		}
+	}
+}
+
+// TestParseLogFormat: -log-format takes text and json, and a file's
+// log-format key the same; a reload may not change it.
+func TestParseLogFormat(t *testing.T) {
+	for _, f := range []string{"text", "json"} {
+		c, err := parse([]string{"-iface", "eth0", "-vip", "198.19.0.1:80", "-log-format", f}, io.Discard)
+		if err != nil || c.logFmt != f {
+			t.Errorf("-log-format %s: %q, %v", f, c.logFmt, err)
+		}
+	}
+	if _, err := parse([]string{"-iface", "eth0", "-vip", "198.19.0.1:80", "-log-format", "logfmt"}, io.Discard); err == nil || err.Error() != `-log-format "logfmt": text or json` {
+		t.Errorf("-log-format logfmt: %v", err)
+	}
+	g, _, err := parseFile([]byte("iface: eth0\nlog-format: json\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n"))
+	if err != nil || g.logFmt != "json" {
+		t.Fatalf("log-format: json in a file: %q, %v", g.logFmt, err)
+	}
+	text := g
+	text.logFmt = "text"
+	if err := sameGlobal(text, g); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "log-format: json, running with text") {
+		t.Errorf("a reload changing log-format: %v", err)
+	}
+}
