@@ -298,8 +298,9 @@ func (f *fleet) forwardEtcd(ns string) {
 }
 
 // serve runs backend name's TCP server in namespace ns: it sends its name,
-// then echoes.
-func serve(t *testing.T, ns, name string) {
+// then echoes. It stops at the end of the test, or when stop is called
+// (its listener and connections closed), once.
+func serve(t *testing.T, ns, name string) (stop func()) {
 	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", ":80") })
 	if err != nil {
 		t.Fatal(err)
@@ -307,15 +308,19 @@ func serve(t *testing.T, ns, name string) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for c := range open {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			_ = ln.Close()
+			mu.Lock()
+			for c := range open {
+				_ = c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
+	}
+	t.Cleanup(stop)
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
@@ -340,6 +345,7 @@ func serve(t *testing.T, ns, name string) {
 			})
 		}
 	})
+	return stop
 }
 
 // startLB starts l4lb in load balancer i's namespace, with the fleet's

@@ -53,9 +53,10 @@ func (h healthConfig) String() string {
 
 // A checker probes the backends of one service, each on a schedule of its
 // own, and keeps each one's health: up or down, with the rise and fall
-// counts of healthConfig. A backend starts up, and goes down after fall
-// failed probes in a row; a down backend comes up after rise passes in a
-// row. On each transition the checker prints a status line and calls
+// counts of healthConfig. A new backend starts up, and goes down after
+// fall failed probes in a row; a down backend comes up after rise passes
+// in a row. A backend last known down (startDown: by the data plane a
+// restart adopted, or by the checker this one replaces) starts down. On each transition the checker prints a status line and calls
 // changed, with no lock held; the caller (the pool) then asks isDown.
 //
 // A backend's schedule is a timer, and a goroutine only while a probe is
@@ -86,6 +87,7 @@ type checker struct {
 
 	mu       sync.Mutex // guards the fields below and the probed ones
 	backends map[netip.Addr]*probed
+	down     map[netip.Addr]bool // backends that start down when set adds them (startDown)
 	closed   bool
 	wg       sync.WaitGroup // one for each timer armed and each probe under way
 }
@@ -221,10 +223,40 @@ func (c *checker) set(addrs []netip.Addr) {
 	}
 }
 
-// newProbed returns the health of a backend at a not yet probed: up, with
-// no timer.
+// startDown makes the backends at addrs start down when set adds them, as
+// a backend last known down does: the data plane a restart adopted had
+// them out of service (Backend.Down), or the checker this one replaces
+// had them down. Each then needs rise passes to come up.
+func (c *checker) startDown(addrs []netip.Addr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down == nil {
+		c.down = map[netip.Addr]bool{}
+	}
+	for _, a := range addrs {
+		c.down[a] = true
+	}
+}
+
+// downs returns the backends that are down.
+func (c *checker) downs() []netip.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []netip.Addr
+	for a, b := range c.backends {
+		if !b.up {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// newProbed returns the health of a backend at a not yet probed: up, or
+// down if startDown said so, with no timer. c.mu is held.
 func (c *checker) newProbed(a netip.Addr) *probed {
-	b := &probed{up: true, addr: a, target: netip.AddrPortFrom(a, c.port).String(),
+	up := !c.down[a]
+	delete(c.down, a)
+	b := &probed{up: up, addr: a, target: netip.AddrPortFrom(a, c.port).String(),
 		attrs: metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.backend", a.String())))}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if c.cfg.kind == "http" {

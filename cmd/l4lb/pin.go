@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,23 +129,12 @@ func adopted(lb *xdpmaglev.LB, b *balancer, log *slog.Logger) {
 }
 
 // adoptedBackends returns the backends an earlier l4lb left in the data
-// plane for svc, sorted by address, as the pool that starts on them has
-// them applied: those that are not its members then drain, as they would
-// have had the earlier l4lb seen them leave.
+// plane for svc, sorted by address, Down ones included
+// (xdpmaglev.LB.Backends), as the pool that starts on them has them
+// applied: those that are not its members then drain, as they would have
+// had the earlier l4lb seen them leave, and those down start down.
 func adoptedBackends(lb *xdpmaglev.LB, svc xdpmaglev.Service) []xdpmaglev.Backend {
-	t := lb.Table(svc)
-	if t == nil {
-		return nil
-	}
-	weights := t.Weights()
-	var out []xdpmaglev.Backend
-	for i, name := range t.Backends() {
-		if a, err := netip.ParseAddr(name); err == nil {
-			out = append(out, xdpmaglev.Backend{Addr: a, Weight: weights[i]})
-		}
-	}
-	slices.SortFunc(out, func(x, y xdpmaglev.Backend) int { return x.Addr.Compare(y.Addr) })
-	return out
+	return lb.Backends(svc)
 }
 
 // prune deletes, once the first apply has succeeded, the services an

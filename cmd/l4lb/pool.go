@@ -432,6 +432,13 @@ func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health
 	return replaced
 }
 
+// checker returns the health checker, nil if none.
+func (p *pool) checker() *checker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.health
+}
+
 // currentMembers returns a copy of the members.
 func (p *pool) currentMembers() map[netip.Addr]member {
 	p.mu.Lock()

@@ -40,6 +40,7 @@ type restartNet struct {
 	sw, lb string // namespaces: the bridge's, l4lb's
 	client string
 	bes    []string
+	stops  []func() // each backend's server's
 	bin    string
 	pins   string // -pin-dir, in a BPF filesystem of the test's own
 }
@@ -126,7 +127,7 @@ func newRestartNet(t *testing.T, backends int) *restartNet {
 			r.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
 		r.bes = append(r.bes, ns)
-		serve(t, ns, beAddr(i).String())
+		r.stops = append(r.stops, serve(t, ns, beAddr(i).String()))
 	}
 	return r
 }
@@ -519,6 +520,60 @@ func TestRestart(t *testing.T) {
 	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from eth0" {
 		t.Errorf("5. last lines %q", rest)
 	}
+}
+
+// TestRestartHealth: a backend that its health check has down stays out
+// of service across a pinned restart. l4lb checks three backends (TCP
+// connects to the service's port, every 500 ms, fall 2, rise 2); one's
+// server stops, and it goes down; l4lb restarts. The new l4lb starts from
+// the data plane's record of it (down), so a load of new connections in
+// the 6 s after the restart never reaches it: 0 fail (an l4lb that starts
+// every backend up sends it a third of them until fall probes fail). Its
+// server back, it comes up after rise passes, and connections reach it.
+func TestRestartHealth(t *testing.T) {
+	r := newRestartNet(t, 3)
+	args := append(r.args(3, true), "-health", "tcp", "-health-interval", "500ms", "-health-timeout", "400ms", "-health-fall", "2", "-health-rise", "2")
+	args[slices.Index(args, "-admin")+1] = "127.0.0.1:9180" // backendsOf's
+	p := r.lbStart(args)
+	down := beAddr(1).String()
+	r.stops[1]()
+	p.await("health: " + down + " down: ")
+	p.await("2 backends live, 0 draining, 1 down, table digest ")
+
+	p.stop()
+	l := startLoad(r.client, 4, 0) // the pinned data plane forwards meanwhile
+	p = start(t, r.lb, r.bin, args...)
+	p.await("health: " + down + " starts down, as the data plane left it")
+	first := p.next()
+	for !strings.Contains(first, "table digest ") {
+		first = p.next()
+	}
+	if !strings.Contains(first, "2 backends live, 0 draining, 1 down, ") {
+		t.Errorf("the first table after the restart: %q, want the backend down", first)
+	}
+	time.Sleep(6 * time.Second)
+	ok, fail, kinds := l.stop()
+	if fail != 0 || ok == 0 {
+		t.Errorf("in the 6 s after the restart: %d connections worked, %d failed: %v", ok, fail, kinds)
+	}
+	st := backendsOf(t, r.lb)
+	if b := find(t, st, beAddr(1)); b.State != "down" || b.Health != "down" {
+		t.Errorf("after the restart, %s: %+v", down, b)
+	}
+
+	// Its server back: up after rise passes, and reached again.
+	r.stops[1] = serve(t, r.bes[1], down)
+	p.await("health: " + down + " up: ")
+	p.await("3 backends live, 0 draining, table digest ")
+	want := restartTable(t, 3)
+	var ports []int
+	for port := 21000; port < 21200 && len(ports) < 5; port++ { // below the ephemeral range the load used
+		if predict(want, port) == down {
+			ports = append(ports, port)
+		}
+	}
+	r.connect(want, ports)
+	t.Logf("%d connections in the 6 s after the restart, none to the backend down before it", ok)
 }
 
 // TestDetachFunc: detach, the end of a drain of the whole load balancer,

@@ -214,8 +214,19 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 	b.mu.Lock()
 	if b.kept[c.svc] {
 		// Adopted: the backends the data plane holds that are not
-		// members drain (the pool is not ready: its first apply writes).
+		// members drain (the pool is not ready: its first apply writes),
+		// and those it held down start down.
 		p.applied = adoptedBackends(b.lb, c.svc)
+		if p.health != nil {
+			var down []netip.Addr
+			for _, be := range p.applied {
+				if be.Down {
+					down = append(down, be.Addr)
+					b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", p.prefix(), be.Addr, c.health.rise))
+				}
+			}
+			p.health.startDown(down)
+		}
 	}
 	b.mu.Unlock()
 	r := &running{cfg: c, pool: p}
@@ -284,6 +295,9 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 		var err error
 		if h, err = newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() }); err != nil {
 			return err
+		}
+		if old := p.checker(); old != nil {
+			h.startDown(old.downs()) // the new check starts from the old one's verdicts
 		}
 	}
 	old := p.reconfigure(c, r.cfg.drained, h, c.health != r.cfg.health)
