@@ -193,6 +193,9 @@ func TestDriverErrors(t *testing.T) {
 	if st1.Forwarded-st0.Forwarded != 10 || st1.Driver["rx_xdp_tx_errors"]-st0.Driver["rx_xdp_tx_errors"] != 10 {
 		t.Errorf("10 frames: %d counted forwarded, the driver %v; want 10 forwarded and 10 rx_xdp_tx_errors", st1.Forwarded-st0.Forwarded, st1.Driver)
 	}
+	if d, err := lb.Driver(); err != nil || d["rx_xdp_tx_errors"] != st1.Driver["rx_xdp_tx_errors"] {
+		t.Errorf("Driver() = %v, %v; Stats().Driver %v", d, err, st1.Driver)
+	}
 	peerPass(t, lb, ns, "v1")
 	send(10)
 	st2 := wait(func(st Stats) bool { return st.Forwarded-st1.Forwarded >= 10 })

@@ -185,11 +185,9 @@ func (lb *LB) Stats() (Stats, error) {
 	for _, f := range flood {
 		st.FloodSeconds += float64(f.Ns) / 1e9
 	}
-	if lb.drv != nil {
-		var err error
-		if st.Driver, err = lb.drv.stats(); err != nil {
-			return Stats{}, err
-		}
+	var err error
+	if st.Driver, err = lb.driver(); err != nil {
+		return Stats{}, err
 	}
 	for svc, s := range lb.services {
 		ss := ServiceStats{Service: svc, Name: svc.String()}
@@ -215,6 +213,27 @@ func (lb *LB) Stats() (Stats, error) {
 		return int(a.Service.Proto) - int(b.Service.Proto)
 	})
 	return st, nil
+}
+
+// Driver returns the XDP counters of the interface's driver, as
+// Stats.Driver has them, alone: three system calls, whatever the number
+// of services and backends. It returns nil without an interface, or where
+// the driver keeps none.
+func (lb *LB) Driver() (map[string]uint64, error) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	if lb.closed {
+		return nil, ErrClosed
+	}
+	return lb.driver()
+}
+
+// driver reads the driver's counters. lb.mu is held.
+func (lb *LB) driver() (map[string]uint64, error) {
+	if lb.drv == nil {
+		return nil, nil
+	}
+	return lb.drv.stats()
 }
 
 func sumStats(lb *LB, service bool, id uint32) (packets, bytes uint64, err error) {

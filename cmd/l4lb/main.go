@@ -125,6 +125,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -250,7 +251,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&bs, "backend", "a backend, `IP[=MAC][*WEIGHT]` (repeat the flag for each): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1")
 	fs.IntVar(&m, "m", 0, "the table size, a prime (default 65537)")
 	fs.StringVar(&c.file, "config", "", "the configuration `file` (YAML) of many services; with it, no other flag (docs/l4lb.md)")
-	fs.IntVar(&c.opts.ConntrackSize, "conntrack-size", 0, "the flows connection tracking holds, per address family (default 262144)")
+	fs.IntVar(&c.opts.ConntrackSize, "conntrack-size", 0, "the flows connection tracking holds, per address family (default 262144: 54 MiB of kernel memory for both)")
 	fs.IntVar(&c.opts.MaxServices, "max-services", 0, "the most services the data plane holds (default 64)")
 	fs.IntVar(&c.opts.MaxBackends, "max-backends", 0, "the most backends of all services together the data plane holds (default 4096)")
 	fs.Uint64Var(&seed, "seed", 0, "the flow hash seed (load balancers that should agree share it)")
@@ -262,7 +263,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&forward, "forward", "l2", "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb -decap)")
 	fs.StringVar(&encapSrc, "encap-src", "", "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family); a prefix (10.0.9.0/24, at most 65,536 addresses) varies it per flow, for the backends' receive queues")
 	fs.IntVar(&guePort, "gue-port", xdpmaglev.DefaultGUEPort, "the outer UDP destination `port` of -forward gue, and the one -decap accepts")
-	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "new flows a second per CPU above which connection tracking stops taking entries (0: the library's default, 125000; -1: off)")
+	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "the most connection tracking entries written a second, over all CPUs: new flows beyond it are routed by the table without one, so that no flood evicts idle flows' entries faster; an idle entry outlives any flood for conntrack-size/flood-rate - 10 seconds (0: conntrack-size/130, two minutes; -1: no limit)")
 	fs.StringVar(&health, "health", "none", "the backends' health check: none, tcp (a connect) or http (a GET of -health-path that must answer -health-status); a backend that fails it is taken out of the table, only its slots moving")
 	fs.StringVar(&c.health.path, "health-path", "/healthz", "the `path` of -health http's GET")
 	fs.IntVar(&c.health.status, "health-status", 200, "the HTTP `status` that passes -health http")
@@ -631,6 +632,12 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 	defer pm.Close()
 	g.opts.MeterProvider = pm.Provider
 	g.opts.PinPath, g.opts.Rebuild = g.pin.path(g.iface, log), g.pin.rebuild
+	var bal atomic.Pointer[balancer] // for Changed, which the data plane may call before the balancer is made
+	g.opts.Changed = func(svc xdpmaglev.Service) {
+		if b := bal.Load(); b != nil {
+			b.resolved(svc)
+		}
+	}
 	lb, err := xdpmaglev.Load(g.iface, g.opts)
 	if err != nil {
 		return loadError(err, g.iface)
@@ -648,6 +655,7 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 	if err != nil {
 		return err
 	}
+	bal.Store(b)
 	b.iface = g.iface
 	adopted(lb, b, log)
 	defer b.close()
@@ -711,6 +719,7 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 		defer func() { _ = a.Close() }()
 		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
 	}
+	go watchDriver(ctx, lb, g.iface, driverEvery, log)
 	retired := false
 	select {
 	case <-ctx.Done(): // SIGINT or SIGTERM: a restart

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,24 +249,74 @@ func (p *pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	p.err = nil
 	p.applied, p.ready, p.appliedFwd = bs, true, fwd
 	p.updates.Add(1)
+	p.logTable("")
+	return nil
+}
+
+// logTable logs the status line of the backends applied and the table in
+// use, with why, if not "", after it. p.mu is held.
+func (p *pool) logTable(why string) {
+	unresolved := p.unresolved()
 	live, draining, down := 0, 0, 0
-	for _, b := range bs {
+	for _, b := range p.applied {
 		switch {
 		case b.Down:
 			down++
+		case unresolved[b.Addr]:
 		case b.Weight > 0:
 			live++
 		default:
 			draining++
 		}
 	}
-	d := p.lb.Table(p.svc).Digest()
-	downs := ""
+	line := fmt.Sprintf("%s%d backends live, %d draining", p.prefix(), live, draining)
 	if down > 0 {
-		downs = fmt.Sprintf(", %d down", down)
+		line += fmt.Sprintf(", %d down", down)
 	}
-	p.log.Info(fmt.Sprintf("%s%d backends live, %d draining%s, table digest %s", p.prefix(), live, draining, downs, hex.EncodeToString(d[:])))
-	return nil
+	if len(unresolved) > 0 {
+		line += fmt.Sprintf(", %d unresolved", len(unresolved))
+	}
+	d := p.lb.Table(p.svc).Digest()
+	line += ", table digest " + hex.EncodeToString(d[:])
+	if why != "" {
+		line += " (" + why + ")"
+	}
+	if len(unresolved) > 0 {
+		p.log.Warn(line + ": the neighbour table has no MAC for " + strings.Join(addrStrings(unresolved), ", ") + ", out of service until it answers ARP")
+		return
+	}
+	p.log.Info(line)
+}
+
+// unresolved returns the backends of the service that the data plane has
+// out of service because the neighbour table has no MAC for them.
+func (p *pool) unresolved() map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, a := range p.lb.Unresolved(p.svc) {
+		out[a] = true
+	}
+	return out
+}
+
+// addrStrings returns the addresses of set, sorted.
+func addrStrings(set map[netip.Addr]bool) []string {
+	as := slices.SortedFunc(maps.Keys(set), netip.Addr.Compare)
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// resolved logs the status line after the data plane took back a backend
+// it had unresolved (xdpmaglev.Options.Changed).
+func (p *pool) resolved() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || !p.ready {
+		return
+	}
+	p.logTable("the neighbour table answered")
 }
 
 // applyAll applies the pools' plans to their data plane, lb, at once
@@ -486,9 +537,11 @@ type backendStatus struct {
 	Weight uint32 `json:"weight"`
 	// State is "live" (owns slots), "draining" (no new flow; its tracked
 	// flows continue), "down" (out of the table by its health check: its
-	// slots went to the others, its tracked flows are hashed again) or
-	// "drained" (a member of weight 0 or drained by l4lb whose drain
-	// timeout has passed: out of the service).
+	// slots went to the others, its tracked flows are hashed again),
+	// "unresolved" (-forward l2 with no MAC from the neighbour table: out
+	// of service as if down, until it answers ARP or neighbour
+	// discovery) or "drained" (a member of weight 0 or drained by l4lb
+	// whose drain timeout has passed: out of the service).
 	State string `json:"state"`
 	// DrainLeft is the time left before a draining backend leaves the
 	// service.
@@ -528,12 +581,15 @@ func (p *pool) status() backendsStatus {
 		st.Error = p.err.Error()
 	}
 	seen := map[netip.Addr]bool{}
+	unresolved := p.unresolved()
 	for _, b := range p.applied {
 		seen[b.Addr] = true
 		_, m := p.members[b.Addr]
 		s := backendStatus{Addr: b.Addr.String(), Weight: b.Weight, State: "live", Member: m, Drained: p.drained[b.Addr]}
 		if b.Down {
 			s.State = "down"
+		} else if unresolved[b.Addr] {
+			s.State = "unresolved"
 		} else if b.Weight == 0 {
 			s.State = "draining"
 			if since, ok := p.since[b.Addr]; ok {

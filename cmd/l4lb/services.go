@@ -69,12 +69,21 @@ func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider,
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	state, err := meter.Int64ObservableGauge("maglev.l4lb.backend.state",
+		metric.WithDescription("1 for each backend of a service in its state: live, draining, down (by its health check), unresolved (no MAC from the neighbour table) or drained, as /debug/maglev/backends has it."))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	b.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, r := range b.services() {
-			o.ObserveInt64(updates, r.pool.updates.Load(), metric.WithAttributes(attribute.String("maglev.service", r.cfg.svc.String())))
+			svc := attribute.String("maglev.service", r.cfg.svc.String())
+			o.ObserveInt64(updates, r.pool.updates.Load(), metric.WithAttributes(svc))
+			for _, be := range r.pool.status().Backends {
+				o.ObserveInt64(state, 1, metric.WithAttributes(svc, attribute.String("maglev.backend", be.Addr), attribute.String("maglev.state", be.State)))
+			}
 		}
 		return nil
-	}, updates)
+	}, updates, state)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -370,6 +379,17 @@ func (b *balancer) services() []*running {
 	}
 	slices.SortFunc(out, func(x, y *running) int { return strings.Compare(x.cfg.name, y.cfg.name) })
 	return out
+}
+
+// resolved tells the pool of svc, if it runs, that the data plane took
+// back a backend it had unresolved (xdpmaglev.Options.Changed).
+func (b *balancer) resolved(svc xdpmaglev.Service) {
+	b.mu.Lock()
+	r := b.running[svc]
+	b.mu.Unlock()
+	if r != nil {
+		r.pool.resolved()
+	}
 }
 
 // service returns the running service named name, or nil.
