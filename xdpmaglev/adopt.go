@@ -10,7 +10,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
-	"golang.org/x/sys/unix"
 )
 
 // adoptedBackend is a backends map entry in use, and its id.
@@ -39,17 +38,21 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	used := map[uint32]bool{}       // service ids
-	downs := map[uint32][]Backend{} // the Down backends, by service id
+	outs := map[uint32]map[netip.Addr]maglevOut{} // the backends out of the data plane, by service id
 	var dk maglevDownKey
-	var dw uint32
-	for it := lb.objs.Down.Iterate(); it.Next(&dk, &dw); {
-		downs[dk.Svc] = append(downs[dk.Svc], Backend{Addr: entryAddr(dk.Addr, dk.Family), Weight: dw, Down: true})
+	var dv maglevOut
+	for it := lb.objs.Down.Iterate(); it.Next(&dk, &dv); {
+		if outs[dk.Svc] == nil {
+			outs[dk.Svc] = map[netip.Addr]maglevOut{}
+		}
+		outs[dk.Svc][entryAddr(dk.Addr, dk.Family)] = dv
 	}
-	add := func(svc Service, id uint32) error {
+	add := func(svc Service, v maglevService) error {
+		id := v.Id
 		if used[id] || id >= uint32(lb.opts.MaxServices) {
 			return fmt.Errorf("%w: service %v has id %d, which is taken or out of range", ErrLayout, svc, id)
 		}
-		s, err := lb.adoptService(svc, id, bySvc[id], downs[id])
+		s, err := lb.adoptService(svc, id, int(v.M), bySvc[id], outs[id])
 		if err != nil {
 			return err
 		}
@@ -63,12 +66,12 @@ func (lb *LB) adopt(cookie uint32) error {
 	var k6 maglevSvcKey
 	var v maglevService
 	for it := lb.objs.Services4.Iterate(); it.Next(&k4, &v); {
-		if err := add(service4(k4), v.Id); err != nil {
+		if err := add(service4(k4), v); err != nil {
 			return err
 		}
 	}
 	for it := lb.objs.Services6.Iterate(); it.Next(&k6, &v); {
-		if err := add(service6(k6), v.Id); err != nil {
+		if err := add(service6(k6), v); err != nil {
 			return err
 		}
 	}
@@ -90,13 +93,13 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	lb.cookie = cookie
-	for id, bs := range downs {
+	for id, out := range outs {
 		if used[id] {
 			continue
 		}
-		for _, b := range bs {
-			if err := lb.objs.Down.Delete(downKey(id, b.Addr)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				return fmt.Errorf("xdpmaglev: clearing the Down record of %v: %w", b.Addr, err)
+		for a := range out {
+			if err := lb.objs.Down.Delete(downKey(id, a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("xdpmaglev: clearing the record of %v out of service: %w", a, err)
 			}
 		}
 	}
@@ -136,80 +139,63 @@ func (lb *LB) adoptVIPs() error {
 	return nil
 }
 
-// adoptService rebuilds service svc of id id from its table, its
-// backends' entries, and its Down backends.
-func (lb *LB) adoptService(svc Service, id uint32, bes []adoptedBackend, downs []Backend) (*service, error) {
-	var inner *ebpf.Map
-	if err := lb.objs.Tables.Lookup(id, &inner); err != nil {
-		return nil, fmt.Errorf("%w: the table of %v: %v", ErrLayout, svc, err)
+// adoptService rebuilds service svc of id id and table size m from its
+// backends' entries and its backends out of the data plane, out. Its
+// table is computed again, not read: the table of every backend Without
+// those out, as install made it (the table depends on nothing else), and
+// reading a map of maps' inner map back would take CAP_SYS_ADMIN.
+func (lb *LB) adoptService(svc Service, id uint32, m int, bes []adoptedBackend, out map[netip.Addr]maglevOut) (*service, error) {
+	if err := maglev.CheckSize(m); err != nil {
+		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
 	}
-	slots, err := readSlots(inner)
-	_ = inner.Close()
-	if err != nil {
-		return nil, fmt.Errorf("%w: the table of %v: %v", ErrLayout, svc, err)
-	}
-	s := &service{id: id, backends: make(map[netip.Addr]*backend, len(bes)), opts: ServiceOptions{M: len(slots)}}
-	names := make([]maglev.Backend, len(bes))
-	index := make(map[uint32]int, len(bes)) // backend id → names index
+	s := &service{id: id, backends: make(map[netip.Addr]*backend, len(bes)), opts: ServiceOptions{M: m}, down: out}
+	names := make([]maglev.Backend, 0, len(bes)+len(out))
+	var without []string // out of service: Down, or unresolved (those have an entry, without a MAC)
 	for i, b := range bes {
 		addr := entryAddr(b.e.Addr, b.e.Family)
-		names[i] = maglev.Backend{Name: addr.String(), Weight: b.e.Weight}
-		index[b.id] = i
+		o, isOut := out[addr]
+		if s.backends[addr] != nil || (isOut && o.Why != uint32(maglevConstsOUT_UNRESOLVED)) {
+			return nil, fmt.Errorf("%w: service %v has backend %v twice", ErrLayout, svc, addr)
+		}
+		names = append(names, maglev.Backend{Name: addr.String(), Weight: b.e.Weight})
 		be := &backend{id: b.id, cookie: b.e.Cookie, entry: b.e}
-		if Forward(b.e.Mode) == ForwardL2 {
+		if Forward(b.e.Mode) == ForwardL2 && !isOut {
 			be.hw = slices.Clone(b.e.Mac[:])
 		}
 		s.backends[addr] = be
+		s.adopted = append(s.adopted, Backend{Addr: addr, Weight: b.e.Weight})
+		if isOut {
+			without = append(without, addr.String())
+			s.unresolved = append(s.unresolved, addr.String())
+		}
 		if i == 0 {
-			s.opts = entryOptions(b.e, len(slots))
+			s.opts = entryOptions(b.e, m)
 		}
 	}
-	owners := make([]uint32, len(slots))
-	for i, sl := range slots {
-		if sl.Id == noBackend {
-			owners[i] = noBackend
-			continue
+	for addr, o := range out {
+		if s.backends[addr] != nil {
+			continue // unresolved, above
 		}
-		j, ok := index[sl.Id]
-		if !ok || bes[j].e.Cookie != sl.Cookie {
-			return nil, fmt.Errorf("%w: the table of %v: slot %d names backend %d (cookie %d), which is not the service's", ErrLayout, svc, i, sl.Id, sl.Cookie)
+		names = append(names, maglev.Backend{Name: addr.String(), Weight: o.Weight})
+		without = append(without, addr.String())
+		if o.Why == uint32(maglevConstsOUT_UNRESOLVED) {
+			s.unresolved = append(s.unresolved, addr.String())
+			s.adopted = append(s.adopted, Backend{Addr: addr, Weight: o.Weight})
+		} else {
+			s.adopted = append(s.adopted, Backend{Addr: addr, Weight: o.Weight, Down: true})
 		}
-		owners[i] = uint32(j)
 	}
-	if s.table, err = maglev.NewFromSlots(names, owners, nil); err != nil {
+	var err error
+	if s.full, err = maglev.NewWeighted(names, m, nil); err != nil {
 		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
 	}
-	s.full = s.table
-	s.down = make(map[netip.Addr]uint32, len(downs))
-	for _, b := range bes {
-		s.adopted = append(s.adopted, Backend{Addr: entryAddr(b.e.Addr, b.e.Family), Weight: b.e.Weight})
-	}
-	for _, b := range downs {
-		s.down[b.Addr] = b.Weight
-		s.adopted = append(s.adopted, b)
+	s.table = s.full
+	if len(without) > 0 {
+		if s.table, err = s.full.Without(without...); err != nil {
+			return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
+		}
 	}
 	return s, nil
-}
-
-// readSlots returns a table map's slots 1 to M, M being slot 0's id (see
-// writeSlots), through a read-only mapping of the map's memory.
-func readSlots(m *ebpf.Map) ([]maglevSlot, error) {
-	size := 8 * int(m.MaxEntries())
-	page := unix.Getpagesize()
-	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap: %w", err)
-	}
-	defer func() { _ = unix.Munmap(mem) }()
-	n := int(binary.NativeEndian.Uint32(mem))
-	if n == 0 || 1+n > int(m.MaxEntries()) {
-		return nil, fmt.Errorf("a size of %d in a map of %d slots", n, m.MaxEntries())
-	}
-	out := make([]maglevSlot, n)
-	for i := range out {
-		out[i] = maglevSlot{Id: binary.NativeEndian.Uint32(mem[8+8*i:]), Cookie: binary.NativeEndian.Uint32(mem[8+8*i+4:])}
-	}
-	return out, nil
 }
 
 // readArray returns every value of an array map, by index: a batch

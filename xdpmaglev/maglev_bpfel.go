@@ -33,6 +33,8 @@ const (
 	maglevConstsNO_BACKEND     maglevConsts = 4294967295
 	maglevConstsLAYOUT_VERSION maglevConsts = 2
 	maglevConstsCT_CLOSED      maglevConsts = 1
+	maglevConstsOUT_DOWN       maglevConsts = 1
+	maglevConstsOUT_UNRESOLVED maglevConsts = 2
 )
 
 type maglevCounter uint32
@@ -147,9 +149,16 @@ type maglevNexthop struct {
 	Expires uint64
 }
 
+type maglevOut struct {
+	_      structs.HostLayout
+	Weight uint32
+	Why    uint32
+}
+
 type maglevService struct {
 	_  structs.HostLayout
 	Id uint32
+	M  uint32
 }
 
 type maglevSlot struct {

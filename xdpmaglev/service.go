@@ -181,7 +181,7 @@ type service struct {
 	gen        uint64         // the install that made this state
 	opts       ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
 	backends   map[netip.Addr]*backend
-	down       map[netip.Addr]uint32 // the Down backends, by address, with their weights, as the down map holds them
+	down       map[netip.Addr]maglevOut // the backends out of the data plane (Down, unresolved), as the down map holds them
 	adopted    []Backend             // adopted from pinned maps, until the first install: the backends the last LB left
 }
 
@@ -426,36 +426,40 @@ func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []strin
 }
 
 // record keeps what the refresh needs of svc's install, request as the
-// caller gave it and bs as prepare normalized it, and writes bs's Down
-// backends to the down map, for an LB that adopts the maps. lb.mu is
-// held.
+// caller gave it and bs as prepare normalized it, and writes bs's
+// backends that are out of the data plane (Down, unresolved) to the down
+// map, so that an LB that adopts the maps knows the service's whole set.
+// lb.mu is held.
 func (lb *LB) record(svc Service, request, bs []Backend, full *maglev.Table, unresolved []string) error {
 	s := lb.services[svc]
 	lb.gen++
 	s.gen, s.request, s.full, s.unresolved, s.adopted = lb.gen, request, full, unresolved, nil
-	down := map[netip.Addr]uint32{}
+	out := map[netip.Addr]maglevOut{}
 	for _, b := range bs {
-		if b.Down {
-			down[b.Addr] = b.Weight
+		switch {
+		case b.Down:
+			out[b.Addr] = maglevOut{Weight: b.Weight, Why: uint32(maglevConstsOUT_DOWN)}
+		case slices.Contains(unresolved, b.Addr.String()):
+			out[b.Addr] = maglevOut{Weight: b.Weight, Why: uint32(maglevConstsOUT_UNRESOLVED)}
 		}
 	}
 	var errs []error
-	for a, w := range down {
-		if old, ok := s.down[a]; ok && old == w {
+	for a, o := range out {
+		if old, ok := s.down[a]; ok && old == o {
 			continue
 		}
-		if err := lb.objs.Down.Put(downKey(s.id, a), w); err != nil {
-			errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v Down: %w", a, svc, err))
+		if err := lb.objs.Down.Put(downKey(s.id, a), o); err != nil {
+			errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v out of service: %w", a, svc, err))
 		}
 	}
 	for a := range s.down {
-		if _, ok := down[a]; !ok {
+		if _, ok := out[a]; !ok {
 			if err := lb.objs.Down.Delete(downKey(s.id, a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v no longer Down: %w", a, svc, err))
+				errs = append(errs, fmt.Errorf("xdpmaglev: recording %v of %v in service: %w", a, svc, err))
 			}
 		}
 	}
-	s.down = down
+	s.down = out
 	return errors.Join(errs...)
 }
 
@@ -813,12 +817,20 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 func (lb *LB) finish(st *staged) error {
 	if st.isNew {
 		m, k := lb.key(st.svc)
-		if err := m.Put(k, maglevService{Id: st.next.id}); err != nil {
+		if err := m.Put(k, maglevService{Id: st.next.id, M: uint32(st.next.table.Size())}); err != nil {
 			_ = lb.objs.Tables.Delete(st.next.id) // best effort: the error is err
 			return st.fail(fmt.Errorf("xdpmaglev: adding service %v: %w", st.svc, err))
 		}
 	}
 	lb.services[st.svc] = st.next
+	if !st.isNew && st.old.table.Size() != st.next.table.Size() {
+		// The size, for an LB that adopts the maps; the program reads
+		// the new table's own.
+		m, k := lb.key(st.svc)
+		if err := m.Put(k, maglevService{Id: st.next.id, M: uint32(st.next.table.Size())}); err != nil {
+			return fmt.Errorf("xdpmaglev: recording the table size of %v: %w", st.svc, err)
+		}
+	}
 	if st.isNew {
 		if err := lb.syncVIP(st.svc.VIP.Addr()); err != nil {
 			return err // the service is in; its VIP's packets to other ports pass, as before

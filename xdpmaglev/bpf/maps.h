@@ -29,6 +29,9 @@ enum consts {
 	LAYOUT_VERSION = 2,
 	// struct ct_entry's flags.
 	CT_CLOSED = 1, // the client sent a FIN or a RST: the flow ended, and a SYN on its tuple opens a new one
+	// struct out's why.
+	OUT_DOWN = 1,       // Backend.Down: failed its health check
+	OUT_UNRESOLVED = 2, // ForwardL2, and the neighbour table has no MAC for it
 };
 
 // How a service's packets reach its backends (ServiceOptions.Forward).
@@ -81,6 +84,7 @@ struct svc_key4 {
 
 struct service {
 	__u32 id; // index of the service's table and counters
+	__u32 m;  // its table's size, which the program reads from the table: for a control plane that adopts the maps
 };
 
 // A slot of a Maglev table, and a conntrack entry: a backend id (an index
@@ -124,17 +128,25 @@ struct backend {
 	__u32 weight;  // its weight in the service's table (0: draining)
 };
 
-// A backend out of service as Down (Backend.Down: failed its health
-// check): it owns no slot and has no entry in backends, and the program
-// never reads this map. The control plane records it here so that one
-// that adopts the pinned maps knows the service's Down backends (their
-// slots are the others' until they come back), as it knows the others by
-// their entries.
+// A backend of a service that is out of the data plane, Down (failed its
+// health check) or unresolved: it owns no slot and has no usable entry in
+// backends, and the program never reads the map of them. The control
+// plane records it so that one that adopts the pinned maps knows the
+// service's whole set of backends, as it knows the others by their
+// entries: a service's table is the table of them all Without those out
+// (maglev.Table.Without), so the adopting control plane computes it again
+// rather than read it (reading a map of maps' inner maps back takes
+// CAP_SYS_ADMIN, which the load balancer does not need otherwise).
 struct down_key {
 	__u32 svc;     // the service's id
 	__u32 addr[4]; // the backend's address, as in struct backend
 	__u8 family;   // 4 or 6
 	__u8 pad[3];
+};
+
+struct out {
+	__u32 weight; // the backend's weight in the service
+	__u32 why;    // OUT_DOWN or OUT_UNRESOLVED
 };
 
 // A CPU's flood guard (guard.h): new conntrack entries cost flood_cost ns
@@ -243,7 +255,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__type(key, struct down_key);
-	__type(value, __u32); // the backend's weight
+	__type(value, struct out);
 	__uint(max_entries, 4096); // Options.MaxBackends
 } down SEC(".maps");
 
