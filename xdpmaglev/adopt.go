@@ -37,7 +37,7 @@ func (lb *LB) adopt(cookie uint32) error {
 			cookie = max(cookie, e.Cookie)
 		}
 	}
-	used := map[uint32]bool{}       // service ids
+	used := map[uint32]bool{}                     // service ids
 	outs := map[uint32]map[netip.Addr]maglevOut{} // the backends out of the data plane, by service id
 	var dk maglevDownKey
 	var dv maglevOut

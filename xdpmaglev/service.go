@@ -182,7 +182,7 @@ type service struct {
 	opts       ServiceOptions // normalized: Source and GUEPort set for the encapsulating modes
 	backends   map[netip.Addr]*backend
 	down       map[netip.Addr]maglevOut // the backends out of the data plane (Down, unresolved), as the down map holds them
-	adopted    []Backend             // adopted from pinned maps, until the first install: the backends the last LB left
+	adopted    []Backend                // adopted from pinned maps, until the first install: the backends the last LB left
 }
 
 // backend is the state of one backend of a service: its id, the index of
