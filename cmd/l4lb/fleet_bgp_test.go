@@ -30,6 +30,7 @@ protocol kernel {
 template bgp lbs {
 	local 198.18.0.1 as 65000;
 	connect retry time 1;
+	error wait time 1, 10;
 	graceful restart on;
 	ipv4 { import where net.len = 32; export none; };
 }
