@@ -147,8 +147,8 @@ func TestLabUnprivileged(t *testing.T) {
 		}
 		t.Skip("setpriv is missing: install util-linux")
 	}
-	built := build(t)
-	// Where nobody can reach: the binary, and a BPF filesystem it owns.
+	bin := build(t) // in a directory every user can read
+	// A BPF filesystem that nobody owns, where it can reach it.
 	dir, err := os.MkdirTemp("", "l4lab")
 	if err != nil {
 		t.Fatal(err)
@@ -156,10 +156,6 @@ func TestLabUnprivileged(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "l4lb")
-	if out, err := exec.Command("cp", built, bin).CombinedOutput(); err != nil {
-		t.Fatalf("cp: %v: %s", err, out)
 	}
 	mnt := filepath.Join(dir, "bpf")
 	if err := os.Mkdir(mnt, 0o755); err != nil {

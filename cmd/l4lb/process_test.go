@@ -9,13 +9,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// build builds the command into the test's temporary directory and
-// returns the binary's path.
+// build returns the path of the command, built once per test binary into
+// a directory of its own (the build takes seconds; a test that runs the
+// command again needs no other).
 func build(t *testing.T) string {
 	t.Helper()
 	if raceEnabled {
@@ -31,11 +33,38 @@ func build(t *testing.T) string {
 		// (release/modules): the README's test command runs these.
 		t.Skip("runs the built l4lb in network namespaces: the run without -short covers it")
 	}
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
+	bin, err := built()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+// built builds the command once, into binDir.
+var built = sync.OnceValues(func() (string, error) {
+	bin := filepath.Join(binDir, "l4lb")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v: %s", err, out)
+	}
+	return bin, nil
+})
+
+// binDir holds the built command; TestMain makes it, readable by every
+// user (TestLabUnprivileged runs it as nobody), and removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	var err error
+	if binDir, err = os.MkdirTemp("", "l4lb-test"); err == nil {
+		err = os.Chmod(binDir, 0o755)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "l4lb tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(binDir)
+	os.Exit(code)
 }
 
 // vethNS creates the namespace tag-PID with a veth pair, v0 (198.18.0.3/24)
