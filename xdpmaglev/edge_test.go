@@ -375,11 +375,11 @@ func TestNoLoops(t *testing.T) {
 	}
 }
 
-// TestDecapUntrusted: GUE packets sent straight to a backend by a client,
-// bypassing the load balancer, carrying a SYN to the VIP from a spoofed
-// source, are dropped by the backend's decapsulator (0 decapsulated, all
-// counted untrusted), while every packet the load balancer encapsulated
-// to the backends was decapsulated.
+// TestDecapUntrusted: GUE and IPIP packets sent straight to a backend by a
+// client, bypassing the load balancer, carrying a SYN to the VIP from a
+// spoofed source, are dropped by the backend's decapsulator (0
+// decapsulated, all counted untrusted), while every packet the load
+// balancer encapsulated to the backends was decapsulated.
 func TestDecapUntrusted(t *testing.T) {
 	r := newRouted(t)
 	svc := Service{VIP: r.vip(false, 80), Proto: TCP}
@@ -420,18 +420,26 @@ func TestDecapUntrusted(t *testing.T) {
 		t.Errorf("the backends decapsulated %d packets of the %d the load balancer sent", d1-d0, fwd)
 	}
 
-	// The spoofed ones, from the client to backend 0's GUE port.
+	// The spoofed ones, from the client to backend 0: GUE to its port,
+	// and IPIP (the client's kernel writes the outer header, protocol 4).
 	inner := tcpFlags(packet(netip.MustParseAddrPort("198.18.9.9:1234"), svc.VIP, 6, nil), tcpSYN)[14:]
+	inner = withIPv4Checksum(append(make([]byte, 14), inner...))[14:]
 	_, err = in(r.client, func() (struct{}, error) {
-		c, err := net.Dial("udp", netip.AddrPortFrom(r.addrs4[0], DefaultGUEPort).String())
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer func() { _ = c.Close() }()
-		for range 20 {
-			if _, err := c.Write(inner); err != nil {
+		for _, dst := range []struct{ network, addr string }{
+			{"udp", netip.AddrPortFrom(r.addrs4[0], DefaultGUEPort).String()},
+			{"ip4:4", r.addrs4[0].String()},
+		} {
+			c, err := net.Dial(dst.network, dst.addr)
+			if err != nil {
 				return struct{}{}, err
 			}
+			for range 20 {
+				if _, err := c.Write(inner); err != nil {
+					_ = c.Close()
+					return struct{}{}, err
+				}
+			}
+			_ = c.Close()
 		}
 		return struct{}{}, nil
 	})
@@ -440,7 +448,7 @@ func TestDecapUntrusted(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	d2, u2 := decap()
-	if d2 != d1 || u2-u1 != 20 {
-		t.Errorf("of 20 spoofed GUE packets, %d decapsulated and %d dropped as untrusted; want 0 and 20", d2-d1, u2-u1)
+	if d2 != d1 || u2-u1 != 40 {
+		t.Errorf("of 20 spoofed GUE and 20 IPIP packets, %d decapsulated and %d dropped as untrusted; want 0 and 40", d2-d1, u2-u1)
 	}
 }
