@@ -34,7 +34,10 @@ const e2eSeed = 0x5eed
 func newE2E(t *testing.T, nBackends int) *e2e { return newE2EOpts(t, nBackends, Options{}) }
 
 // newE2EOpts is newE2E with the load balancer loaded with opts, its seed,
-// attach mode and (if 0) conntrack size set.
+// attach mode and (if 0) conntrack size set, and the flood guard off
+// unless opts.FloodRate says otherwise (the tests make a thousand
+// connections in a moment, more than the default guard writes entries for
+// at this conntrack size).
 func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 	n := newTestNet(t, "xm")
 	e := &e2e{testNet: n, vip: netip.MustParseAddrPort("198.19.0.1:80")}
@@ -64,6 +67,9 @@ func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 	opts.Seed, opts.Mode = e2eSeed, AttachNative
 	if opts.ConntrackSize == 0 {
 		opts.ConntrackSize = 1 << 14
+	}
+	if opts.FloodRate == 0 {
+		opts.FloodRate = -1
 	}
 	lb, err := in(e.lbNS, func() (*LB, error) { return Load("eth0", opts) })
 	if err != nil {
