@@ -82,9 +82,9 @@
 // # Concurrency
 //
 // A Table is immutable and safe for concurrent use by multiple goroutines,
-// and so is a Ring of the companion package
-// github.com/maglevlb/maglev/ring. To change membership, build a new Table
-// (or Ring) off the request path and publish it with [sync/atomic.Pointer]:
+// and so is a [github.com/maglevlb/maglev/ring.Ring], the companion
+// package's ring. To change membership, build a new Table (or ring) off the
+// request path and publish it with [sync/atomic.Pointer]:
 //
 //	var current atomic.Pointer[maglev.Table]
 //	current.Store(t)                       // at start

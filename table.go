@@ -11,7 +11,7 @@ import (
 // A Table is an immutable Maglev lookup table: M slots, each owned by one
 // backend. Build one with New. A Table is safe for concurrent use by
 // multiple goroutines; to change membership, build a new Table and publish
-// it, for example with atomic.Pointer.
+// it, for example with [sync/atomic.Pointer].
 //
 // The zero Table is an empty table of size 0: it has no backends, every
 // Lookup returns "" and every index method -1, as for any table with no
