@@ -69,8 +69,10 @@
 // # Zero values
 //
 // The zero [Table] is an empty table of size 0: Lookup returns "" and the
-// index methods -1. The zero [Generator] has no size: its Permutation
-// panics with a message that says so; make one with [NewGenerator].
+// index methods -1. A nil *Table is the zero Table to every method: the
+// old table of the first swap below, nil, diffs as an empty one. The zero
+// [Generator] has no size: its Permutation panics with a message that says
+// so; make one with [NewGenerator].
 //
 // # Costs
 //

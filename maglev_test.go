@@ -1021,6 +1021,7 @@ func TestMaxSize(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	tab := mustNew(t, names("b", 100), DefaultSize, nil)
 	farmTab := mustNew(t, names("b", 100), DefaultSize, Farm())
+	var nilTab *Table
 	key := "0123456789abcdef"
 	keyBytes := []byte(key)
 	var sink string
@@ -1033,6 +1034,9 @@ func TestZeroAllocs(t *testing.T) {
 		"Lookup/farm":      func() { sink = farmTab.Lookup(key) },
 		"LookupBytes/farm": func() { sink = farmTab.LookupBytes(keyBytes) },
 		"Index":            func() { isink = tab.Index("b42") },
+		"Lookup/nil":       func() { sink = nilTab.Lookup(key) },
+		"LookupHash/nil":   func() { sink = nilTab.LookupHash(12345) },
+		"LookupIndex/nil":  func() { isink = nilTab.LookupIndex(key) },
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s allocates %.1f times per call", name, a)

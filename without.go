@@ -58,6 +58,9 @@ func (t *Table) Without(names ...string) (*Table, error) {
 	if len(names) == 0 {
 		return t, nil
 	}
+	if t == nil {
+		t = new(Table) // the zero Table, which has no backend to name
+	}
 	base := t
 	if t.base != nil {
 		base = t.base
