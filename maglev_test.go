@@ -617,14 +617,34 @@ func TestFillErrors(t *testing.T) {
 			t.Errorf("%s: Fill = %v, want %v", c.name, err, c.want)
 		}
 	}
-	// uint16 slots hold at most 65,535 backends (0xFFFF marks empty slots).
+	// uint16 slots hold at most 65,535 backends (0xFFFF marks empty
+	// slots), whatever the table's size; the error names that limit, not
+	// the slots.
 	perms := make([]Permutation, 1<<16)
 	for i := range perms {
 		perms[i] = Permutation{uint32(i), 1}
 	}
-	err := Fill(make([]uint16, 65537), perms, make([]uint32, len(perms)))
-	if !errors.Is(err, ErrTooManyBackends) {
-		t.Errorf("Fill of 65,536 backends into uint16 slots = %v, want ErrTooManyBackends", err)
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{1<<16 - 1, ""},
+		{1 << 16, "maglev: too many backends: 65536 permutations, but a uint16 slot names at most 65535 backends (its largest value marks empty slots while filling)"},
+	} {
+		err := Fill(make([]uint16, DefaultSize), perms[:c.n], make([]uint32, c.n))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("Fill of %d backends into %d uint16 slots: %v", c.n, DefaultSize, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrTooManyBackends) || err.Error() != c.want {
+			t.Errorf("Fill of %d backends into %d uint16 slots = %v, want ErrTooManyBackends: %q", c.n, DefaultSize, err, c.want)
+		}
+	}
+	// With uint32 slots the same permutations fill the table.
+	if err := Fill(make([]uint32, DefaultSize), perms, make([]uint32, len(perms))); err != nil {
+		t.Errorf("Fill of 65,536 backends into uint32 slots: %v", err)
 	}
 }
 
