@@ -87,3 +87,20 @@ func metaString(m map[string]string) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// TestConfigError: etcdmaglev's bad arguments are membership's one
+// ConfigError, with etcdmaglev's name in the message, matched by
+// ErrInvalidConfig (membership's) as before.
+func TestConfigError(t *testing.T) {
+	set := func([]membership.Endpoint) error { return nil }
+	_, err := etcdmaglev.Watch(t.Context(), nil, "services/web", set, etcdmaglev.WatchOptions{})
+	var ce *membership.ConfigError
+	if !errors.As(err, &ce) || ce.Package != "etcdmaglev" || ce.Field != "client" ||
+		!errors.Is(err, etcdmaglev.ErrInvalidConfig) || !errors.Is(err, membership.ErrInvalidConfig) ||
+		!strings.HasPrefix(err.Error(), "etcdmaglev: invalid config: client: ") {
+		t.Errorf("Watch with a nil client: %v, want etcdmaglev's membership.ConfigError for client", err)
+	}
+	if etcdmaglev.ErrInvalidArgument != etcdmaglev.ErrInvalidConfig {
+		t.Error("ErrInvalidArgument is not ErrInvalidConfig")
+	}
+}

@@ -235,6 +235,13 @@ func TestWatchConfigErrors(t *testing.T) {
 		if !errors.As(tt.err, &ce) || ce.Field != tt.field || !errors.Is(tt.err, ErrInvalidConfig) {
 			t.Errorf("%s: %v, want a *ConfigError naming it", tt.field, tt.err)
 		}
+		// The one config error of the membership sources: membership's
+		// type and sentinel, with k8smaglev's name in the message.
+		var mce *membership.ConfigError
+		if !errors.As(tt.err, &mce) || mce.Package != "k8smaglev" || !errors.Is(tt.err, membership.ErrInvalidConfig) ||
+			!strings.HasPrefix(tt.err.Error(), "k8smaglev: invalid config: "+tt.field+": ") {
+			t.Errorf("%s: %v, want a membership.ConfigError of k8smaglev", tt.field, tt.err)
+		}
 	}
 }
 

@@ -85,11 +85,11 @@ func (*builder) Scheme() string { return Scheme }
 func ParseTarget(endpoint string) (k8smaglev.Service, error) {
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
-		return k8smaglev.Service{}, &k8smaglev.ConfigError{Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT: %w", endpoint, err)}
+		return k8smaglev.Service{}, &k8smaglev.ConfigError{Package: "k8smaglev", Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT: %w", endpoint, err)}
 	}
 	name, ns, ok := strings.Cut(host, ".")
 	if !ok || strings.Contains(ns, ".") {
-		return k8smaglev.Service{}, &k8smaglev.ConfigError{Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT", endpoint)}
+		return k8smaglev.Service{}, &k8smaglev.ConfigError{Package: "k8smaglev", Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT", endpoint)}
 	}
 	return k8smaglev.ParseService(ns + "/" + name + ":" + port)
 }
