@@ -70,11 +70,8 @@ func TestEndpoint(t *testing.T) {
 			t.Errorf("Endpoint(%+v) = %+v, %v; want {%q %q %d %d %s}", tt.ep, e, err, tt.ep.Addr, tt.host, tt.port, tt.weight, tt.meta)
 			continue
 		}
-		if tt.weight == 0 {
-			continue // FromEndpoints drops a list whose every endpoint is drained
-		}
 		bs, err := httpmaglev.FromEndpoints("http", []membership.Endpoint{e})
-		if err != nil || len(bs) != 1 || bs[0].Name != tt.ep.Addr || bs[0].URL.String() != tt.url || bs[0].Weight != tt.weight {
+		if err != nil || len(bs) != 1 || bs[0].Name != tt.ep.Addr || bs[0].URL.String() != tt.url || bs[0].Weight == nil || *bs[0].Weight != tt.weight {
 			t.Errorf("FromEndpoints of Endpoint(%+v) = %+v, %v; want {%q %s %d}", tt.ep, bs, err, tt.ep.Addr, tt.url, tt.weight)
 		}
 	}

@@ -164,7 +164,7 @@ func TestHTTPBackends(t *testing.T) {
 	}
 	var got []string
 	for _, b := range bs {
-		got = append(got, fmt.Sprintf("%s %s %d", b.Name, b.URL, b.Weight))
+		got = append(got, fmt.Sprintf("%s %s %d", b.Name, b.URL, *b.Weight))
 	}
 	want := []string{"198.18.0.1:80 http://198.18.0.1:80 1", "198.18.0.2:80 http://198.18.0.2:80 0", "[2001:2::1]:80 http://[2001:2::1]:80 1"}
 	if !slices.Equal(got, want) {
@@ -181,9 +181,9 @@ func TestHTTPBackends(t *testing.T) {
 			t.Fatalf("key %d: %v %v, want a backend that is not drained", i, b.Name, ok)
 		}
 	}
-	// Every endpoint draining: an empty list, not an unweighted one.
-	if bs, err := httpmaglev.FromEndpoints("http", eps[1:2]); err != nil || len(bs) != 0 {
-		t.Errorf("all draining: %v, %v; want an empty list", bs, err)
+	// Every endpoint draining: each a backend of weight 0, drained.
+	if bs, err := httpmaglev.FromEndpoints("http", eps[1:2]); err != nil || len(bs) != 1 || *bs[0].Weight != 0 {
+		t.Errorf("all draining: %v, %v; want the backend at weight 0", bs, err)
 	}
 }
 
