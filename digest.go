@@ -42,9 +42,11 @@ func (t *Table) Digest() [sha256.Size]byte {
 	w := digestWriter{h: sha256.New()}
 	w.b = w.buf[:0]
 	w.write(digestVersion)
-	w.uint32(t.m)
+	m := uint32(t.Size())
+	w.uint32(m)
 	weights := t.Weights()
-	remap := make([]uint32, len(t.backends))
+	names := t.names()
+	remap := make([]uint32, len(names))
 	k := uint32(0)
 	for i, wt := range weights {
 		remap[i] = k
@@ -53,7 +55,7 @@ func (t *Table) Digest() [sha256.Size]byte {
 		}
 	}
 	w.uint32(k)
-	for i, name := range t.backends {
+	for i, name := range names {
 		if weights[i] == 0 {
 			continue
 		}
@@ -61,7 +63,7 @@ func (t *Table) Digest() [sha256.Size]byte {
 		w.write(name)
 		w.uint32(weights[i])
 	}
-	for s := range t.m {
+	for s := range m {
 		v := uint32(noBackend)
 		if o := t.owner(s); o >= 0 {
 			v = remap[o]

@@ -69,8 +69,10 @@
 // # Zero values
 //
 // The zero [Table] is an empty table of size 0: Lookup returns "" and the
-// index methods -1. The zero [Generator] has no size: its Permutation
-// panics with a message that says so; make one with [NewGenerator].
+// index methods -1. A nil *Table is the zero Table to every method: the
+// old table of the first swap below, nil, diffs as an empty one. The zero
+// [Generator] has no size: its Permutation panics with a message that says
+// so; make one with [NewGenerator].
 //
 // # Costs
 //
@@ -82,9 +84,9 @@
 // # Concurrency
 //
 // A Table is immutable and safe for concurrent use by multiple goroutines,
-// and so is a Ring of the companion package
-// github.com/maglevlb/maglev/ring. To change membership, build a new Table
-// (or Ring) off the request path and publish it with [sync/atomic.Pointer]:
+// and so is a [github.com/maglevlb/maglev/ring.Ring], the companion
+// package's ring. To change membership, build a new Table (or ring) off the
+// request path and publish it with [sync/atomic.Pointer]:
 //
 //	var current atomic.Pointer[maglev.Table]
 //	current.Store(t)                       // at start

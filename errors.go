@@ -30,8 +30,10 @@ var (
 	// says which.
 	ErrSize = errors.New("maglev: unsupported table size")
 
-	// ErrTooManyBackends means there are more backends than slots.
-	ErrTooManyBackends = errors.New("maglev: more backends than slots")
+	// ErrTooManyBackends means there are more backends than a table can
+	// hold: more than its slots, or, for Fill, more than its slot type can
+	// name (see Slot). The error's message says which.
+	ErrTooManyBackends = errors.New("maglev: too many backends")
 
 	// ErrEmptyName means a backend's name is the empty string.
 	ErrEmptyName = errors.New("maglev: empty backend name")

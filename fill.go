@@ -24,11 +24,11 @@ type Slot interface{ ~uint16 | ~uint32 }
 // cursors[i] is the slot where backend i would look on its next turn.
 //
 // Fill returns an error, and leaves table in an unspecified state, if M is
-// not prime or too large (ErrSize), if perms is empty
-// (ErrNoBackends) or longer than the table or than S can index
-// (ErrTooManyBackends), if a
-// permutation is out of range (ErrPermutation), or if cursors is too short
-// (ErrShortBuffer).
+// not prime or too large (ErrSize), if perms is empty (ErrNoBackends), if
+// there are more permutations than slots or than S can name: 65,535 for
+// uint16 slots, whose largest value marks empty slots while filling
+// (ErrTooManyBackends), if a permutation is out of range (ErrPermutation),
+// or if cursors is too short (ErrShortBuffer).
 //
 // Fill does not allocate: besides cursors, its only scratch space is on the
 // goroutine's stack: for M up to 2^20, a bitmap of the slots taken so far
@@ -43,8 +43,11 @@ func Fill[S Slot](table []S, perms []Permutation, cursors []uint32) error {
 	switch n := len(perms); {
 	case n == 0:
 		return fmt.Errorf("%w: no permutations", ErrNoBackends)
-	case n > m, uint64(n) > uint64(^S(0)):
+	case n > m:
 		return fmt.Errorf("%w: %d permutations, %d slots", ErrTooManyBackends, n, m)
+	case uint64(n) > uint64(^S(0)):
+		return fmt.Errorf("%w: %d permutations, but a %T slot names at most %d backends (its largest value marks empty slots while filling)",
+			ErrTooManyBackends, n, S(0), ^S(0))
 	case len(cursors) < n:
 		return fmt.Errorf("%w: %d cursors for %d permutations", ErrShortBuffer, len(cursors), n)
 	}

@@ -190,6 +190,7 @@ func TestInlining(t *testing.T) {
 	}
 	for _, fn := range []string{
 		"(*Table).LookupHash", "(*Table).LookupHashIndex",
+		"(*Table).Index", "(*Table).Backend",
 		"(*Table).owner", "Permutation.Next",
 		"(*Table).Candidates", "(*Table).CandidatesHash", "(*Table).CandidatesBytes",
 		// The fill's per-probe helpers: a call there would cost more than

@@ -55,7 +55,7 @@ func XXH3Seed(seed uint64) Hasher {
 // not, and is deliberately not offered.
 func Farm() Hasher { return farmHasher{} }
 
-// FNV1a returns 64-bit FNV-1a, the same function as hash/fnv's New64a,
+// FNV1a returns 64-bit FNV-1a, the same function as [hash/fnv.New64a],
 // computed without allocating.
 func FNV1a() Hasher { return fnv1aHasher{} }
 

@@ -617,14 +617,34 @@ func TestFillErrors(t *testing.T) {
 			t.Errorf("%s: Fill = %v, want %v", c.name, err, c.want)
 		}
 	}
-	// uint16 slots hold at most 65,535 backends (0xFFFF marks empty slots).
+	// uint16 slots hold at most 65,535 backends (0xFFFF marks empty
+	// slots), whatever the table's size; the error names that limit, not
+	// the slots.
 	perms := make([]Permutation, 1<<16)
 	for i := range perms {
 		perms[i] = Permutation{uint32(i), 1}
 	}
-	err := Fill(make([]uint16, 65537), perms, make([]uint32, len(perms)))
-	if !errors.Is(err, ErrTooManyBackends) {
-		t.Errorf("Fill of 65,536 backends into uint16 slots = %v, want ErrTooManyBackends", err)
+	for _, c := range []struct {
+		n    int
+		want string
+	}{
+		{1<<16 - 1, ""},
+		{1 << 16, "maglev: too many backends: 65536 permutations, but a uint16 slot names at most 65535 backends (its largest value marks empty slots while filling)"},
+	} {
+		err := Fill(make([]uint16, DefaultSize), perms[:c.n], make([]uint32, c.n))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("Fill of %d backends into %d uint16 slots: %v", c.n, DefaultSize, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrTooManyBackends) || err.Error() != c.want {
+			t.Errorf("Fill of %d backends into %d uint16 slots = %v, want ErrTooManyBackends: %q", c.n, DefaultSize, err, c.want)
+		}
+	}
+	// With uint32 slots the same permutations fill the table.
+	if err := Fill(make([]uint32, DefaultSize), perms, make([]uint32, len(perms))); err != nil {
+		t.Errorf("Fill of 65,536 backends into uint32 slots: %v", err)
 	}
 }
 
@@ -1021,6 +1041,7 @@ func TestMaxSize(t *testing.T) {
 func TestZeroAllocs(t *testing.T) {
 	tab := mustNew(t, names("b", 100), DefaultSize, nil)
 	farmTab := mustNew(t, names("b", 100), DefaultSize, Farm())
+	var nilTab *Table
 	key := "0123456789abcdef"
 	keyBytes := []byte(key)
 	var sink string
@@ -1033,6 +1054,9 @@ func TestZeroAllocs(t *testing.T) {
 		"Lookup/farm":      func() { sink = farmTab.Lookup(key) },
 		"LookupBytes/farm": func() { sink = farmTab.LookupBytes(keyBytes) },
 		"Index":            func() { isink = tab.Index("b42") },
+		"Lookup/nil":       func() { sink = nilTab.Lookup(key) },
+		"LookupHash/nil":   func() { sink = nilTab.LookupHash(12345) },
+		"LookupIndex/nil":  func() { isink = nilTab.LookupIndex(key) },
 	} {
 		if a := testing.AllocsPerRun(100, f); a != 0 {
 			t.Errorf("%s allocates %.1f times per call", name, a)

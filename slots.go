@@ -8,23 +8,25 @@ import (
 // another system whose tables this one must match (another load balancer's
 // Maglev, say), or saved from AppendSlots. slots[s] is the owner of slot s
 // as an index into backends as given, in any order; the Table sorts the
-// backends by byte order, like New, and remaps the indices, so that Lookup,
-// Owner and Backends answer by name whatever order backends came in. The
-// table's size M is len(slots). Weights are kept as given, for Weights,
-// Candidates and Bounded; they do not change which backend owns a slot. h
-// is the hasher for keys (nil means XXH3): Lookup(key) returns the owner of
-// slot h(key) mod M.
+// backends by byte order, like New, and remaps the indices, so that
+// [Table.Lookup], [Table.LookupHash] (a slot's owner) and [Table.Backends]
+// answer by name whatever order backends came in. The table's size M is
+// len(slots). Weights are kept as given, for [Table.Weights],
+// [Table.Candidates] and a [github.com/maglevlb/maglev/bounded.Picker];
+// they do not change which backend owns a slot. h is the hasher for keys
+// (nil means XXH3): Lookup(key) returns the owner of slot h(key) mod M.
 //
-// If every slot is noBackend, the table has no slots owned: Lookup returns
-// "" for every key, as for New(nil, M, h) or a NewWeighted table whose
-// backends are all drained; backends may then be empty. Otherwise every slot
-// must name a backend with a non-zero weight, and a backend may own no slot.
+// If every slot is 0xFFFFFFFF, the "no backend" of [Table.AppendSlots], the
+// table has no slots owned: Lookup returns "" for every key, as for
+// New(nil, M, h) or a NewWeighted table whose backends are all drained;
+// backends may then be empty. Otherwise every slot must name a backend
+// with a non-zero weight, and a backend may own no slot.
 //
 // NewFromSlots returns an error wrapping ErrSize if
 // len(slots) is not a supported table size, ErrTooManyBackends if there are
 // more backends than slots, ErrEmptyName or ErrDuplicateName for bad
 // names, and ErrSlotOwner for a slot that names no backend or a drained
-// one, or that is noBackend in a table with owners. It does not keep
+// one, or that is 0xFFFFFFFF in a table with owners. It does not keep
 // backends or slots.
 //
 // NewFromSlots takes O(M + n log n) time and allocates O(M + n): 2 bytes a

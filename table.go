@@ -11,11 +11,12 @@ import (
 // A Table is an immutable Maglev lookup table: M slots, each owned by one
 // backend. Build one with New. A Table is safe for concurrent use by
 // multiple goroutines; to change membership, build a new Table and publish
-// it, for example with atomic.Pointer.
+// it, for example with [sync/atomic.Pointer].
 //
 // The zero Table is an empty table of size 0: it has no backends, every
 // Lookup returns "" and every index method -1, as for any table with no
-// backends; its Hasher is XXH3.
+// backends; its Hasher is XXH3. A nil *Table is the zero Table to every
+// method, as receiver and as the other table of Diff and Changes.
 //
 // A Table from Without has its base's backends, in the same order, with
 // those out of service at weight 0: they own no slot, and their indexes
@@ -44,15 +45,20 @@ func newTable(sorted []string, weights []uint32, m int, h Hasher) *Table {
 }
 
 // Size returns M, the number of slots.
-func (t *Table) Size() int { return int(t.m) }
+func (t *Table) Size() int {
+	if t == nil {
+		return 0
+	}
+	return int(t.m)
+}
 
 // NumBackends returns the number of backends, len(Backends()) without the
 // copy. (Size is the number of slots.)
-func (t *Table) NumBackends() int { return len(t.backends) }
+func (t *Table) NumBackends() int { return len(t.names()) }
 
 // Hasher returns the table's hasher (XXH3 for the zero Table).
 func (t *Table) Hasher() Hasher {
-	if t.h == nil {
+	if t == nil || t.h == nil {
 		return xxh3Hasher{}
 	}
 	return t.h
@@ -60,22 +66,30 @@ func (t *Table) Hasher() Hasher {
 
 // Backends returns a copy of the backend names in table order: sorted by
 // byte order, so that backend index i names Backends()[i].
-func (t *Table) Backends() []string { return slices.Clone(t.backends) }
+func (t *Table) Backends() []string { return slices.Clone(t.names()) }
+
+// names returns the backend names, sorted; none for a nil t.
+func (t *Table) names() []string {
+	if t == nil {
+		return nil
+	}
+	return t.backends
+}
 
 // Backend returns the name of backend i, the i-th of Backends, without
 // copying the list: the name for an index that a LookupIndex method or
 // Candidates gave. It panics if i is not in [0, NumBackends()), as indexing
 // Backends() would. It is O(1) and does not allocate.
-func (t *Table) Backend(i int) string { return t.backends[i] }
+func (t *Table) Backend(i int) string { return t.names()[i] }
 
 // Weights returns the backends' weights in table order: those given to
 // NewWeighted, or all 1 for a table built by New; for a table from
 // Without, the base's with 0 for the backends out of service.
 func (t *Table) Weights() []uint32 {
-	if t.weights != nil {
+	if t != nil && t.weights != nil {
 		return slices.Clone(t.weights)
 	}
-	w := make([]uint32, len(t.backends))
+	w := make([]uint32, t.NumBackends())
 	for i := range w {
 		w[i] = 1
 	}
@@ -85,7 +99,22 @@ func (t *Table) Weights() []uint32 {
 // Index returns the index of the named backend, or -1 if the table has no
 // such backend. It is O(log n) and does not allocate.
 func (t *Table) Index(name string) int {
-	if i, ok := slices.BinarySearch(t.backends, name); ok {
+	if t == nil {
+		return -1
+	}
+	// slices.BinarySearch written out: calling it, with the nil check,
+	// would keep Index from being inlined.
+	b := t.backends
+	i, j := 0, len(b)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if b[h] < name {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	if i < len(b) && b[i] == name {
 		return i
 	}
 	return -1
@@ -94,7 +123,10 @@ func (t *Table) Index(name string) int {
 // Counts returns the number of slots each backend owns, in table order. It
 // is O(M) and allocates the result.
 func (t *Table) Counts() []int {
-	counts := make([]int, len(t.backends))
+	counts := make([]int, t.NumBackends())
+	if t == nil {
+		return counts
+	}
 	for _, i := range t.slots16 {
 		counts[i]++
 	}
@@ -109,9 +141,9 @@ func (t *Table) Counts() []int {
 // allocate.
 func (t *Table) Lookup(key string) string {
 	// The common case, the default hasher and 2-byte slots, inline; the
-	// rest in lookupOther. Reducing by len(slots), which is M, lets the
-	// compiler drop the slot read's bounds check.
-	if t.kind != kindXXH3 || t.slots16 == nil {
+	// rest (a nil t included) in lookupOther. Reducing by len(slots),
+	// which is M, lets the compiler drop the slot read's bounds check.
+	if t == nil || t.kind != kindXXH3 || t.slots16 == nil {
 		return t.lookupOther(key)
 	}
 	h := xxh3.HashString(key)
@@ -120,7 +152,7 @@ func (t *Table) Lookup(key string) string {
 }
 
 // lookupOther is Lookup for a table with a hasher other than the default,
-// or with 4-byte slots or none.
+// or with 4-byte slots or none, or nil.
 func (t *Table) lookupOther(key string) string {
 	if t.empty() {
 		return "" // also the zero Table's answer, which has no hasher to call
@@ -130,7 +162,7 @@ func (t *Table) lookupOther(key string) string {
 
 // LookupBytes is Lookup for a key held in a byte slice.
 func (t *Table) LookupBytes(key []byte) string {
-	if t.kind != kindXXH3 || t.slots16 == nil {
+	if t == nil || t.kind != kindXXH3 || t.slots16 == nil {
 		return t.lookupBytesOther(key)
 	}
 	h := xxh3.Hash(key)
@@ -159,7 +191,7 @@ func (t *Table) LookupHash(h uint64) string {
 // LookupIndex is Lookup returning the backend's index (see Backends)
 // instead of its name, or -1 if the table has no backends.
 func (t *Table) LookupIndex(key string) int {
-	if t.kind != kindXXH3 || t.slots16 == nil {
+	if t == nil || t.kind != kindXXH3 || t.slots16 == nil {
 		return t.lookupIndexOther(key)
 	}
 	h := xxh3.HashString(key)
@@ -178,7 +210,7 @@ func (t *Table) lookupIndexOther(key string) int {
 // LookupBytesIndex is LookupBytes returning the backend's index, or -1 if
 // the table has no backends.
 func (t *Table) LookupBytesIndex(key []byte) int {
-	if t.kind != kindXXH3 || t.slots16 == nil {
+	if t == nil || t.kind != kindXXH3 || t.slots16 == nil {
 		return t.lookupBytesIndexOther(key)
 	}
 	h := xxh3.Hash(key)
@@ -202,6 +234,9 @@ func (t *Table) lookupBytesIndexOther(key []byte) int {
 // LookupHashIndex(uint64(s)) is s's owner and LookupHash(uint64(s)) its
 // name.
 func (t *Table) LookupHashIndex(h uint64) int {
+	if t == nil {
+		return -1
+	}
 	if s := t.slots16; s != nil {
 		return int(s[h%uint64(len(s))])
 	}
@@ -218,6 +253,9 @@ func (t *Table) LookupHashIndex(h uint64) int {
 // (math.MaxUint32; int32(v) == -1). AppendSlots is O(M) and allocates only
 // to grow dst.
 func (t *Table) AppendSlots(dst []uint32) []uint32 {
+	if t == nil {
+		return dst
+	}
 	dst = slices.Grow(dst, int(t.m))
 	switch {
 	case t.slots16 != nil:
@@ -246,8 +284,8 @@ func (t *Table) AppendSlots(dst []uint32) []uint32 {
 // enough to count exactly: Diff(other)/Size() is the fraction of keys
 // that move.
 func (t *Table) Diff(other *Table) int {
-	if t.m != other.m {
-		return int(other.m)
+	if t.Size() != other.Size() {
+		return other.Size()
 	}
 	n := 0
 	t.changes(other, func(int, int) bool { n++; return true })
@@ -261,8 +299,8 @@ func (t *Table) Diff(other *Table) int {
 // allocates O(n), never per slot.
 func (t *Table) Changes(other *Table) iter.Seq2[int, int] {
 	return func(yield func(slot, owner int) bool) {
-		if t.m != other.m {
-			for s := range other.m {
+		if t.Size() != other.Size() {
+			for s := range uint32(other.Size()) {
 				if !yield(int(s), other.owner(s)) {
 					return
 				}
@@ -280,7 +318,7 @@ func (t *Table) changes(other *Table, yield func(slot, owner int) bool) {
 		if t.empty() == other.empty() {
 			return
 		}
-		for s := range other.m {
+		for s := range uint32(other.Size()) {
 			if !yield(int(s), other.owner(s)) {
 				return
 			}
@@ -337,8 +375,8 @@ func (t *Table) weight(i int) uint32 {
 }
 
 // empty reports whether t has no slots filled: no backends, or all of them
-// drained.
-func (t *Table) empty() bool { return t.slots16 == nil && t.slots32 == nil }
+// drained, or t is nil.
+func (t *Table) empty() bool { return t == nil || t.slots16 == nil && t.slots32 == nil }
 
 // owner returns the index of the backend owning slot s < M, or -1 for a
 // table with no backends.
@@ -358,22 +396,26 @@ func (t *Table) owner(s uint32) int {
 // LookupBytes, LookupIndex and LookupBytesIndex, which call xxh3
 // themselves to save a call.
 func (t *Table) keyHash(key string) uint64 {
-	switch t.kind {
-	case kindXXH3:
-		return xxh3.HashString(key)
-	case kindXXH3Seed:
-		return xxh3.HashStringSeed(key, t.seed)
+	if t != nil {
+		switch t.kind {
+		case kindXXH3:
+			return xxh3.HashString(key)
+		case kindXXH3Seed:
+			return xxh3.HashStringSeed(key, t.seed)
+		}
 	}
 	return t.Hasher().HashString(key)
 }
 
 // keyHashBytes is keyHash for a byte slice.
 func (t *Table) keyHashBytes(key []byte) uint64 {
-	switch t.kind {
-	case kindXXH3:
-		return xxh3.Hash(key)
-	case kindXXH3Seed:
-		return xxh3.HashSeed(key, t.seed)
+	if t != nil {
+		switch t.kind {
+		case kindXXH3:
+			return xxh3.Hash(key)
+		case kindXXH3Seed:
+			return xxh3.HashSeed(key, t.seed)
+		}
 	}
 	return t.Hasher().Hash(key)
 }

@@ -35,10 +35,11 @@ import (
 // service: the order of names does not matter, and t.Without(a).Without(b)
 // equals t.Without(a, b) slot for slot. To bring backends back, call
 // Without on the base with the smaller set; base.Without() is base itself.
-// The result has the base's backends, in the same order (Len, Backends and
-// Index are the base's), with weight 0 and no slot for those out of
-// service (Weights, Counts); Lookup, Candidates and Bounded never pick
-// them. If every backend is out of service or drained, the result is an
+// The result has the base's backends, in the same order
+// ([Table.NumBackends], [Table.Backends] and [Table.Index] are the base's),
+// with weight 0 and no slot for those out of service ([Table.Weights],
+// [Table.Counts]); Lookup, Candidates and a
+// [github.com/maglevlb/maglev/bounded.Picker] never pick them. If every backend is out of service or drained, the result is an
 // empty table, as from NewWeighted with every weight 0: Lookup returns "".
 // The result keeps a reference to the base. For a table from NewFromSlots,
 // the permutations are those New gives its names with its hasher.
@@ -56,6 +57,9 @@ import (
 func (t *Table) Without(names ...string) (*Table, error) {
 	if len(names) == 0 {
 		return t, nil
+	}
+	if t == nil {
+		t = new(Table) // the zero Table, which has no backend to name
 	}
 	base := t
 	if t.base != nil {

@@ -31,7 +31,7 @@ func TestHTTPEnvoyMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		backends = append(backends, httpmaglev.Backend{URL: u, Weight: w}) // named by URL.Host
+		backends = append(backends, httpmaglev.Backend{URL: u, Weight: new(w)}) // named by URL.Host
 		hosts = append(hosts, envoymaglev.Host{Key: u.Host, Weight: weights[i]})
 	}
 	const size = 1009

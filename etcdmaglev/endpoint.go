@@ -20,8 +20,9 @@ import (
 var (
 	// ErrInvalidConfig is wrapped by the errors Watch and Register return
 	// for a nil client or set function, an empty prefix or Addr, or a bad
-	// option: a *ConfigError naming it.
-	ErrInvalidConfig = errors.New("etcdmaglev: invalid config")
+	// option: a *ConfigError naming it. It is membership.ErrInvalidConfig,
+	// which every membership source's config errors wrap.
+	ErrInvalidConfig = membership.ErrInvalidConfig
 
 	// ErrInvalidArgument is ErrInvalidConfig, its name before the
 	// project's packages agreed on one.
@@ -46,25 +47,16 @@ type value struct {
 	Metadata json.RawMessage
 }
 
-// A ConfigError reports the argument or option that is wrong, and why.
-// Its message starts with "etcdmaglev: invalid config: " and names it;
-// errors.Is matches it with ErrInvalidConfig and with its reason.
-type ConfigError struct {
-	Field string // the argument or option: "client", "prefix", "set", "Addr", "TTL"
-	Err   error  // the reason
-}
-
-// Error returns "etcdmaglev: invalid config: FIELD: REASON".
-func (e *ConfigError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Err.Error()
-}
-
-// Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
-// errors.As.
-func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
+// A ConfigError reports the argument or option that is wrong, and why:
+// it is membership.ConfigError, the one config error of the membership
+// sources. etcdmaglev's have Package "etcdmaglev", so their message
+// starts with "etcdmaglev: invalid config: " and names the field ("client",
+// "prefix", "set", "Addr", "TTL"); errors.Is matches them with
+// ErrInvalidConfig and with the reason.
+type ConfigError = membership.ConfigError
 
 func configError(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+	return &ConfigError{Package: "etcdmaglev", Field: field, Err: fmt.Errorf(format, args...)}
 }
 
 // Endpoint returns the membership endpoint an etcd endpoint names: its

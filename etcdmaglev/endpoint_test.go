@@ -70,11 +70,8 @@ func TestEndpoint(t *testing.T) {
 			t.Errorf("Endpoint(%+v) = %+v, %v; want {%q %q %d %d %s}", tt.ep, e, err, tt.ep.Addr, tt.host, tt.port, tt.weight, tt.meta)
 			continue
 		}
-		if tt.weight == 0 {
-			continue // FromEndpoints drops a list whose every endpoint is drained
-		}
 		bs, err := httpmaglev.FromEndpoints("http", []membership.Endpoint{e})
-		if err != nil || len(bs) != 1 || bs[0].Name != tt.ep.Addr || bs[0].URL.String() != tt.url || bs[0].Weight != tt.weight {
+		if err != nil || len(bs) != 1 || bs[0].Name != tt.ep.Addr || bs[0].URL.String() != tt.url || bs[0].Weight == nil || *bs[0].Weight != tt.weight {
 			t.Errorf("FromEndpoints of Endpoint(%+v) = %+v, %v; want {%q %s %d}", tt.ep, bs, err, tt.ep.Addr, tt.url, tt.weight)
 		}
 	}
@@ -86,4 +83,21 @@ func metaString(m map[string]string) string {
 		s = append(s, k+"="+m[k])
 	}
 	return strings.Join(s, " ")
+}
+
+// TestConfigError: etcdmaglev's bad arguments are membership's one
+// ConfigError, with etcdmaglev's name in the message, matched by
+// ErrInvalidConfig (membership's) as before.
+func TestConfigError(t *testing.T) {
+	set := func([]membership.Endpoint) error { return nil }
+	_, err := etcdmaglev.Watch(t.Context(), nil, "services/web", set, etcdmaglev.WatchOptions{})
+	var ce *membership.ConfigError
+	if !errors.As(err, &ce) || ce.Package != "etcdmaglev" || ce.Field != "client" ||
+		!errors.Is(err, etcdmaglev.ErrInvalidConfig) || !errors.Is(err, membership.ErrInvalidConfig) ||
+		!strings.HasPrefix(err.Error(), "etcdmaglev: invalid config: client: ") {
+		t.Errorf("Watch with a nil client: %v, want etcdmaglev's membership.ConfigError for client", err)
+	}
+	if etcdmaglev.ErrInvalidArgument != etcdmaglev.ErrInvalidConfig {
+		t.Error("ErrInvalidArgument is not ErrInvalidConfig")
+	}
 }

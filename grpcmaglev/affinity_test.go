@@ -4,16 +4,20 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/envoymaglev"
 	"github.com/maglevlb/maglev/grpcmaglev"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/experimental/balancer/weight"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/resolver/ringhash"
+	"google.golang.org/grpc/status"
 )
 
 // TestAffinity: with every server up, each of 300 keys, called repeatedly
@@ -85,22 +89,28 @@ func TestAffinityConfig(t *testing.T) {
 }
 
 // TestAffinityWeighted: endpoint weights and ring-hash hash keys name a
-// weighted table, with weight 0 counting as 1.
+// weighted table: an endpoint with no weight attribute weighs 1, and one
+// whose attribute is 0 is drained, as in maglev.NewWeighted: it owns no
+// slot, and no RPC, keyed or not, reaches its server.
 func TestAffinityWeighted(t *testing.T) {
-	ss := startServers(t, 5, 0)
-	weights := []uint32{1, 2, 3, 0, 5}
-	hashKeys := []string{"alpha", "", "gamma", "delta", ""}
+	ss := startServers(t, 6, 0)
+	const unset = -1
+	weights := []int64{1, 2, 3, 0, 5, unset}
+	hashKeys := []string{"alpha", "", "gamma", "delta", "", ""}
 	es := endpoints(ss)
 	var backends []maglev.Backend
 	toServer := map[string]string{} // table name -> server address
 	for i := range es {
-		es[i] = weight.Set(es[i], weight.EndpointInfo{Weight: weights[i]})
+		w := uint32(1)
+		if weights[i] != unset {
+			w = uint32(weights[i])
+			es[i] = weight.Set(es[i], weight.EndpointInfo{Weight: w})
+		}
 		es[i] = ringhash.SetHashKey(es[i], hashKeys[i])
 		name := hashKeys[i]
 		if name == "" {
 			name = ss[i].addr
 		}
-		w := max(weights[i], 1)
 		backends = append(backends, maglev.Backend{Name: name, Weight: w})
 		toServer[name] = ss[i].addr
 	}
@@ -113,25 +123,74 @@ func TestAffinityWeighted(t *testing.T) {
 	checkRouting(t, c, tb, ks, 2, viaHeader, toServer)
 	checkRouting(t, c, tb, ks, 2, viaWithKey, toServer)
 	// The weights shape the table: the weight-5 backend owns more than the
-	// weight-1 ones.
+	// weight-1 ones, the one given no weight as many as weight 1, and the
+	// drained one none.
 	counts := tb.Counts()
-	if heavy, light := counts[tb.Index(ss[4].addr)], counts[tb.Index("alpha")]; heavy < 4*light {
-		t.Fatalf("weight 5 owns %d slots, weight 1 owns %d", heavy, light)
+	if heavy, light, unweighted := counts[tb.Index(ss[4].addr)], counts[tb.Index("alpha")], counts[tb.Index(ss[5].addr)]; heavy < 4*light || unweighted < light/2 {
+		t.Fatalf("weight 5 owns %d slots, weight 1 %d, no weight %d", heavy, light, unweighted)
 	}
+	if n := counts[tb.Index("delta")]; n != 0 {
+		t.Fatalf("the drained endpoint owns %d slots", n)
+	}
+	// Keyless RPCs, spread over the READY endpoints, skip the drained one.
+	for range 100 {
+		got, err := c.call(context.Background(), "", viaNone)
+		if err != nil || got == ss[3].addr {
+			t.Fatalf("an RPC with no key: %q, %v; want a server that is not drained (%s)", got, err, ss[3].addr)
+		}
+	}
+	if n := ss[3].svc.served.Load(); n != 0 {
+		t.Fatalf("the drained server served %d RPCs", n)
+	}
+}
+
+// TestAffinityDrainAll: with every endpoint's weight 0 the channel routes
+// nothing: RPCs fail with ErrNoUsableEndpoint, saying why; once the
+// resolver gives the weights back, every key goes where the table says.
+func TestAffinityDrainAll(t *testing.T) {
+	ss := startServers(t, 3, 0)
+	drained := endpoints(ss)
+	for i := range drained {
+		drained[i] = weight.Set(drained[i], weight.EndpointInfo{Weight: 0})
+	}
+	c := newClient(t, drained, serviceConfig(`"requestHashHeader": "x-user"`, false))
+	deadline := time.Now().Add(settleTimeout)
+	for _, v := range []via{viaHeader, viaNone} {
+		for {
+			_, err := c.call(context.Background(), "k", v)
+			if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "grpcmaglev: no usable endpoint: every endpoint is drained (weight 0)") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("every endpoint drained: an RPC got %v; want Unavailable, every endpoint drained", err)
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+	for _, s := range ss {
+		if n := s.svc.served.Load(); n != 0 {
+			t.Fatalf("%s, drained, served %d RPCs", s.addr, n)
+		}
+	}
+	c.res.UpdateState(resolver.State{Endpoints: endpoints(ss)})
+	checkRouting(t, c, tableOf(t, ss), keys(100), 1, viaHeader, nil)
 }
 
 // TestAffinityEnvoy: with envoyCompatible, every key reaches the host of
 // Envoy's table for the same hosts, weights and table size
 // (envoymaglev.New), hashed with XXH64 as Envoy hashes a header's value;
-// weight 0 counts as 1, as everywhere in the policy.
+// an endpoint of weight 0, drained, is left out, as Envoy leaves out a
+// drained host.
 func TestAffinityEnvoy(t *testing.T) {
 	ss := startServers(t, 5, 0)
 	weights := []uint32{1, 2, 3, 0, 5}
 	es := endpoints(ss)
-	hosts := make([]envoymaglev.Host, len(es))
+	var hosts []envoymaglev.Host
 	for i := range es {
 		es[i] = weight.Set(es[i], weight.EndpointInfo{Weight: weights[i]})
-		hosts[i] = envoymaglev.Host{Key: ss[i].addr, Weight: max(weights[i], 1)}
+		if weights[i] > 0 {
+			hosts = append(hosts, envoymaglev.Host{Key: ss[i].addr, Weight: weights[i]})
+		}
 	}
 	const size = 1009
 	tb, err := envoymaglev.New(hosts, size)

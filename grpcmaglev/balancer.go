@@ -10,6 +10,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/bounded"
+	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/endpointsharding"
 	"google.golang.org/grpc/balancer/pickfirst"
@@ -99,13 +100,16 @@ type maglevBalancer struct {
 }
 
 // A record remembers what an endpoint last reported: whether it is down,
-// and when it last failed, to find the endpoint that failed last. Records
-// are guarded by maglevBalancer.mu.
+// and when it last failed, to find the endpoint that failed last; and its
+// weight. Records are guarded by maglevBalancer.mu.
 type record struct {
-	gen   uint64 // the last recordFailuresLocked call that found the endpoint among the children
-	state connectivity.State
-	seq   uint64 // when it last entered TRANSIENT_FAILURE; 0 if never
-	down  bool   // it reported TRANSIENT_FAILURE and has not been READY since
+	gen    uint64 // the last recordFailuresLocked call that found the endpoint among the children
+	state  connectivity.State
+	seq    uint64                 // when it last entered TRANSIENT_FAILURE; 0 if never
+	down   bool                   // it reported TRANSIENT_FAILURE and has not been READY since
+	attrs  *attributes.Attributes // the endpoint's attributes weight was read from
+	weight uint32                 // endpointWeight of the endpoint with attrs
+	read   bool                   // weight has been read
 }
 
 // UpdateClientConnState takes a new resolver state and config. It rejects
@@ -260,9 +264,11 @@ func (b *maglevBalancer) rebuildTableLocked(members []maglev.Backend, down []str
 	var t *maglev.Table
 	var err error
 	if b.cfg.envoy {
+		// Envoy has no weight 0: a drained endpoint is left out, as Envoy
+		// leaves out a drained host.
 		usable := make([]maglev.Backend, 0, len(members))
 		for _, m := range members {
-			if _, isDown := slices.BinarySearch(down, m.Name); !isDown {
+			if _, isDown := slices.BinarySearch(down, m.Name); !isDown && m.Weight > 0 {
 				usable = append(usable, m)
 			}
 		}
@@ -273,7 +279,12 @@ func (b *maglevBalancer) rebuildTableLocked(members []maglev.Backend, down []str
 	if err != nil {
 		return fmt.Errorf("grpcmaglev: building the table: %w", err)
 	}
-	usable := len(members) - len(down)
+	usable := 0
+	for _, m := range members {
+		if _, isDown := slices.BinarySearch(down, m.Name); !isDown && m.Weight > 0 {
+			usable++
+		}
+	}
 	if b.table == nil {
 		logger.Infof("balancer %p: table built: %d of %d endpoints usable, %d slots", b, usable, len(b.children), t.Size())
 	} else {
@@ -319,8 +330,12 @@ func (b *maglevBalancer) recordFailuresLocked() (members []maglev.Backend, down 
 			r.down = false
 		}
 		r.state = cs.State.ConnectivityState
+		if !r.read || r.attrs != cs.Endpoint.Attributes {
+			// Read once per resolver update, not on every child's report.
+			r.weight, r.attrs, r.read = endpointWeight(cs.Endpoint), cs.Endpoint.Attributes, true
+		}
 		name := endpointName(cs.Endpoint)
-		members = append(members, maglev.Backend{Name: name, Weight: endpointWeight(cs.Endpoint)})
+		members = append(members, maglev.Backend{Name: name, Weight: r.weight})
 		if r.down {
 			down = append(down, name)
 		}
@@ -354,12 +369,20 @@ func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State)
 	}
 	var counts [connectivity.Shutdown + 1]int
 	var lastFail uint64
+	drained := 0
 	for _, cs := range b.children {
 		c := &child{
 			name:     endpointName(cs.Endpoint),
 			state:    cs.State.ConnectivityState,
 			picker:   cs.State.Picker,
 			exitIdle: cs.ExitIdle,
+		}
+		if b.drainedLocked(c.name) {
+			// Its connection stays, and the RPCs on it finish; no new
+			// RPC goes to it, keyed (it owns no slot) or not, and its
+			// state is not the channel's.
+			drained++
+			continue
 		}
 		counts[c.state]++
 		switch c.state {
@@ -388,7 +411,17 @@ func (b *maglevBalancer) newPickerLocked() (balancer.Picker, connectivity.State)
 	case counts[connectivity.Idle] > 0:
 		return p, connectivity.Idle
 	}
+	if drained > 0 && drained == len(b.children) {
+		p.err = fmt.Errorf("%w: every endpoint is drained (weight 0)", ErrNoUsableEndpoint)
+	}
 	return p, connectivity.TransientFailure
+}
+
+// drainedLocked reports whether the endpoint called name has weight 0
+// (see endpointWeight) in b.members. It is O(log n). Caller holds b.mu.
+func (b *maglevBalancer) drainedLocked(name string) bool {
+	i, ok := slices.BinarySearchFunc(b.members, name, func(m maglev.Backend, name string) int { return strings.Compare(m.Name, name) })
+	return ok && b.members[i].Weight == 0
 }
 
 // endpointName returns the name an endpoint has in the table: its ring-hash
@@ -404,13 +437,23 @@ func endpointName(e resolver.Endpoint) string {
 	return e.Addresses[0].Addr
 }
 
-// endpointWeight returns an endpoint's weight attribute, or 1 if it is unset
-// or 0.
+// endpointWeight returns an endpoint's weight: its weight attribute
+// (google.golang.org/grpc/experimental/balancer/weight), or 1 if it has
+// none. An attribute of 0 is weight 0, which drains the endpoint, as in
+// every package of the project. weight.FromEndpoint gives 0 for both, so
+// an endpoint whose weight reads 0 is asked whether setting the attribute
+// to 0 changes its attributes: only if it has no weight attribute does
+// it. That costs a few allocations for an endpoint with attributes but
+// no weight, once per resolver update (recordFailuresLocked keeps the
+// result), never in a pick.
 func endpointWeight(e resolver.Endpoint) uint32 {
 	if w := weight.FromEndpoint(e).Weight; w > 0 {
 		return w
 	}
-	return 1
+	if e.Attributes != nil && e.Attributes.Equal(weight.Set(e, weight.EndpointInfo{}).Attributes) {
+		return 0 // set, to 0: drained
+	}
+	return 1 // not given
 }
 
 // checkEndpoints reports whether endpoints (after dropping exact duplicates,

@@ -67,8 +67,9 @@ type lbConfig struct {
 // newTable builds the table the config names over the usable endpoints:
 // maglev.NewWeighted with XXH3 and the config's seed, or, with
 // envoyCompatible, envoymaglev.New, whose table hashes keys with XXH64 as
-// Envoy's header hash policy does. Every weight is at least 1
-// (endpointWeight), as Envoy requires.
+// Envoy's header hash policy does. Envoy's table takes no weight 0:
+// rebuildTableLocked leaves the drained endpoints out of it, as Envoy
+// leaves out a drained host.
 func (c *lbConfig) newTable(usable []maglev.Backend) (*maglev.Table, error) {
 	if !c.envoy {
 		return maglev.NewWeighted(usable, c.size, maglev.XXH3Seed(c.seed))

@@ -50,12 +50,20 @@
 // An endpoint's name in the table is the hash key the resolver set with
 // google.golang.org/grpc/resolver/ringhash (xDS fills it from EDS
 // metadata), else its first address; its weight is the one set with
-// google.golang.org/grpc/experimental/balancer/weight, with 0 or unset
-// meaning 1. The table is maglev.NewWeighted(names, tableSize,
-// maglev.XXH3Seed(seed)) over every endpoint that is not in
-// TRANSIENT_FAILURE (one that was counts as failed until it is READY
-// again), so with every server up a key goes exactly where the library's
-// Lookup says, from the first RPC on.
+// google.golang.org/grpc/experimental/balancer/weight, 1 if none is set
+// (as gRPC's own policies read it). The table is
+// maglev.NewWeighted(names, tableSize, maglev.XXH3Seed(seed)) over every
+// endpoint that is not in TRANSIENT_FAILURE (one that was counts as failed
+// until it is READY again), so with every server up a key goes exactly
+// where the library's Lookup says, from the first RPC on.
+//
+// A weight set to 0 drains the endpoint, as in every package of the
+// project: its connection stays and the RPCs on it finish, but no new RPC
+// goes to it, keyed or not, and its state is not the channel's (with every
+// endpoint drained the channel is in TRANSIENT_FAILURE, and RPCs fail with
+// ErrNoUsableEndpoint). gRPC's xDS never sets 0, and gRPC's other
+// policies read 0 as 1: a resolver that drains by weight drains for this
+// policy only.
 //
 // Each endpoint has a pick_first child (through grpc's endpointsharding),
 // with pick_first's health listener on: with a healthCheckConfig in the

@@ -128,12 +128,23 @@ type Backend struct {
 	URL *url.URL
 
 	// Weight is the backend's share of the keys, relative to the others'.
-	// A list that gives no weight at all (every Weight 0) is unweighted:
-	// each backend weighs 1 (the table is maglev.New's). In a list that
-	// gives weights, 0 means drained, as in maglev.NewWeighted: the backend
-	// stays configured and health-checked and its requests in flight
-	// finish, but it is out of the table, so no new key goes to it.
-	Weight uint32
+	// nil, no weight given, weighs 1: a list that gives none is
+	// unweighted, and its table is maglev.New's. A weight of 0 drains the
+	// backend, as in maglev.NewWeighted and every package of this project
+	// (docs/conventions.md): it stays configured and health-checked and
+	// its requests in flight finish, but it is out of the table, so no new
+	// key goes to it. Give one as new(uint32(3)), or as the address of a
+	// variable; the Transport reads it when the list is set, and keeps its
+	// own copy.
+	Weight *uint32
+}
+
+// weight returns b's weight: *Weight, or 1 if none is given.
+func (b Backend) weight() uint32 {
+	if b.Weight == nil {
+		return 1
+	}
+	return *b.Weight
 }
 
 // Config configures a Transport. The zero value of every field but
@@ -171,7 +182,7 @@ type Config struct {
 	// (maglev.New for equal weights) with Hasher: a hook for a builder that
 	// follows other rules, such as an Envoy-compatible one in another
 	// module. It is given the configured, undrained backends, sorted by
-	// name, with their weights (all 1 for an unweighted list), and
+	// name, with their weights (1 for a backend given none), and
 	// TableSize; Hasher is not passed, since the table carries its own, and
 	// keys are hashed with the table's Hasher(). It must return a table
 	// over exactly those names, or an error. It runs when the membership

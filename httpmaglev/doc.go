@@ -22,7 +22,9 @@
 // # Routing
 //
 // The table is maglev.NewWeighted over the configured, undrained backends'
-// names and weights (maglev.New's table when every weight is 0), with
+// names and weights (a backend given no weight weighs 1, and one of weight
+// 0 is drained, as in every package of the project; with no weights the
+// table is maglev.New's), with
 // Config's TableSize and Hasher, or whatever Config.NewTable builds. With
 // every backend healthy and bounded loads off, a request whose key is k
 // goes to that table's Lookup(k): the owner every process that knows the same

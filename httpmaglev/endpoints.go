@@ -11,25 +11,22 @@ import (
 // etcdmaglev.Watch, k8smaglev.Watch, membership.WatchDNS and WatchSRV hand
 // their set functions), in the order of eps: each endpoint is the backend
 // named by its Name, at SCHEME://HOST[:PORT] (the endpoint's HostPort),
-// with its Weight (0: drained). SCHEME is the endpoint's Meta["scheme"]
-// when its source gives one (an etcd Addr https://HOST:PORT), else scheme,
-// "http" or "https". It is the one function that makes httpmaglev backends
-// of endpoints.
-//
-// A list in which every endpoint is drained gives an empty list: a
-// Transport reads weights that are all 0 as no weights, and would route
-// to the drained backends.
+// with its Weight (0: drained, as in Backend.Weight). SCHEME is the
+// endpoint's Meta["scheme"] when its source gives one (an etcd Addr
+// https://HOST:PORT), else scheme, "http" or "https". It is the one
+// function that makes httpmaglev backends of endpoints. A list in which
+// every endpoint is drained gives backends that are all drained: a
+// Transport keeps checking them, and routes to none.
 //
 // It returns a *ConfigError for a scheme other than "http" and "https",
 // and an error wrapping ErrBadURL, naming the endpoint, for an endpoint
 // whose host is empty or whose Meta scheme is neither. It is O(n) and
-// allocates one URL per endpoint.
+// allocates one URL and one weight per endpoint.
 func FromEndpoints(scheme string, eps []membership.Endpoint) ([]Backend, error) {
 	if scheme != "http" && scheme != "https" {
 		return nil, configError("scheme", "%q is neither http nor https", scheme)
 	}
 	bs := make([]Backend, 0, len(eps))
-	live := false
 	for _, e := range eps {
 		s := scheme
 		if m, ok := e.Meta["scheme"]; ok {
@@ -39,11 +36,7 @@ func FromEndpoints(scheme string, eps []membership.Endpoint) ([]Backend, error) 
 		if e.Host == "" || checkBaseURL(u) != nil {
 			return nil, fmt.Errorf("%w: endpoint %q: %v", ErrBadURL, e.Name, u)
 		}
-		live = live || e.Weight > 0
-		bs = append(bs, Backend{Name: e.Name, URL: u, Weight: e.Weight})
-	}
-	if !live {
-		return bs[:0], nil
+		bs = append(bs, Backend{Name: e.Name, URL: u, Weight: new(e.Weight)})
 	}
 	return bs, nil
 }

@@ -39,16 +39,16 @@ func TestFromEndpoints(t *testing.T) {
 			if scheme == "https" && i != 2 {
 				w = strings.Replace(w, "http://", "https://", 1)
 			}
-			if got := fmt.Sprintf("%s %s %d", b.Name, b.URL, b.Weight); got != w {
+			if got := fmt.Sprintf("%s %s %d", b.Name, b.URL, *b.Weight); got != w {
 				t.Errorf("%s: backend %d: %q, want %q", scheme, i, got, w)
 			}
 		}
 	}
 
-	// Every endpoint drained: no backend, not an unweighted list.
+	// Every endpoint drained: backends of weight 0, drained as any other.
 	bs, err := httpmaglev.FromEndpoints("http", []membership.Endpoint{{Name: "a:80", Host: "a", Port: 80}, {Name: "b:80", Host: "b", Port: 80}})
-	if err != nil || bs == nil || len(bs) != 0 {
-		t.Errorf("every endpoint drained: %v, %v; want an empty list", bs, err)
+	if err != nil || len(bs) != 2 || bs[0].Weight == nil || *bs[0].Weight != 0 || bs[1].Weight == nil || *bs[1].Weight != 0 {
+		t.Errorf("every endpoint drained: %v, %v; want both, of weight 0", bs, err)
 	}
 	if bs, err := httpmaglev.FromEndpoints("http", nil); err != nil || bs == nil || len(bs) != 0 {
 		t.Errorf("no endpoints: %v, %v; want an empty list", bs, err)

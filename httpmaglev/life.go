@@ -111,7 +111,7 @@ func (l *life) init() { l.phase.Store(fresh) }
 // its active checks is probing. It reads m's phase with one atomic load,
 // takes no lock and does not allocate.
 func (t *Transport) status(ms *roster, m *member, now int64) (Status, Reason) {
-	if ms.drained(m) {
+	if m.drained() {
 		return StatusDraining, ""
 	}
 	p := m.life.phase.Load()

@@ -307,10 +307,11 @@ func TestSetBackendsUnchanged(t *testing.T) {
 	}
 }
 
-// TestDrain: in a list that gives weights, weight 0 drains a backend: it
-// leaves the table (no new key goes to it, and the rest is the table
-// without it), is still listed and checked, and its requests in flight
-// finish. A list with no weight at all is unweighted.
+// TestDrain: weight 0 drains a backend: it leaves the table (no new key
+// goes to it, and the rest is the table without it), is still listed and
+// checked, and its requests in flight finish. A backend given no weight
+// weighs 1; one given 0 is drained even when every other is given none,
+// and a list whose every weight is 0 routes to nothing.
 func TestDrain(t *testing.T) {
 	servers := startServers(t, 3)
 	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), HealthPath: "/healthz"}, servers, 1, 1, 1)
@@ -350,12 +351,41 @@ func TestDrain(t *testing.T) {
 	if len(st.Backends) != 3 || !st.Backends[2].Drained || st.Backends[2].Healthy || st.Backends[2].Slots != 0 || st.Healthy != 2 {
 		t.Errorf("state after draining s2: %+v", st.Backends)
 	}
-	// Unweighted again (every weight 0): s2 is back, all equal.
+	// No weights given: s2 is back, all equal, each reported at weight 1.
 	if err := tr.SetBackends(backendsOf(servers)); err != nil {
 		t.Fatal(err)
 	}
-	if st := tr.State(); st.Healthy != 3 || st.Backends[2].Drained {
+	if st := tr.State(); st.Healthy != 3 || st.Backends[2].Drained || st.Backends[2].Weight != 1 {
 		t.Errorf("an unweighted list: %d healthy, %+v", st.Healthy, st.Backends[2])
+	}
+	if tr.Table().Diff(table(t, "s0", "s1", "s2")) != 0 {
+		t.Error("an unweighted list: the table is not maglev.New's")
+	}
+	// Weight 0 given to s2 alone, the others given none: s2 drained.
+	bs := backendsOf(servers)
+	bs[2].Weight = new(uint32(0))
+	if err := tr.SetBackends(bs); err != nil {
+		t.Fatal(err)
+	}
+	if st := tr.State(); st.Healthy != 2 || !st.Backends[2].Drained || st.Backends[2].Weight != 0 || tr.Table().Diff(without) != 0 {
+		t.Errorf("s2 given weight 0 among unweighted backends: %d healthy, %+v", st.Healthy, st.Backends[2])
+	}
+	// Every weight 0: every backend drained, still listed, and no key
+	// routed (where a list of only zeros was once read as unweighted).
+	if err := tr.SetBackends(backendsOf(servers, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	st = tr.State()
+	if st.Healthy != 0 || len(st.Backends) != 3 || tr.Table().NumBackends() != 0 {
+		t.Errorf("every weight 0: %d healthy, %d listed, a table of %d backends; want 0, 3, 0", st.Healthy, len(st.Backends), tr.Table().NumBackends())
+	}
+	for _, b := range st.Backends {
+		if !b.Drained || b.Weight != 0 || b.Status != httpmaglev.StatusDraining {
+			t.Errorf("every weight 0: %+v, want drained", b)
+		}
+	}
+	if _, got, err := get(t, client, "http://x", http.MethodGet, "k"); !errors.Is(err, httpmaglev.ErrNoHealthyBackend) {
+		t.Errorf("every weight 0: a request answered by %q, %v; want ErrNoHealthyBackend", got, err)
 	}
 }
 

@@ -116,7 +116,7 @@ func backendsOf(servers []*server, weights ...uint32) []httpmaglev.Backend {
 	for i, s := range servers {
 		b := httpmaglev.Backend{Name: s.name, URL: s.url}
 		if len(weights) > 0 {
-			b.Weight = weights[i]
+			b.Weight = new(weights[i])
 		}
 		bs = append(bs, b)
 	}

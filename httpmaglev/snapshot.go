@@ -18,7 +18,8 @@ import (
 // replaced, not changed, when SetBackends changes its URL or weight, so b
 // is immutable.
 type member struct {
-	b      Backend
+	b      Backend       // its Weight points to weight
+	weight uint32        // the weight it has: 1 if none is given, 0 drained
 	health string        // the URL the active check GETs; "" with active checks off
 	mm     memberMetrics // its metrics' recording options
 	life   life          // its health: see life
@@ -30,33 +31,25 @@ type member struct {
 // table build; every snapshot until the next shares it. It is immutable.
 type roster struct {
 	all      []*member        // every configured backend, sorted by name
-	weighted bool             // the list gives weights, so weight 0 drains (see weightedList)
 	base     *maglev.Table    // the table over members
 	members  []*member        // members[i] is base backend i: the members not drained
 	backends []maglev.Backend // backends[i] is base backend i, with the weight the table was built with
 }
 
-// weightedList reports whether a backend list gives weights: one that
-// gives none (every Weight 0) is unweighted, each backend weighing 1; in a
-// weighted list, weight 0 is drained. It is the one place that says so.
-func weightedList(all []*member) bool {
-	return slices.ContainsFunc(all, func(m *member) bool { return m.b.Weight > 0 })
-}
-
-// drained reports whether ms drains m: weight 0 in a weighted list.
-func (ms *roster) drained(m *member) bool { return ms.weighted && m.b.Weight == 0 }
+// drained reports whether m is drained: its weight is 0 (Backend.Weight).
+func (m *member) drained() bool { return m.weight == 0 }
 
 // newMembership returns the membership of all, which is sorted by name,
 // building its base with the table builder (see newTable), or reusing
 // old's if the undrained backends and their weights are old's. It runs off
 // the request path.
 func (t *Transport) newMembership(all []*member, old *roster) (*roster, error) {
-	ms := &roster{all: all, weighted: weightedList(all), members: make([]*member, 0, len(all))}
+	ms := &roster{all: all, members: make([]*member, 0, len(all))}
 	ms.backends = make([]maglev.Backend, 0, len(all))
 	for _, m := range all {
-		if !ms.drained(m) {
+		if !m.drained() {
 			ms.members = append(ms.members, m)
-			ms.backends = append(ms.backends, maglev.Backend{Name: m.b.Name, Weight: max(m.b.Weight, 1)})
+			ms.backends = append(ms.backends, maglev.Backend{Name: m.b.Name, Weight: m.weight})
 		}
 	}
 	if old != nil && slices.Equal(ms.backends, old.backends) {

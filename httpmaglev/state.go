@@ -33,10 +33,10 @@ type State struct {
 type BackendState struct {
 	Name      string `json:"name"`
 	URL       string `json:"url"`
-	Weight    uint32 `json:"weight"`    // as configured: 0 in an unweighted list, else 0 is drained
+	Weight    uint32 `json:"weight"`    // its weight: as configured, 1 if none is given; 0 is drained
 	Status    Status `json:"status"`    // where it is in its life cycle: serving, ejected, probing or draining
 	Reason    Reason `json:"reason"`    // why it is out of service, when ejected or probing; else ""
-	Drained   bool   `json:"drained"`   // weight 0 in a weighted list: out of the table, still checked (status draining)
+	Drained   bool   `json:"drained"`   // weight 0: out of the table, still checked (status draining)
 	Healthy   bool   `json:"healthy"`   // in the table
 	Ejected   bool   `json:"ejected"`   // out by passive ejection, until readmitted (a passive Reason)
 	Ejections int64  `json:"ejections"` // consecutive ejections, the backoff's n (see Config.EjectionTime)
@@ -83,7 +83,7 @@ func (t *Transport) State() State {
 	}
 	for _, mb := range s.ms.all {
 		status, reason := t.status(s.ms, mb, now)
-		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.b.Weight, Status: status, Reason: reason,
+		b := BackendState{Name: mb.b.Name, URL: mb.b.URL.String(), Weight: mb.weight, Status: status, Reason: reason,
 			Drained: status == StatusDraining, Ejected: reason.passive(), Ejections: mb.life.phase.Load().streak}
 		if i := s.table.Index(mb.b.Name); i >= 0 && s.serving[i] {
 			b.Healthy, b.Slots = true, s.counts[i]

@@ -135,10 +135,12 @@ func (t *Transport) members0(backends []Backend) ([]*member, error) {
 }
 
 // newMember returns a member for b, a backend checkBackends returned: its
-// URL reduced to a copy of its scheme and host.
+// URL reduced to a copy of its scheme and host, its weight to a copy of
+// the weight it has (1 if none is given).
 func (t *Transport) newMember(b Backend) *member {
 	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
-	m := &member{b: b}
+	m := &member{b: b, weight: b.weight()}
+	m.b.Weight = &m.weight
 	m.life.init()
 	m.mm.init(b.Name)
 	if t.cfg.HealthPath != "" {
@@ -178,7 +180,7 @@ func (t *Transport) SetBackends(backends []Backend) error {
 		for len(rest) > 0 && rest[0].b.Name < b.Name {
 			rest = rest[1:]
 		}
-		if o := rest; len(o) > 0 && o[0].b.Name == b.Name && o[0].b.Weight == b.Weight &&
+		if o := rest; len(o) > 0 && o[0].b.Name == b.Name && o[0].weight == b.weight() &&
 			o[0].b.URL.Scheme == b.URL.Scheme && o[0].b.URL.Host == b.URL.Host {
 			members[i] = rest[0]
 			continue
@@ -242,7 +244,7 @@ func (t *Transport) CloseIdleConnections() {
 // the Transport routes by (see Table), hashed with the table's Hasher; an empty key
 // means the empty string's owner (RoundTrip would use the client IP).
 // ok is false if no backend is healthy. Lookup is O(1) and does not
-// allocate; the Backend's URL must not be modified.
+// allocate; the Backend's URL and Weight must not be modified.
 func (t *Transport) Lookup(key string) (b Backend, ok bool) {
 	s := t.cur.Load()
 	i := s.table.LookupIndex(key)

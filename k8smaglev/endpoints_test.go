@@ -164,7 +164,7 @@ func TestHTTPBackends(t *testing.T) {
 	}
 	var got []string
 	for _, b := range bs {
-		got = append(got, fmt.Sprintf("%s %s %d", b.Name, b.URL, b.Weight))
+		got = append(got, fmt.Sprintf("%s %s %d", b.Name, b.URL, *b.Weight))
 	}
 	want := []string{"198.18.0.1:80 http://198.18.0.1:80 1", "198.18.0.2:80 http://198.18.0.2:80 0", "[2001:2::1]:80 http://[2001:2::1]:80 1"}
 	if !slices.Equal(got, want) {
@@ -181,9 +181,9 @@ func TestHTTPBackends(t *testing.T) {
 			t.Fatalf("key %d: %v %v, want a backend that is not drained", i, b.Name, ok)
 		}
 	}
-	// Every endpoint draining: an empty list, not an unweighted one.
-	if bs, err := httpmaglev.FromEndpoints("http", eps[1:2]); err != nil || len(bs) != 0 {
-		t.Errorf("all draining: %v, %v; want an empty list", bs, err)
+	// Every endpoint draining: each a backend of weight 0, drained.
+	if bs, err := httpmaglev.FromEndpoints("http", eps[1:2]); err != nil || len(bs) != 1 || *bs[0].Weight != 0 {
+		t.Errorf("all draining: %v, %v; want the backend at weight 0", bs, err)
 	}
 }
 
@@ -234,6 +234,13 @@ func TestWatchConfigErrors(t *testing.T) {
 		var ce *ConfigError
 		if !errors.As(tt.err, &ce) || ce.Field != tt.field || !errors.Is(tt.err, ErrInvalidConfig) {
 			t.Errorf("%s: %v, want a *ConfigError naming it", tt.field, tt.err)
+		}
+		// The one config error of the membership sources: membership's
+		// type and sentinel, with k8smaglev's name in the message.
+		var mce *membership.ConfigError
+		if !errors.As(tt.err, &mce) || mce.Package != "k8smaglev" || !errors.Is(tt.err, membership.ErrInvalidConfig) ||
+			!strings.HasPrefix(tt.err.Error(), "k8smaglev: invalid config: "+tt.field+": ") {
+			t.Errorf("%s: %v, want a membership.ConfigError of k8smaglev", tt.field, tt.err)
 		}
 	}
 }

@@ -3,13 +3,16 @@ package k8smaglev
 import (
 	"errors"
 	"fmt"
+
+	"github.com/maglevlb/maglev/membership"
 )
 
 var (
 	// ErrInvalidConfig is wrapped by the errors Watch, ParseService and
 	// RESTConfig return for a bad argument or option: a *ConfigError
-	// naming it.
-	ErrInvalidConfig = errors.New("k8smaglev: invalid config")
+	// naming it. It is membership.ErrInvalidConfig, which every membership
+	// source's config errors wrap.
+	ErrInvalidConfig = membership.ErrInvalidConfig
 
 	// ErrList is wrapped by the error Watch returns when the first list
 	// of the Service's EndpointSlices does not complete before its
@@ -20,23 +23,14 @@ var (
 	ErrList = errors.New("k8smaglev: cannot list EndpointSlices")
 )
 
-// A ConfigError reports the argument or option that is wrong, and why.
-// Its message starts with "k8smaglev: invalid config: " and names it;
-// errors.Is matches it with ErrInvalidConfig and with its reason.
-type ConfigError struct {
-	Field string // the argument or option: "client", "Service.Name", "Service.Port", "set", "AddressType", ...
-	Err   error  // the reason
-}
-
-// Error returns "k8smaglev: invalid config: FIELD: REASON".
-func (e *ConfigError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Err.Error()
-}
-
-// Unwrap returns ErrInvalidConfig and the reason, for errors.Is and
-// errors.As.
-func (e *ConfigError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
+// A ConfigError reports the argument or option that is wrong, and why:
+// it is membership.ConfigError, the one config error of the membership
+// sources. k8smaglev's (and k8sresolver's) have Package "k8smaglev", so
+// their message starts with "k8smaglev: invalid config: " and names the
+// field ("client", "Service.Name", "Service.Port", "set", "AddressType",
+// ...); errors.Is matches them with ErrInvalidConfig and with the reason.
+type ConfigError = membership.ConfigError
 
 func configError(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
+	return &ConfigError{Package: "k8smaglev", Field: field, Err: fmt.Errorf(format, args...)}
 }

@@ -204,6 +204,20 @@ func TestArguments(t *testing.T) {
 	}
 }
 
+// TestConfigErrorPackage: a ConfigError reported by another package
+// (etcdmaglev, k8smaglev) starts with that package's name, and matches
+// ErrInvalidConfig and its reason.
+func TestConfigErrorPackage(t *testing.T) {
+	reason := errors.New("empty Addr")
+	var err error = &membership.ConfigError{Package: "etcdmaglev", Field: "Addr", Err: reason}
+	if got, want := err.Error(), "etcdmaglev: invalid config: Addr: empty Addr"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	if !errors.Is(err, membership.ErrInvalidConfig) || !errors.Is(err, reason) {
+		t.Errorf("%v matches not both ErrInvalidConfig and its reason", err)
+	}
+}
+
 // idle is a source that never lists anything and returns when its context
 // ends, as a source that cannot reach its server does.
 type idle struct{}

@@ -6,9 +6,10 @@ import (
 )
 
 var (
-	// ErrInvalidConfig is wrapped by the errors Watch, WatchDNS and
-	// WatchSRV return for a bad argument or option: a *ConfigError naming
-	// it.
+	// ErrInvalidConfig is wrapped by every *ConfigError: the errors Watch,
+	// WatchDNS and WatchSRV return for a bad argument or option, and those
+	// of the other membership sources (etcdmaglev's and k8smaglev's
+	// ErrInvalidConfig is this one).
 	ErrInvalidConfig = errors.New("membership: invalid config")
 
 	// ErrDNS is wrapped by the error WatchDNS and WatchSRV return when the
@@ -18,17 +19,24 @@ var (
 	ErrDNS = errors.New("membership: DNS lookup failed")
 )
 
-// A ConfigError reports the argument or option that is wrong, and why.
-// Its message starts with "membership: invalid config: " and names it;
+// A ConfigError reports the argument or option that is wrong, and why. It
+// is the one config error of the membership sources: etcdmaglev's and
+// k8smaglev's ConfigError is this type, with their name in Package. Its
+// message starts with "PACKAGE: invalid config: " and names the field;
 // errors.Is matches it with ErrInvalidConfig and with its reason.
 type ConfigError struct {
-	Field string // the argument or option: "src", "set", "hostport", "name", "Interval"
-	Err   error  // the reason
+	Package string // the package that reports it, which starts the message: "etcdmaglev", "k8smaglev"; "" is "membership"
+	Field   string // the argument or option: "src", "set", "hostport", "name", "Interval", ...
+	Err     error  // the reason
 }
 
-// Error returns "membership: invalid config: FIELD: REASON".
+// Error returns "PACKAGE: invalid config: FIELD: REASON".
 func (e *ConfigError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Err.Error()
+	pkg := e.Package
+	if pkg == "" {
+		pkg = "membership"
+	}
+	return pkg + ": invalid config: " + e.Field + ": " + e.Err.Error()
 }
 
 // Unwrap returns ErrInvalidConfig and the reason, for errors.Is and

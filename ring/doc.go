@@ -33,7 +33,8 @@
 // and does not allocate: the ring is a sorted array of positions, with a
 // parallel array of backend indices, binary-searched without
 // data-dependent branches up to 2^16 points and with ordinary branches
-// above (where cache misses dominate and speculation helps; see bigRing). [Ring.Diff] and [Ring.Shares] are exact and O(P).
+// above (where cache misses dominate and speculation helps). [Ring.Diff]
+// and [Ring.Shares] are exact and O(P).
 // [Ring.Candidates], a key's distinct backends clockwise from its point
 // (the classic replica order, pinned per hasher like the points), adds 4
 // bytes a point, built in O(P) on its first call, and then allocates

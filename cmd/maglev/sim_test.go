@@ -244,7 +244,7 @@ func TestSimErrors(t *testing.T) {
 		{"CHURN 1", `CHURN: unexpected argument "1"`},
 		{"TABLE x", `TABLE: unexpected argument "x"`},
 		{"COUNTS x", `COUNTS: unexpected argument "x"`},
-		{"ADD_NODE h", "ADD_NODE: maglev: more backends than slots: 8 backends, 7 slots"},
+		{"ADD_NODE h", "ADD_NODE: maglev: too many backends: 8 backends, 7 slots"},
 	}
 	// Seven backends fill M = 7; each bad line is followed by COUNTS to show
 	// that nothing changed.

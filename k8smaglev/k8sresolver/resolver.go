@@ -16,10 +16,11 @@
 // (the Service's targetPort), as in k8smaglev.Service.
 //
 // A terminating endpoint, even one still serving (weight 0 in the
-// Watcher's list), is left out of the resolver's state: gRPC has no weight that drains (see
-// docs/conventions.md), and a channel that loses an address closes its
-// connection gracefully, so RPCs in flight on it finish. While the API
-// server is unreachable the last state stays.
+// Watcher's list), is left out of the resolver's state: only grpcmaglev
+// drains an endpoint of weight 0, gRPC's own policies read it as 1 (see
+// docs/conventions.md), and a resolver serves any policy; a channel that
+// loses an address closes its connection gracefully, so RPCs in flight on
+// it finish. While the API server is unreachable the last state stays.
 package k8sresolver
 
 import (
@@ -85,11 +86,11 @@ func (*builder) Scheme() string { return Scheme }
 func ParseTarget(endpoint string) (k8smaglev.Service, error) {
 	host, port, err := net.SplitHostPort(endpoint)
 	if err != nil {
-		return k8smaglev.Service{}, &k8smaglev.ConfigError{Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT: %w", endpoint, err)}
+		return k8smaglev.Service{}, &k8smaglev.ConfigError{Package: "k8smaglev", Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT: %w", endpoint, err)}
 	}
 	name, ns, ok := strings.Cut(host, ".")
 	if !ok || strings.Contains(ns, ".") {
-		return k8smaglev.Service{}, &k8smaglev.ConfigError{Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT", endpoint)}
+		return k8smaglev.Service{}, &k8smaglev.ConfigError{Package: "k8smaglev", Field: "target", Err: fmt.Errorf("%q is not SERVICE.NAMESPACE:PORT", endpoint)}
 	}
 	return k8smaglev.ParseService(ns + "/" + name + ":" + port)
 }
