@@ -71,7 +71,7 @@ func TestFlowHashGolden(t *testing.T) {
 // cHash returns the C side's flow hash of a packet from src to dst.
 func cHash(t testing.TB, lb *LB, src, dst netip.AddrPort, proto uint8) uint64 {
 	t.Helper()
-	v, out, err := lb.objs.XdpFlowHash.Test(packet(src, dst, proto, nil))
+	v, out, err := benchProgs(t, lb).XdpFlowHash.Test(packet(src, dst, proto, nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/cilium/ebpf"
 )
 
 // needBPF skips the test when the machine cannot load BPF programs (not
@@ -223,4 +225,66 @@ func wantErr(t *testing.T, err, target error) {
 	if !errors.Is(err, target) {
 		t.Fatalf("error %v, want one wrapping %v", err, target)
 	}
+}
+
+// benches holds the benchmark programs loaded against each LB of a test
+// (loadBench), closed with the test.
+var benches sync.Map // *LB → *benchPrograms
+
+// benchProgs returns the programs of bpf/bench.c loaded against lb's
+// maps, with lb's load-time settings, once per LB: the programs Load
+// never loads (the benchmarks' wrapper of the load balancer's program,
+// and the flow hash written into a frame).
+func benchProgs(t testing.TB, lb *LB) *benchPrograms {
+	t.Helper()
+	if p, ok := benches.Load(lb); ok {
+		return p.(*benchPrograms)
+	}
+	spec, err := loadBench()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mac [6]byte
+	copy(mac[:], lb.opts.SourceMAC)
+	cost, err := floodCost(lb.opts.FloodRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range map[string]any{"hash_seed": lb.opts.Seed, "lb_mac": mac, "flood_cost": cost} {
+		if err := spec.Variables[name].Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	replace := map[string]*ebpf.Map{}
+	for name, m := range lb.objs.byName() {
+		if ms := spec.Maps[name]; ms != nil {
+			ms.MaxEntries = m.MaxEntries()
+			if ms.InnerMap != nil {
+				ms.InnerMap.MaxEntries = lb.inner.MaxEntries
+			}
+			replace[name] = m
+		}
+	}
+	var objs benchObjects
+	if err := spec.LoadAndAssign(&objs, &ebpf.CollectionOptions{MapReplacements: replace}); err != nil {
+		t.Fatalf("loading the benchmark programs: %v", err)
+	}
+	t.Cleanup(func() {
+		benches.Delete(lb)
+		_ = objs.Close()
+	})
+	benches.Store(lb, &objs.benchPrograms)
+	return &objs.benchPrograms
+}
+
+// passProg returns bpf/pass.c's program, which passes every packet,
+// closed with the test.
+func passProg(t testing.TB) *ebpf.Program {
+	t.Helper()
+	var objs passObjects
+	if err := loadPassObjects(&objs, nil); err != nil {
+		t.Fatalf("loading the pass program: %v", err)
+	}
+	t.Cleanup(func() { _ = objs.Close() })
+	return objs.XdpPass
 }

@@ -195,7 +195,6 @@ type maglevSvcKey4 struct {
 const (
 	maglevMapBackendStats  = "backend_stats"
 	maglevMapBackends      = "backends"
-	maglevMapBenchSeq      = "bench_seq"
 	maglevMapConntrack4    = "conntrack4"
 	maglevMapConntrack6    = "conntrack6"
 	maglevMapCounters      = "counters"
@@ -209,11 +208,7 @@ const (
 	maglevMapTables        = "tables"
 	maglevMapVips4         = "vips4"
 	maglevMapVips6         = "vips6"
-	maglevProgXdpBench     = "xdp_bench"
-	maglevProgXdpBenchNew  = "xdp_bench_new"
-	maglevProgXdpFlowHash  = "xdp_flow_hash"
 	maglevProgXdpMaglev    = "xdp_maglev"
-	maglevProgXdpPass      = "xdp_pass"
 	maglevVarFloodCost     = "flood_cost"
 	maglevVarHashSeed      = "hash_seed"
 	maglevVarLbMac         = "lb_mac"
@@ -265,11 +260,7 @@ type maglevSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type maglevProgramSpecs struct {
-	XdpBench    *ebpf.ProgramSpec `ebpf:"xdp_bench"`
-	XdpBenchNew *ebpf.ProgramSpec `ebpf:"xdp_bench_new"`
-	XdpFlowHash *ebpf.ProgramSpec `ebpf:"xdp_flow_hash"`
-	XdpMaglev   *ebpf.ProgramSpec `ebpf:"xdp_maglev"`
-	XdpPass     *ebpf.ProgramSpec `ebpf:"xdp_pass"`
+	XdpMaglev *ebpf.ProgramSpec `ebpf:"xdp_maglev"`
 }
 
 // maglevMapSpecs contains maps before they are loaded into the kernel.
@@ -278,7 +269,6 @@ type maglevProgramSpecs struct {
 type maglevMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
-	BenchSeq     *ebpf.MapSpec `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
 	Counters     *ebpf.MapSpec `ebpf:"counters"`
@@ -329,7 +319,6 @@ func (o *maglevObjects) Close() error {
 type maglevMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
-	BenchSeq     *ebpf.Map `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
 	Counters     *ebpf.Map `ebpf:"counters"`
@@ -349,7 +338,6 @@ func (m *maglevMaps) Close() error {
 	return _MaglevClose(
 		m.BackendStats,
 		m.Backends,
-		m.BenchSeq,
 		m.Conntrack4,
 		m.Conntrack6,
 		m.Counters,
@@ -383,20 +371,12 @@ type maglevVariables struct {
 //
 // It can be passed to loadMaglevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type maglevPrograms struct {
-	XdpBench    *ebpf.Program `ebpf:"xdp_bench"`
-	XdpBenchNew *ebpf.Program `ebpf:"xdp_bench_new"`
-	XdpFlowHash *ebpf.Program `ebpf:"xdp_flow_hash"`
-	XdpMaglev   *ebpf.Program `ebpf:"xdp_maglev"`
-	XdpPass     *ebpf.Program `ebpf:"xdp_pass"`
+	XdpMaglev *ebpf.Program `ebpf:"xdp_maglev"`
 }
 
 func (p *maglevPrograms) Close() error {
 	return _MaglevClose(
-		p.XdpBench,
-		p.XdpBenchNew,
-		p.XdpFlowHash,
 		p.XdpMaglev,
-		p.XdpPass,
 	)
 }
 

@@ -168,7 +168,7 @@ func peerPass(t testing.TB, lb *LB, ns, dev string) {
 		if err != nil {
 			return nil, err
 		}
-		return link.AttachXDP(link.XDPOptions{Program: lb.objs.XdpPass, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		return link.AttachXDP(link.XDPOptions{Program: passProg(t), Interface: ifc.Index, Flags: link.XDPDriverMode})
 	})
 	if err != nil {
 		t.Fatal(err)

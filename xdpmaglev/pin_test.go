@@ -82,7 +82,7 @@ func TestLayoutVersion(t *testing.T) {
 // bpffs mounts a BPF filesystem of the test's own, unmounted at its end
 // (after the LBs it served: cleanups run last first), and returns a pin
 // directory in it.
-func bpffs(t *testing.T) string {
+func bpffs(t testing.TB) string {
 	t.Helper()
 	needBPF(t)
 	mnt := t.TempDir()

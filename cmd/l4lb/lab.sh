@@ -76,8 +76,8 @@ up() {
 	ip -n "$lab-client" route add "$vip/32" via 198.18.0.3
 	in_ns client ethtool -K eth0 tx off >/dev/null
 	# XDP_TX on a veth delivers to its peer only if the peer runs an XDP
-	# program too: one that passes every frame, from xdpmaglev's object.
-	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/maglev_bpfel.o" program xdp_pass
+	# program too: one that passes every frame (xdpmaglev/bpf/pass.c).
+	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/pass_bpfel_test.o"
 
 	for be in be1 be2; do
 		ip -n "$lab-$be" addr add "$vip/32" dev lo

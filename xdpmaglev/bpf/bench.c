@@ -1,0 +1,94 @@
+//go:build ignore
+
+// Programs for the tests and benchmarks only, which Load never loads: the
+// load balancer's program wrapped to run on one buffer many times
+// (BPF_PROG_TEST_RUN's repeats), and the flow hash written into a frame.
+// The tests load this object against an LB's own maps.
+
+#include "lb.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(max_entries, 1);
+} bench_seq SEC(".maps");
+
+// bench runs maglev on the packet and then puts the packet back as it
+// came (the Ethernet header, and the head an encapsulation moved), so
+// that BPF_PROG_TEST_RUN's repeats, which run on one buffer, each see
+// the input. With new_flow, each repeat first gives the IPv4 packet a
+// new source address and port from a per-CPU sequence, in 10.CPU.0.0/16
+// so that no two CPUs send the same flow. Benchmarks only: the restore is
+// counted in the program's cost.
+static __always_inline int bench(struct xdp_md *ctx, int new_flow)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + ETH_HLEN + sizeof(struct iphdr) + TCP_HLEN > end)
+		return XDP_ABORTED;
+	if (new_flow) {
+		__u32 k = 0;
+		__u64 *seq = bpf_map_lookup_elem(&bench_seq, &k);
+		if (!seq)
+			return XDP_ABORTED;
+		__u64 n = ++*seq;
+		struct iphdr *ip = data + ETH_HLEN;
+		__u32 cpu = bpf_get_smp_processor_id() & 0xff;
+		ip->saddr = bpf_htonl(0x0a000000 | cpu << 16 | ((n >> 16) & 0xffff));
+		*(__u16 *)(ip + 1) = bpf_htons(n & 0xffff);
+	}
+	// The Ethernet header, as words.
+	__u64 eth0 = *(__u64 *)data;
+	__u32 eth1 = *(__u32 *)(data + 8);
+	__u16 eth2 = *(__u16 *)(data + 12);
+	long before = end - data;
+	int r = maglev(ctx);
+	data = (void *)(long)ctx->data;
+	end = (void *)(long)ctx->data_end;
+	long moved = (end - data) - before; // the outer headers' bytes
+	if (moved < 0 || moved > 64)
+		return XDP_ABORTED;
+	if (moved) {
+		if (bpf_xdp_adjust_head(ctx, (int)moved))
+			return XDP_ABORTED;
+		data = (void *)(long)ctx->data;
+		end = (void *)(long)ctx->data_end;
+	}
+	if (data + ETH_HLEN > end)
+		return XDP_ABORTED;
+	*(__u64 *)data = eth0;
+	*(__u32 *)(data + 8) = eth1;
+	*(__u16 *)(data + 12) = eth2;
+	return r;
+}
+
+SEC("xdp")
+int xdp_bench(struct xdp_md *ctx)
+{
+	return bench(ctx, 0);
+}
+
+SEC("xdp")
+int xdp_bench_new(struct xdp_md *ctx)
+{
+	return bench(ctx, 1);
+}
+
+// xdp_flow_hash writes the flow hash of a packet xdp_maglev would parse
+// into its first 8 bytes, big-endian, and returns XDP_TX; it passes any
+// other packet. Tests compare it with FlowHash.
+SEC("xdp")
+int xdp_flow_hash(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct pkt p = {};
+	if (parse(data, end, &p) != PARSED || p.icmp)
+		return XDP_PASS;
+	__u64 h = bpf_htonll(flow_hash(&p.f));
+	__builtin_memcpy(data, &h, 8); // parse checked 14 bytes or more
+	return XDP_TX;
+}
+
+char __license[] SEC("license") = "Dual MIT/GPL";

@@ -1,0 +1,150 @@
+// The load balancer's steps for a packet: its flow's backend, by
+// connection tracking or the service's table, and its forwarding; the
+// entry point xdp_maglev (maglev.c) runs maglev, and so do the benchmark
+// programs (bench.c), which are loaded beside it only in tests.
+
+#pragma once
+
+#include "bpf.h"
+#include "headers.h"
+#include "maps.h"
+#include "parse.h"
+#include "hash.h"
+#include "conntrack.h"
+#include "vip.h"
+#include "encap.h"
+
+// choose looks the flow's slot up in the service's table: slot 0 holds
+// the table's size M (in its id), and slot 1 + h mod M the flow's, so a
+// table swapped in carries its own size. A slot whose backend left after
+// this packet read the table (the control plane frees removed backends
+// just after it swaps the table in) sends it to the table once more,
+// which is then the new one.
+static __always_inline struct backend *choose(__u32 svc, __u64 h, struct slot *out)
+{
+	__u32 zero = 0;
+#pragma unroll
+	for (int try = 0; try < 2; try++) {
+		void *table = bpf_map_lookup_elem(&tables, &svc);
+		if (!table)
+			return 0;
+		struct slot *head = bpf_map_lookup_elem(table, &zero);
+		if (!head || head->id == 0)
+			return 0;
+		__u32 i = 1 + h % head->id;
+		struct slot *s = bpf_map_lookup_elem(table, &i);
+		if (!s || s->id == NO_BACKEND)
+			return 0;
+		struct backend *b = backend(s->id, s->cookie);
+		if (b) {
+			*out = *s;
+			return b;
+		}
+	}
+	return 0;
+}
+
+// lookup_service finds the service of flow f of the given family, a
+// constant, or returns 0.
+static __always_inline struct service *lookup_service(struct flow *f, const int family)
+{
+	if (family == 4) {
+		struct svc_key4 k = {.addr = f->dst[0], .port = f->dport, .proto = f->proto};
+		return bpf_map_lookup_elem(&services4, &k);
+	}
+	struct svc_key k = {};
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		k.addr[i] = f->dst[i];
+	k.port = f->dport;
+	k.proto = f->proto;
+	k.family = f->family;
+	return bpf_map_lookup_elem(&services6, &k);
+}
+
+// maglev_flow sends the parsed packet p (a frame of bytes bytes) of the
+// given family, a constant, to its backend: connection tracking first (an
+// entry whose backend is still in the service names the service, so an
+// established flow costs one hash lookup; ct_follows says which SYNs
+// leave it), else the service's table, whose choice it then writes to
+// conntrack unless the flood guard refuses. An ICMP error looks up the
+// flow it is about, the same way, and writes no entry. The flow hash is
+// computed only where it is used: on a miss, and where the encapsulation
+// reads it (uses_hash).
+static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family)
+{
+	struct flow *f = &p->f;
+	struct flow4 f4 = {};
+	struct ct_entry *ct = ct_lookup(f, &f4, family);
+	struct backend *b = 0;
+	struct slot be = {};
+	__u32 svc_id = 0;
+	int reopen = 0;
+	if (ct) {
+		be.id = ct->backend.id;
+		be.cookie = ct->backend.cookie;
+		svc_id = ct->svc;
+		b = backend(be.id, be.cookie);
+		if (b && !ct_follows(c, ct, b, p->tcp)) {
+			b = 0;
+			reopen = 1;
+		}
+	}
+	__u64 h = 0;
+	if (b) {
+		count(c, C_CT_HIT);
+		if (uses_hash(b))
+			h = flow_hash(f);
+	} else {
+		struct service *svc = lookup_service(f, family);
+		if (!svc)
+			return not_forwarded(c, p, p->icmp ? C_PASS_NOT_TCP_UDP : C_PASS_NO_SERVICE);
+		svc_id = svc->id;
+		h = flow_hash(f);
+		count(c, C_CT_MISS);
+		if (reopen)
+			count(c, C_CT_REOPEN);
+		else if (ct)
+			count(c, C_CT_STALE);
+		b = choose(svc_id, h, &be);
+		if (!b) {
+			count(c, C_DROP_NO_BACKEND);
+			return XDP_DROP;
+		}
+		if (!p->icmp)
+			ct_write(c, ct, f, &f4, be, svc_id, family);
+	}
+
+	// The frame's bytes as it came, counted once it is on its way.
+	int verdict = forward(ctx, c, be.id, b, h, p->l3_len, !p->icmp && p->df);
+	if (verdict == XDP_TX || verdict == XDP_REDIRECT) {
+		add_stats(&service_stats, svc_id, bytes);
+		add_stats(&backend_stats, be.id, bytes);
+		if (p->icmp)
+			count(c, C_ICMP_FORWARDED);
+	}
+	return verdict == TX_ICMP ? XDP_TX : verdict;
+}
+
+// maglev is the load balancer's program, xdp_maglev; the benchmark
+// programs (bench.c) wrap it too. Each family has its own copy of
+// maglev_flow, so that each map lookup's map is one the verifier knows,
+// and inlines (clang would otherwise merge the two families' lookups into
+// one call of either map).
+static __always_inline int maglev(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct cpu_counters *c = bpf_map_lookup_elem(&counters, &zero);
+	if (!c)
+		return XDP_PASS;
+	struct pkt p = {};
+	int r = parse(data, end, &p);
+	if (r != PARSED)
+		return not_forwarded(c, &p, r);
+	if (p.f.family == 4)
+		return maglev_flow(ctx, c, &p, end - data, 4);
+	return maglev_flow(ctx, c, &p, end - data, 6);
+}
+
