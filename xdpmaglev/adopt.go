@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
@@ -56,6 +57,9 @@ func (lb *LB) adopt(cookie uint32) error {
 		if err != nil {
 			return err
 		}
+		if err := lb.adoptModes(svc, s, v); err != nil {
+			return err
+		}
 		lb.gen++
 		s.gen = lb.gen
 		lb.services[svc] = s
@@ -93,6 +97,14 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	lb.cookie = cookie
+	for id := range uint32(lb.opts.MaxServices) {
+		if !used[id] {
+			_ = lb.objs.PrevTables.Delete(id) // second hops no service names: none, normally
+		}
+	}
+	if err := lb.syncModes(); err != nil {
+		return err
+	}
 	for id, out := range outs {
 		if used[id] {
 			continue
@@ -104,6 +116,31 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	return lb.adoptVIPs()
+}
+
+// adoptModes takes what service s's value v says of it: stateless or not,
+// second chance or not, and the end of its window, whose timer it arms,
+// or past which it takes the second hops out. The LB is not shared yet.
+func (lb *LB) adoptModes(svc Service, s *service, v maglevService) error {
+	s.val = v
+	if v.Flags&uint32(maglevConstsSVC_STATELESS) != 0 {
+		s.opts.Conntrack = ConntrackOff
+	}
+	until := fromMonotonic(v.Until)
+	if v.Flags&uint32(maglevConstsSVC_SECOND_CHANCE) == 0 || until.IsZero() {
+		return nil
+	}
+	s.opts.SecondChance = max(time.Until(until), time.Nanosecond) // what is left of it; the next SetServiceOptions says the window
+	if time.Now().Before(until) {
+		s.prevUntil = until
+		lb.armPrev(svc, nil, s)
+		return nil
+	}
+	if err := lb.objs.PrevTables.Delete(s.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("xdpmaglev: removing the second hops of %v, whose window is over: %w", svc, err)
+	}
+	s.val.Until = 0
+	return nil
 }
 
 // adoptVIPs makes the maps of VIPs those of the adopted services: a VIP

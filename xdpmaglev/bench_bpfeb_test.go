@@ -25,7 +25,9 @@ const (
 	benchMapDown         = "down"
 	benchMapFloodState   = "flood_state"
 	benchMapLayout       = "layout"
+	benchMapModes        = "modes"
 	benchMapNexthops     = "nexthops"
+	benchMapPrevTables   = "prev_tables"
 	benchMapServiceStats = "service_stats"
 	benchMapServices4    = "services4"
 	benchMapServices6    = "services6"
@@ -100,7 +102,9 @@ type benchMapSpecs struct {
 	Down         *ebpf.MapSpec `ebpf:"down"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
 	Layout       *ebpf.MapSpec `ebpf:"layout"`
+	Modes        *ebpf.MapSpec `ebpf:"modes"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
+	PrevTables   *ebpf.MapSpec `ebpf:"prev_tables"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -147,7 +151,9 @@ type benchMaps struct {
 	Down         *ebpf.Map `ebpf:"down"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
 	Layout       *ebpf.Map `ebpf:"layout"`
+	Modes        *ebpf.Map `ebpf:"modes"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
+	PrevTables   *ebpf.Map `ebpf:"prev_tables"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -167,7 +173,9 @@ func (m *benchMaps) Close() error {
 		m.Down,
 		m.FloodState,
 		m.Layout,
+		m.Modes,
 		m.Nexthops,
+		m.PrevTables,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,

@@ -60,6 +60,16 @@ type DecapStats struct {
 	// Untrusted counts the encapsulated packets to a host and a VIP from
 	// an outer source not in DecapOptions.Sources, dropped.
 	Untrusted uint64 `json:"untrusted"`
+	// SecondHop counts the packets that named a second hop (second
+	// chance) and belonged to no connection of this host: passed on to
+	// the second hop. SecondLocal counts those that named one and were
+	// decapsulated here (a SYN, a packet of a connection here, not TCP),
+	// and SecondNoRoute those that named one this host has no route to
+	// (or forwards nothing: net.ipv4.conf.all.forwarding), decapsulated
+	// here.
+	SecondHop     uint64 `json:"second_hop"`
+	SecondLocal   uint64 `json:"second_local"`
+	SecondNoRoute uint64 `json:"second_no_route"`
 }
 
 // AttachDecap loads the decapsulator and attaches it to the interface
@@ -206,10 +216,13 @@ func (d *Decap) Mode() AttachMode { return d.mode }
 func (d *Decap) Stats() (DecapStats, error) {
 	var st DecapStats
 	fields := [...]*uint64{ // by enum decap_counter
-		decapDecapCounterD_DECAPSULATED: &st.Decapsulated,
-		decapDecapCounterD_PASSED:       &st.Passed,
-		decapDecapCounterD_MALFORMED:    &st.Malformed,
-		decapDecapCounterD_UNTRUSTED:    &st.Untrusted,
+		decapDecapCounterD_DECAPSULATED:    &st.Decapsulated,
+		decapDecapCounterD_PASSED:          &st.Passed,
+		decapDecapCounterD_MALFORMED:       &st.Malformed,
+		decapDecapCounterD_UNTRUSTED:       &st.Untrusted,
+		decapDecapCounterD_SECOND_HOP:      &st.SecondHop,
+		decapDecapCounterD_SECOND_LOCAL:    &st.SecondLocal,
+		decapDecapCounterD_SECOND_NO_ROUTE: &st.SecondNoRoute,
 	}
 	_ = [1]struct{}{}[len(fields)-int(decapDecapCounterD_MAX)] // a counter without a field fails to compile
 	for i, p := range fields {

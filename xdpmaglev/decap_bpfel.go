@@ -23,11 +23,14 @@ type decapAddr struct {
 type decapDecapCounter uint32
 
 const (
-	decapDecapCounterD_DECAPSULATED decapDecapCounter = 0
-	decapDecapCounterD_PASSED       decapDecapCounter = 1
-	decapDecapCounterD_MALFORMED    decapDecapCounter = 2
-	decapDecapCounterD_UNTRUSTED    decapDecapCounter = 3
-	decapDecapCounterD_MAX          decapDecapCounter = 4
+	decapDecapCounterD_DECAPSULATED    decapDecapCounter = 0
+	decapDecapCounterD_PASSED          decapDecapCounter = 1
+	decapDecapCounterD_MALFORMED       decapDecapCounter = 2
+	decapDecapCounterD_UNTRUSTED       decapDecapCounter = 3
+	decapDecapCounterD_SECOND_HOP      decapDecapCounter = 4
+	decapDecapCounterD_SECOND_LOCAL    decapDecapCounter = 5
+	decapDecapCounterD_SECOND_NO_ROUTE decapDecapCounter = 6
+	decapDecapCounterD_MAX             decapDecapCounter = 7
 )
 
 type decapSrc4 struct {

@@ -196,6 +196,8 @@ func counters(t testing.TB, lb *LB) map[string]uint64 {
 		"conntrack_insert": st.Conntrack.Inserts,
 		"conntrack_closed": st.Conntrack.Closed,
 		"conntrack_flood":  st.Conntrack.Flood,
+		"stateless":        st.Stateless,
+		"second_hop":       st.SecondHops,
 		"icmp_forwarded":   st.ICMP.Forwarded,
 		"icmp_too_big":     st.ICMP.TooBig,
 	}

@@ -428,6 +428,11 @@ func (lb *LB) shutdown(detach bool) error {
 		return nil
 	}
 	lb.closed = true
+	for _, s := range lb.services {
+		if s.prevTimer != nil {
+			s.prevTimer.Stop() // a pinned data plane keeps its second hops: the next LB times them out (adoptModes)
+		}
+	}
 	lb.mu.Unlock()
 	if lb.stop != nil {
 		close(lb.stop)

@@ -30,11 +30,13 @@ type maglevBackend struct {
 type maglevConsts uint32
 
 const (
-	maglevConstsNO_BACKEND     maglevConsts = 4294967295
-	maglevConstsLAYOUT_VERSION maglevConsts = 2
-	maglevConstsCT_CLOSED      maglevConsts = 1
-	maglevConstsOUT_DOWN       maglevConsts = 1
-	maglevConstsOUT_UNRESOLVED maglevConsts = 2
+	maglevConstsNO_BACKEND        maglevConsts = 4294967295
+	maglevConstsLAYOUT_VERSION    maglevConsts = 2
+	maglevConstsCT_CLOSED         maglevConsts = 1
+	maglevConstsOUT_DOWN          maglevConsts = 1
+	maglevConstsOUT_UNRESOLVED    maglevConsts = 2
+	maglevConstsSVC_STATELESS     maglevConsts = 1
+	maglevConstsSVC_SECOND_CHANCE maglevConsts = 2
 )
 
 type maglevCounter uint32
@@ -48,33 +50,35 @@ const (
 	maglevCounterC_CT_INSERT           maglevCounter = 5
 	maglevCounterC_CT_FLOOD            maglevCounter = 6
 	maglevCounterC_CT_CLOSED           maglevCounter = 7
-	maglevCounterC_ICMP_FORWARDED      maglevCounter = 8
-	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 9
-	maglevCounterC_PASS_NOT_IP         maglevCounter = 10
-	maglevCounterC_PASS_VLAN           maglevCounter = 11
-	maglevCounterC_PASS_TRUNCATED      maglevCounter = 12
-	maglevCounterC_PASS_MALFORMED      maglevCounter = 13
-	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 14
-	maglevCounterC_PASS_FRAGMENT       maglevCounter = 15
-	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 16
-	maglevCounterC_PASS_IPV6EXT        maglevCounter = 17
-	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 18
-	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 19
-	maglevCounterC_DROP_TOO_BIG        maglevCounter = 20
-	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 21
-	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 22
-	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 23
-	maglevCounterC_DROP_NO_ROOM        maglevCounter = 24
-	maglevCounterC_DROP_VIP_NO_SERVICE maglevCounter = 25
-	maglevCounterC_DROP_VIP_FRAGMENT   maglevCounter = 26
-	maglevCounterC_DROP_VIP_ICMP       maglevCounter = 27
-	maglevCounterC_DROP_VIP_OTHER      maglevCounter = 28
-	maglevCounterC_MAX                 maglevCounter = 29
+	maglevCounterC_STATELESS           maglevCounter = 8
+	maglevCounterC_SECOND_HOP          maglevCounter = 9
+	maglevCounterC_ICMP_FORWARDED      maglevCounter = 10
+	maglevCounterC_ICMP_TOO_BIG        maglevCounter = 11
+	maglevCounterC_PASS_NOT_IP         maglevCounter = 12
+	maglevCounterC_PASS_VLAN           maglevCounter = 13
+	maglevCounterC_PASS_TRUNCATED      maglevCounter = 14
+	maglevCounterC_PASS_MALFORMED      maglevCounter = 15
+	maglevCounterC_PASS_NOT_TCP_UDP    maglevCounter = 16
+	maglevCounterC_PASS_FRAGMENT       maglevCounter = 17
+	maglevCounterC_PASS_IP_OPTIONS     maglevCounter = 18
+	maglevCounterC_PASS_IPV6EXT        maglevCounter = 19
+	maglevCounterC_PASS_NO_SERVICE     maglevCounter = 20
+	maglevCounterC_DROP_NO_BACKEND     maglevCounter = 21
+	maglevCounterC_DROP_TOO_BIG        maglevCounter = 22
+	maglevCounterC_DROP_NO_ROUTE       maglevCounter = 23
+	maglevCounterC_DROP_NO_NEIGHBOR    maglevCounter = 24
+	maglevCounterC_DROP_FORWARDING_OFF maglevCounter = 25
+	maglevCounterC_DROP_NO_ROOM        maglevCounter = 26
+	maglevCounterC_DROP_VIP_NO_SERVICE maglevCounter = 27
+	maglevCounterC_DROP_VIP_FRAGMENT   maglevCounter = 28
+	maglevCounterC_DROP_VIP_ICMP       maglevCounter = 29
+	maglevCounterC_DROP_VIP_OTHER      maglevCounter = 30
+	maglevCounterC_MAX                 maglevCounter = 31
 )
 
 type maglevCpuCounters struct {
 	_ structs.HostLayout
-	N [29]uint64
+	N [31]uint64
 }
 
 type maglevCtEntry struct {
@@ -82,6 +86,7 @@ type maglevCtEntry struct {
 	Backend maglevSlot
 	Svc     uint32
 	Flags   uint32
+	Second  maglevSlot
 }
 
 type maglevDownKey struct {
@@ -139,6 +144,11 @@ type maglevLayoutRecord struct {
 	Pad     uint32
 }
 
+type maglevModes struct {
+	_         structs.HostLayout
+	Stateless uint32
+}
+
 type maglevNexthop struct {
 	_       structs.HostLayout
 	Dmac    [6]uint8
@@ -156,9 +166,11 @@ type maglevOut struct {
 }
 
 type maglevService struct {
-	_  structs.HostLayout
-	Id uint32
-	M  uint32
+	_     structs.HostLayout
+	Id    uint32
+	M     uint32
+	Flags uint32
+	Until uint32
 }
 
 type maglevSlot struct {
@@ -201,7 +213,9 @@ const (
 	maglevMapDown          = "down"
 	maglevMapFloodState    = "flood_state"
 	maglevMapLayout        = "layout"
+	maglevMapModes         = "modes"
 	maglevMapNexthops      = "nexthops"
+	maglevMapPrevTables    = "prev_tables"
 	maglevMapServiceStats  = "service_stats"
 	maglevMapServices4     = "services4"
 	maglevMapServices6     = "services6"
@@ -275,7 +289,9 @@ type maglevMapSpecs struct {
 	Down         *ebpf.MapSpec `ebpf:"down"`
 	FloodState   *ebpf.MapSpec `ebpf:"flood_state"`
 	Layout       *ebpf.MapSpec `ebpf:"layout"`
+	Modes        *ebpf.MapSpec `ebpf:"modes"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
+	PrevTables   *ebpf.MapSpec `ebpf:"prev_tables"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -325,7 +341,9 @@ type maglevMaps struct {
 	Down         *ebpf.Map `ebpf:"down"`
 	FloodState   *ebpf.Map `ebpf:"flood_state"`
 	Layout       *ebpf.Map `ebpf:"layout"`
+	Modes        *ebpf.Map `ebpf:"modes"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
+	PrevTables   *ebpf.Map `ebpf:"prev_tables"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -344,7 +362,9 @@ func (m *maglevMaps) Close() error {
 		m.Down,
 		m.FloodState,
 		m.Layout,
+		m.Modes,
 		m.Nexthops,
+		m.PrevTables,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
@@ -138,6 +139,17 @@ type ServiceOptions struct {
 	// addresses need not be assigned anywhere: nothing answers them but a
 	// router's ICMP error about an encapsulated packet. 0: one source.
 	SourceBits uint8
+	// Conntrack is ConntrackOn (the zero value) or ConntrackOff, which
+	// makes the service stateless: every packet by the table, with its
+	// second hop. docs/xdp.md, "Second chance and stateless services".
+	Conntrack ConntrackMode
+	// SecondChance, for ForwardGUE only, is the window of second chance:
+	// after a change of the service's table, a packet whose slot moved
+	// carries the slot's previous owner in its GUE header, and the
+	// backend that gets it without a connection of it passes it on there
+	// (AttachDecap), until the service has had no change for this long.
+	// It costs 8·M bytes of kernel memory while it runs. 0: none.
+	SecondChance time.Duration
 }
 
 // MaxSourceBits is the most bits of the outer source ServiceOptions can
@@ -183,6 +195,10 @@ type service struct {
 	backends   map[netip.Addr]*backend
 	down       map[netip.Addr]maglevOut // the backends out of the data plane (Down, unresolved), as the down map holds them
 	adopted    []Backend                // adopted from pinned maps, until the first install: the backends the last LB left
+	val        maglevService            // the service's value in services4 or services6, as last written
+	prev       []maglevSlot             // the second hops in prev_tables; nil if none, or not known (adopted)
+	prevUntil  time.Time                // when prev_tables' entry of the service goes; zero: it has none
+	prevTimer  *time.Timer              // takes it out then
 }
 
 // backend is the state of one backend of a service: its id, the index of
@@ -565,45 +581,20 @@ func (lb *LB) SetServices(us []Update) error {
 		return ErrClosed
 	}
 	sts := make([]*staged, 0, len(rs))
-	abort := func(err error) error {
-		for i := len(sts) - 1; i >= 0; i-- {
-			_ = sts[i].inner.Close()
-			err = sts[i].fail(err)
-		}
-		return err
-	}
 	for _, r := range rs {
 		st, err := lb.stage(r.u.Service, r.table, r.up, r.p.opts)
 		if err != nil {
-			return abort(err)
+			for i := len(sts) - 1; i >= 0; i-- {
+				sts[i].close()
+				err = sts[i].fail(err)
+			}
+			return err
 		}
 		sts = append(sts, st)
 	}
-	keys := make([]uint32, len(sts))
-	fds := make([]uint32, len(sts))
+	errs := lb.swapAll(sts)
 	for i, st := range sts {
-		keys[i], fds[i] = st.next.id, uint32(st.inner.FD())
-	}
-	var errs []error
-	if len(sts) > 0 {
-		n, err := lb.objs.Tables.BatchUpdate(keys, fds, nil)
-		if err != nil {
-			// The first n are swapped in: they are finished, the rest
-			// undone.
-			err = fmt.Errorf("xdpmaglev: swapping the tables of %d services: %w", len(sts)-n, err)
-			rest := sts[n:]
-			sts = sts[:n]
-			for i := len(rest) - 1; i >= 0; i-- {
-				_ = rest[i].inner.Close()
-				err = rest[i].fail(err)
-			}
-			errs = append(errs, err)
-		}
-	}
-	for i, st := range sts {
-		_ = st.inner.Close() // the outer map holds the table
-		if err := lb.finish(st); err != nil {
-			errs = append(errs, err)
+		if st.undone {
 			continue
 		}
 		if err := lb.record(rs[i].u.Service, rs[i].u.Backends, rs[i].p.bs, rs[i].p.full, rs[i].p.unresolved); err != nil {
@@ -611,6 +602,49 @@ func (lb *LB) SetServices(us []Update) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// swapAll swaps the staged updates sts in, their tables with one batch
+// update of the map of tables (their second hops first, one by one: a
+// service's second hops change only with its table, which SetServices
+// mostly makes anew), and finishes them, marking those it could not
+// undone. lb.mu is held.
+func (lb *LB) swapAll(sts []*staged) []error {
+	var errs []error
+	undo := func(st *staged, err error) {
+		st.close()
+		st.undone = true
+		errs = append(errs, st.fail(err))
+	}
+	var keys, fds []uint32
+	var in []*staged
+	for _, st := range sts {
+		if err := lb.putPrev(st); err != nil {
+			undo(st, err)
+			continue
+		}
+		keys, fds, in = append(keys, st.next.id), append(fds, uint32(st.inner.FD())), append(in, st)
+	}
+	if len(in) > 0 {
+		n, err := lb.objs.Tables.BatchUpdate(keys, fds, nil)
+		if err != nil {
+			// The first n are swapped in: they are finished, the rest
+			// undone.
+			err = fmt.Errorf("xdpmaglev: swapping the tables of %d services: %w", len(in)-n, err)
+			for i := len(in) - 1; i >= n; i-- {
+				undo(in[i], err)
+			}
+			in = in[:n]
+		}
+	}
+	for _, st := range in {
+		st.close() // the outer maps hold the tables
+		if err := lb.finish(st); err != nil {
+			st.undone = true
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // knownMACs returns the hardware addresses of svc's backends, by address.
@@ -636,9 +670,15 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	if err := maglev.CheckSize(opts.M); err != nil {
 		return fmt.Errorf("%w %v: M: %w", ErrService, svc, err)
 	}
+	if opts.Conntrack != ConntrackOn && opts.Conntrack != ConntrackOff {
+		return fmt.Errorf("%w %v: Conntrack %v", ErrService, svc, opts.Conntrack)
+	}
+	if opts.SecondChance < 0 || (opts.SecondChance > 0 && opts.Forward != ForwardGUE) {
+		return fmt.Errorf("%w %v: SecondChance %v: a positive window, with ForwardGUE (only its header carries the second hop)", ErrService, svc, opts.SecondChance)
+	}
 	switch opts.Forward {
 	case ForwardL2:
-		*opts = ServiceOptions{M: opts.M}
+		*opts = ServiceOptions{M: opts.M, Conntrack: opts.Conntrack}
 		return nil
 	case ForwardIPIP, ForwardGUE:
 	default:
@@ -697,7 +737,10 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 	if err != nil {
 		return err
 	}
-	defer func() { _ = st.inner.Close() }() // the outer map holds the table
+	defer st.close() // the outer maps hold the tables
+	if err := lb.putPrev(st); err != nil {
+		return st.fail(err)
+	}
 	if err := lb.objs.Tables.Put(st.next.id, st.inner); err != nil {
 		return st.fail(fmt.Errorf("xdpmaglev: swapping the table of %v: %w", svc, err))
 	}
@@ -711,8 +754,18 @@ type staged struct {
 	svc       Service
 	old, next *service
 	isNew     bool
-	inner     *ebpf.Map // the table; the caller closes it
+	inner     *ebpf.Map // the table; the caller closes it (close)
+	prev      *ebpf.Map // the second hops, nil if none new; the caller closes it (close)
 	fail      func(error) error
+	undone    bool // by swapAll: fail was called, or finish failed
+}
+
+// close closes st's maps, which the maps of maps hold once they are in.
+func (st *staged) close() {
+	_ = st.inner.Close()
+	if st.prev != nil {
+		_ = st.prev.Close()
+	}
 }
 
 // stage stages svc's update to table with bs resolved. lb.mu is held.
@@ -809,32 +862,36 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 		_ = inner.Close()
 		return nil, fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
 	}
-	return &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}, nil
+	st := &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}
+	if err := lb.stagePrev(st, slotValues(owners, slots), time.Now()); err != nil {
+		_ = inner.Close()
+		return nil, fail(err)
+	}
+	return st, nil
 }
 
 // finish ends st once its table is in the map of tables: a new service's
 // entry, the LB's state, and the backends that left freed. lb.mu is held.
 func (lb *LB) finish(st *staged) error {
+	st.next.val = st.old.val
 	if st.isNew {
-		m, k := lb.key(st.svc)
-		if err := m.Put(k, maglevService{Id: st.next.id, M: uint32(st.next.table.Size())}); err != nil {
-			_ = lb.objs.Tables.Delete(st.next.id) // best effort: the error is err
-			return st.fail(fmt.Errorf("xdpmaglev: adding service %v: %w", st.svc, err))
+		if err := lb.putService(st.svc, st.next); err != nil {
+			_ = lb.objs.Tables.Delete(st.next.id)     // best effort: the error is err
+			_ = lb.objs.PrevTables.Delete(st.next.id) // the same
+			return st.fail(err)
 		}
 	}
 	lb.services[st.svc] = st.next
-	if !st.isNew && st.old.table.Size() != st.next.table.Size() {
-		// The size, for an LB that adopts the maps; the program reads
-		// the new table's own.
-		m, k := lb.key(st.svc)
-		if err := m.Put(k, maglevService{Id: st.next.id, M: uint32(st.next.table.Size())}); err != nil {
-			return fmt.Errorf("xdpmaglev: recording the table size of %v: %w", st.svc, err)
-		}
+	lb.armPrev(st.svc, st.old, st.next)
+	var errs []error
+	if !st.isNew {
+		errs = append(errs, lb.putService(st.svc, st.next)) // its size, flags and window, for an LB that adopts the maps
 	}
 	if st.isNew {
-		if err := lb.syncVIP(st.svc.VIP.Addr()); err != nil {
-			return err // the service is in; its VIP's packets to other ports pass, as before
-		}
+		errs = append(errs, lb.syncVIP(st.svc.VIP.Addr())) // the service is in; its VIP's packets to other ports pass, as before
+	}
+	if st.isNew || st.old.opts.Conntrack != st.next.opts.Conntrack {
+		errs = append(errs, lb.syncModes())
 	}
 
 	// Backends that left: freed after the swap, so a packet that read the
@@ -844,6 +901,29 @@ func (lb *LB) finish(st *staged) error {
 			lb.freeBackend(b)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// putService writes s's value to the map of services, where it differs
+// from what it holds: its id, which the program reads, and its table's
+// size, flags and second chance window, which an LB that adopts the maps
+// reads too. lb.mu is held.
+func (lb *LB) putService(svc Service, s *service) error {
+	v := maglevService{Id: s.id, M: uint32(s.table.Size()), Until: monotonic(s.prevUntil)}
+	if s.opts.Conntrack == ConntrackOff {
+		v.Flags |= uint32(maglevConstsSVC_STATELESS)
+	}
+	if s.opts.SecondChance > 0 {
+		v.Flags |= uint32(maglevConstsSVC_SECOND_CHANCE)
+	}
+	if v == s.val {
+		return nil
+	}
+	m, k := lb.key(svc)
+	if err := m.Put(k, v); err != nil {
+		return fmt.Errorf("xdpmaglev: writing service %v: %w", svc, err)
+	}
+	s.val = v
 	return nil
 }
 
@@ -881,6 +961,17 @@ func (lb *LB) DeleteService(svc Service) error {
 		lb.freeBackend(b)
 	}
 	var errs []error
+	if !s.prevUntil.IsZero() {
+		if s.prevTimer != nil {
+			s.prevTimer.Stop()
+		}
+		if err := lb.objs.PrevTables.Delete(s.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("xdpmaglev: deleting the second hops of %v: %w", svc, err))
+		}
+	}
+	if s.opts.Conntrack == ConntrackOff {
+		errs = append(errs, lb.syncModes())
+	}
 	for a := range s.down {
 		if err := lb.objs.Down.Delete(downKey(s.id, a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			errs = append(errs, fmt.Errorf("xdpmaglev: deleting the Down record of %v: %w", a, err))

@@ -20,6 +20,8 @@ var counterNames = [...]string{
 	maglevCounterC_CT_INSERT:           "conntrack_insert",
 	maglevCounterC_CT_FLOOD:            "conntrack_flood",
 	maglevCounterC_CT_CLOSED:           "conntrack_closed",
+	maglevCounterC_STATELESS:           "stateless",
+	maglevCounterC_SECOND_HOP:          "second_hop",
 	maglevCounterC_ICMP_FORWARDED:      "icmp_forwarded",
 	maglevCounterC_ICMP_TOO_BIG:        "icmp_too_big",
 	maglevCounterC_PASS_NOT_IP:         "pass_not_ip",
@@ -74,6 +76,12 @@ type Stats struct {
 		// (Options.FloodRate).
 		Flood uint64 `json:"flood"`
 	} `json:"conntrack"`
+	// Stateless counts the packets of stateless services
+	// (ServiceOptions.Conntrack off), routed by the table alone.
+	Stateless uint64 `json:"stateless"`
+	// SecondHops counts the packets forwarded with a second hop, their
+	// slot's previous owner, in the GUE header (second chance).
+	SecondHops uint64 `json:"second_hops"`
 	// FloodSeconds is the time the flood guard refused entries, summed
 	// over CPUs: on each CPU, from a new flow refused an entry to the next
 	// one refused.
@@ -168,6 +176,10 @@ func (lb *LB) Stats() (Stats, error) {
 			st.Conntrack.Closed = n
 		case name == "conntrack_flood":
 			st.Conntrack.Flood = n
+		case name == "stateless":
+			st.Stateless = n
+		case name == "second_hop":
+			st.SecondHops = n
 		case name == "icmp_forwarded":
 			st.ICMP.Forwarded = n
 		case name == "icmp_too_big":

@@ -47,7 +47,7 @@ static __always_inline int bench(struct xdp_md *ctx, int new_flow)
 	data = (void *)(long)ctx->data;
 	end = (void *)(long)ctx->data_end;
 	long moved = (end - data) - before; // the outer headers' bytes
-	if (moved < 0 || moved > 64)
+	if (moved < 0 || moved > 128)
 		return XDP_ABORTED;
 	if (moved) {
 		if (bpf_xdp_adjust_head(ctx, (int)moved))

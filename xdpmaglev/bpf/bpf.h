@@ -8,6 +8,7 @@ typedef unsigned char __u8;
 typedef unsigned short __u16;
 typedef unsigned int __u32;
 typedef unsigned long long __u64;
+typedef int __s32;
 
 #define SEC(name) __attribute__((section(name), used))
 #define __always_inline inline __attribute__((always_inline))
@@ -58,6 +59,51 @@ static long (*bpf_xdp_adjust_head)(struct xdp_md *ctx, int delta) = (void *)44;
 static long (*bpf_xdp_adjust_tail)(struct xdp_md *ctx, int delta) = (void *)65;
 static long (*bpf_fib_lookup)(void *ctx, void *params, int plen, __u32 flags) = (void *)69;
 static __u64 (*bpf_jiffies64)(void) = (void *)118;
+
+// Sockets (the decapsulator's second chance): the socket a packet of a
+// tuple would meet, full or not (a request or time-wait socket),
+// released after; a listener's SYN cookie checked.
+struct bpf_sock_tuple {
+	union {
+		struct {
+			__u32 saddr;
+			__u32 daddr;
+			__u16 sport;
+			__u16 dport;
+		} ipv4;
+		struct {
+			__u32 saddr[4];
+			__u32 daddr[4];
+			__u16 sport;
+			__u16 dport;
+		} ipv6;
+	};
+};
+
+struct bpf_sock {
+	__u32 bound_dev_if;
+	__u32 family;
+	__u32 type;
+	__u32 protocol;
+	__u32 mark;
+	__u32 priority;
+	__u32 src_ip4;
+	__u32 src_ip6[4];
+	__u32 src_port;
+	__u16 dst_port;
+	__u16 pad;
+	__u32 dst_ip4;
+	__u32 dst_ip6[4];
+	__u32 state;
+	__s32 rx_queue_mapping;
+};
+
+#define BPF_F_CURRENT_NETNS (-1L)
+#define TCP_LISTEN 10
+
+static struct bpf_sock *(*bpf_skc_lookup_tcp)(void *ctx, struct bpf_sock_tuple *tuple, __u32 tuple_size, __u64 netns, __u64 flags) = (void *)99;
+static long (*bpf_sk_release)(void *sock) = (void *)86;
+static long (*bpf_tcp_check_syncookie)(void *sk, void *iph, __u32 iph_len, void *th, __u32 th_len) = (void *)100;
 
 // bpf_fib_lookup's parameters and results (include/uapi/linux/bpf.h).
 #define AF_INET 2

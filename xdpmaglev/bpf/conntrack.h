@@ -45,14 +45,15 @@ static __always_inline int ct_follows(struct cpu_counters *c, struct ct_entry *c
 	return 1;
 }
 
-// ct_write records the table's choice be, of service svc, for flow f
-// (f4 for IPv4), whose entry ct (0: none) it did not follow, unless the
+// ct_write records the table's choice be, of service svc, with the second
+// hop second, for flow f (f4 for IPv4), whose entry ct (0: none) it did
+// not follow, unless the
 // flood guard refuses: then a stale entry is deleted instead (the flow's
 // packets then follow the table, as this one did), and a new flow has
 // none. Writing replaces the entry whole (a new element), never in place:
 // an element the LRU evicted and handed to another flow meanwhile must
 // not take this flow's backend.
-static __always_inline void ct_write(struct cpu_counters *c, struct ct_entry *ct, struct flow *f, struct flow4 *f4, struct slot be, __u32 svc, const int family)
+static __always_inline void ct_write(struct cpu_counters *c, struct ct_entry *ct, struct flow *f, struct flow4 *f4, struct slot be, __u32 svc, struct slot second, const int family)
 {
 	void *key = f;
 	void *map = &conntrack6;
@@ -66,7 +67,7 @@ static __always_inline void ct_write(struct cpu_counters *c, struct ct_entry *ct
 			bpf_map_delete_elem(map, key);
 		return;
 	}
-	struct ct_entry e = {.backend = be, .svc = svc};
+	struct ct_entry e = {.backend = be, .svc = svc, .second = second};
 	if (bpf_map_update_elem(map, key, &e, BPF_ANY) == 0)
 		count(c, C_CT_INSERT);
 }

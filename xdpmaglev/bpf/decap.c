@@ -4,16 +4,20 @@
 // that the load balancer reaches by IPIP or GUE (bpf/maglev.c). It strips
 // the outer header of a packet addressed to one of this host's addresses
 // that carries a packet to one of the configured VIPs, from an outer
-// source it trusts (the load balancers'), and passes the inner packet to
-// the kernel, which delivers it to the VIP held on lo; the backend answers
-// the client directly. Such a packet from any other source is dropped:
-// whoever can send it could otherwise put any inner source in front of
-// the backend. Everything else (other tunnels among it) passes unchanged.
-// Hosts with the kernel's ipip or fou modules can use those instead
-// (docs/xdp.md).
+// source it trusts (the load balancers', and with second chance the other
+// backends'), and passes the inner packet to the kernel, which delivers
+// it to the VIP held on lo; the backend answers the client directly. Such
+// a packet from any other source is dropped: whoever can send it could
+// otherwise put any inner source in front of the backend. A packet that
+// names a second hop (GUE variant 0, second chance) and belongs to no
+// connection of this host is passed on there instead, as GUE variant 1,
+// which nothing passes on again. Everything else (other tunnels among it)
+// passes unchanged. Hosts with the kernel's ipip or fou modules can use
+// those instead (docs/xdp.md), without second chance.
 
 #include "bpf.h"
 #include "headers.h"
+#include "csum.h"
 
 volatile const __u16 gue_port = 0; // the GUE UDP port, network order (DecapOptions.GUEPort)
 
@@ -31,6 +35,9 @@ enum decap_counter {
 	D_PASSED,       // not encapsulated, or not to this host and a VIP: passed unchanged
 	D_MALFORMED,    // encapsulated to this host, but the inner header cut short or impossible: passed unchanged
 	D_UNTRUSTED,    // encapsulated to this host and a VIP from an outer source not in sources4 or sources6: dropped
+	D_SECOND_HOP,   // named a second hop, and no connection here has it: passed on there
+	D_SECOND_LOCAL, // named a second hop, and decapsulated here: a SYN, a connection here, not TCP, or no hops left
+	D_SECOND_NO_ROUTE, // named a second hop this host has no route to (or forwarding is off): decapsulated here
 	D_MAX,
 };
 
@@ -84,12 +91,24 @@ struct {
 } decap_counters SEC(".maps");
 
 
-static __always_inline int done(__u32 i)
+
+static __always_inline void bump(__u32 i)
 {
 	__u64 *c = bpf_map_lookup_elem(&decap_counters, &i);
 	if (c)
 		*c += 1;
+}
+
+static __always_inline int done(__u32 i)
+{
+	bump(i);
 	return XDP_PASS;
+}
+
+static __always_inline int drop(__u32 i)
+{
+	bump(i);
+	return XDP_DROP;
 }
 
 static __always_inline int known(void *map, __u32 *a, __u8 family)
@@ -120,10 +139,279 @@ static __always_inline int trusted(__u32 *a, __u8 family)
 	return bpf_map_lookup_elem(&sources6, &k) != 0;
 }
 
-static __always_inline int drop(__u32 i)
+
+#define PARSED (-1)
+#define MAX_OVER 256 // the most bytes of outer headers: IPv6, UDP, and GUE's 128
+
+// A packet's outer headers, as parse_outer reads them.
+struct outer {
+	__u32 over;      // bytes of outer headers: IP, and for GUE UDP and GUE's own
+	__u32 len;       // the outer IP packet's length, by its header
+	__u32 flow;      // IPv6: the outer header's first word (version, class, flow label)
+	__u32 host[4];   // the outer destination: this host's address
+	__u32 second[4]; // the second hop, where hops
+	__u16 sport;     // GUE: the outer UDP source port, the flow's entropy
+	__u8 family;     // of the outer header: 4 or 6
+	__u8 inner;      // the inner packet's version if the outer header says it (IPIP), else 0
+	__u8 trusted;    // the outer source is in sources4 or sources6
+	__u8 hops;       // second chance: the hops left; 0: no second hop
+};
+
+// parse_gue reads the GUE header at p, the UDP payload, into o: variant 1
+// (the inner packet at once), or variant 0 whose extension fields are
+// private data alone, and second chance's if they say so. Control
+// messages and optional fields this program does not read pass.
+static __always_inline int parse_gue(void *p, void *end, struct outer *o)
 {
-	done(i);
-	return XDP_DROP;
+	__u8 *b = p;
+	if (p + 1 > end)
+		return D_MALFORMED;
+	if ((b[0] >> 6) == 1)
+		return PARSED;
+	if ((b[0] >> 5) != 0)
+		return D_PASSED; // another variant, or a control message
+	if (p + 4 > end)
+		return D_MALFORMED;
+	__u32 hlen = (b[0] & 0x1f) * 4;
+	if (*(__u16 *)(b + 2) != 0)
+		return D_PASSED;
+	o->over += 4 + hlen;
+	if (o->family == 4 && hlen >= 8) {
+		struct gue_second4 *g = p;
+		if ((void *)(g + 1) > end)
+			return D_MALFORMED;
+		if (g->magic[0] == SECOND_MAGIC0 && g->magic[1] == SECOND_MAGIC1 && g->version == SECOND_VERSION) {
+			o->hops = g->hops;
+			o->second[0] = g->addr;
+		}
+	} else if (o->family == 6 && hlen >= 20) {
+		struct gue_second6 *g = p;
+		if ((void *)(g + 1) > end)
+			return D_MALFORMED;
+		if (g->magic[0] == SECOND_MAGIC0 && g->magic[1] == SECOND_MAGIC1 && g->version == SECOND_VERSION) {
+			o->hops = g->hops;
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				o->second[i] = g->addr[i];
+		}
+	}
+	return PARSED;
+}
+
+// parse_next reads what follows the outer IP header at p, of protocol
+// proto: IPIP or IPv6 in IP, or UDP to the GUE port and its GUE header.
+static __always_inline int parse_next(void *p, void *end, __u8 proto, struct outer *o)
+{
+	if (proto == IPPROTO_IPIP || proto == IPPROTO_IPV6) {
+		o->inner = proto == IPPROTO_IPIP ? 4 : 6;
+		return PARSED;
+	}
+	if (proto != IPPROTO_UDP)
+		return D_PASSED;
+	struct udphdr *udp = p;
+	if ((void *)(udp + 1) > end || udp->dest != gue_port || gue_port == 0)
+		return D_PASSED;
+	o->over += sizeof(*udp);
+	o->sport = udp->source;
+	return parse_gue(udp + 1, end, o);
+}
+
+// parse_outer reads the outer headers of the frame into o, or returns the
+// counter of why it passes: not encapsulated, or not to this host.
+static __always_inline int parse_outer(void *data, void *end, struct outer *o)
+{
+	struct ethhdr *eth = data;
+	if (data + ETH_HLEN > end)
+		return D_PASSED;
+	void *l3 = data + ETH_HLEN;
+	int r;
+	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
+		struct iphdr *ip = l3;
+		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
+			return D_PASSED;
+		o->family = 4;
+		o->over = sizeof(*ip);
+		o->len = bpf_ntohs(ip->tot_len);
+		if ((r = parse_next(ip + 1, end, ip->protocol, o)) != PARSED)
+			return r;
+		if (!known(&hosts, &ip->daddr, 4))
+			return D_PASSED;
+		o->host[0] = ip->daddr;
+		o->trusted = trusted(&ip->saddr, 4);
+		return PARSED;
+	}
+	if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = l3;
+		if ((void *)(ip6 + 1) > end)
+			return D_PASSED;
+		o->family = 6;
+		o->over = sizeof(*ip6);
+		o->len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+		o->flow = ip6->vtc_flow;
+		if ((r = parse_next(ip6 + 1, end, ip6->nexthdr, o)) != PARSED)
+			return r;
+		if (!known(&hosts, ip6->daddr, 6))
+			return D_PASSED;
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			o->host[i] = ip6->daddr[i];
+		o->trusted = trusted(ip6->saddr, 6);
+		return PARSED;
+	}
+	return D_PASSED;
+}
+
+// local reports whether the inner packet at in, of IP version v, belongs
+// here: anything but TCP, a SYN (a new connection), and a packet of a
+// connection of this host's, which is a socket other than a listener
+// (established, a request, time-wait) or a listener whose SYN cookie the
+// packet carries. The listener of the port answers any other packet of a
+// connection it does not have with a reset: that one is for the second
+// hop.
+static __always_inline int local(struct xdp_md *ctx, void *in, void *end, __u8 v)
+{
+	struct bpf_sock_tuple t = {};
+	__u32 tlen, iplen;
+	__u8 *th;
+	if (v == 4) {
+		struct iphdr *ip = in;
+		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || ip->protocol != IPPROTO_TCP)
+			return 1;
+		th = (void *)(ip + 1);
+		if ((void *)th + TCP_HLEN > end)
+			return 1;
+		t.ipv4.saddr = ip->saddr;
+		t.ipv4.daddr = ip->daddr;
+		t.ipv4.sport = *(__u16 *)th;
+		t.ipv4.dport = *(__u16 *)(th + 2);
+		tlen = sizeof(t.ipv4);
+		iplen = sizeof(*ip);
+	} else {
+		struct ipv6hdr *ip6 = in;
+		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
+			return 1;
+		th = (void *)(ip6 + 1);
+		if ((void *)th + TCP_HLEN > end)
+			return 1;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			t.ipv6.saddr[i] = ip6->saddr[i];
+			t.ipv6.daddr[i] = ip6->daddr[i];
+		}
+		t.ipv6.sport = *(__u16 *)th;
+		t.ipv6.dport = *(__u16 *)(th + 2);
+		tlen = sizeof(t.ipv6);
+		iplen = sizeof(*ip6);
+	}
+	__u8 flags = th[13];
+	if ((flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
+		return 1;
+	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, tlen, BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	int here = sk->state != TCP_LISTEN;
+	if (!here && (flags & TCP_ACK))
+		here = bpf_tcp_check_syncookie(sk, in, iplen, th, TCP_HLEN) == 0;
+	bpf_sk_release(sk);
+	return here;
+}
+
+// pass_on sends the packet on to o's second hop: its outer headers made
+// anew, from this host to the second hop, as GUE variant 1 (no second hop
+// any more), toward the next hop the kernel's tables give. It returns the
+// verdict, or -1 with the packet unchanged where the kernel has no route
+// to the second hop.
+static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
+{
+	struct bpf_fib_lookup fib = {};
+	fib.family = o->family == 4 ? AF_INET : AF_INET6;
+	fib.ifindex = ctx->ingress_ifindex;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		fib.src[i] = o->host[i];
+		fib.dst[i] = o->second[i];
+	}
+	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+		return -1;
+	__u32 ip_len = o->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	__u32 gh = o->over - ip_len - UDP_HLEN; // the GUE header's bytes, cut
+	if (gh > MAX_OVER || o->len < ip_len + UDP_HLEN + gh)
+		return -1;
+	__u32 len = o->len - gh; // the new outer IP packet's
+	if (bpf_xdp_adjust_head(ctx, (int)gh))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if (data + ETH_HLEN + ip_len + UDP_HLEN > end)
+		return XDP_DROP;
+	__builtin_memcpy(eth->dest, fib.dmac, 6);
+	__builtin_memcpy(eth->source, fib.smac, 6);
+	struct udphdr *udp;
+	if (o->family == 4) {
+		struct iphdr *ip = data + ETH_HLEN;
+		if ((void *)(ip + 1) > end)
+			return XDP_DROP;
+		eth->proto = bpf_htons(ETH_P_IP);
+		ip->version_ihl = 0x45;
+		ip->tos = 0;
+		ip->tot_len = bpf_htons(len);
+		ip->id = 0;
+		ip->frag_off = bpf_htons(IP_DF);
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_UDP;
+		ip->check = 0;
+		ip->saddr = o->host[0];
+		ip->daddr = o->second[0];
+		ip->check = ip4_csum(ip);
+		udp = (void *)(ip + 1);
+	} else {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		if ((void *)(ip6 + 1) > end)
+			return XDP_DROP;
+		eth->proto = bpf_htons(ETH_P_IPV6);
+		ip6->vtc_flow = o->flow;
+		ip6->payload_len = bpf_htons(len - sizeof(*ip6));
+		ip6->nexthdr = IPPROTO_UDP;
+		ip6->hop_limit = 64;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			ip6->saddr[i] = o->host[i];
+			ip6->daddr[i] = o->second[i];
+		}
+		udp = (void *)(ip6 + 1);
+	}
+	if ((void *)(udp + 1) > end)
+		return XDP_DROP;
+	udp->source = o->sport;
+	udp->dest = gue_port;
+	udp->len = bpf_htons(len - ip_len);
+	udp->check = 0;
+	if (fib.ifindex == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect(fib.ifindex, 0);
+}
+
+// strip moves the Ethernet header over the outer headers (over bytes
+// after it), which are then cut, so the inner packet, of EtherType proto,
+// is the frame's.
+static __always_inline int strip(struct xdp_md *ctx, __u32 over, __u16 proto)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > end || over > MAX_OVER)
+		return done(D_MALFORMED);
+	struct ethhdr *neweth = data + over;
+	if ((void *)(neweth + 1) > end)
+		return done(D_MALFORMED);
+	__u8 mac[12];
+	__builtin_memcpy(mac, eth, 12);
+	__builtin_memcpy(neweth, mac, 12);
+	neweth->proto = proto;
+	if (bpf_xdp_adjust_head(ctx, (int)over))
+		return done(D_MALFORMED);
+	return done(D_DECAPSULATED);
 }
 
 SEC("xdp")
@@ -131,68 +419,21 @@ int xdp_decap(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if (data + ETH_HLEN > end)
-		return done(D_PASSED);
-	void *l3 = data + ETH_HLEN;
-	int over;    // bytes of outer headers
-	__u8 inner;  // the inner packet's version, 4 or 6, if known from the outer header
-	int ok;      // the outer source is trusted
-	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
-			return done(D_PASSED);
-		if (ip->protocol == IPPROTO_IPIP) {
-			over = sizeof(*ip);
-			inner = 4;
-		} else if (ip->protocol == IPPROTO_IPV6) {
-			over = sizeof(*ip);
-			inner = 6;
-		} else if (ip->protocol == IPPROTO_UDP) {
-			struct udphdr *udp = (void *)(ip + 1);
-			if ((void *)(udp + 1) > end || udp->dest != gue_port || gue_port == 0)
-				return done(D_PASSED);
-			over = sizeof(*ip) + sizeof(*udp);
-			inner = 0;
-		} else {
-			return done(D_PASSED);
-		}
-		if (!known(&hosts, &ip->daddr, 4))
-			return done(D_PASSED);
-		ok = trusted(&ip->saddr, 4);
-	} else if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		if ((void *)(ip6 + 1) > end)
-			return done(D_PASSED);
-		if (ip6->nexthdr == IPPROTO_IPV6) {
-			over = sizeof(*ip6);
-			inner = 6;
-		} else if (ip6->nexthdr == IPPROTO_IPIP) {
-			over = sizeof(*ip6);
-			inner = 4;
-		} else if (ip6->nexthdr == IPPROTO_UDP) {
-			struct udphdr *udp = (void *)(ip6 + 1);
-			if ((void *)(udp + 1) > end || udp->dest != gue_port || gue_port == 0)
-				return done(D_PASSED);
-			over = sizeof(*ip6) + sizeof(*udp);
-			inner = 0;
-		} else {
-			return done(D_PASSED);
-		}
-		if (!known(&hosts, ip6->daddr, 6))
-			return done(D_PASSED);
-		ok = trusted(ip6->saddr, 6);
-	} else {
-		return done(D_PASSED);
-	}
+	struct outer o = {};
+	int r = parse_outer(data, end, &o);
+	if (r != PARSED)
+		return done(r);
+	__u32 over = o.over;
+	if (over > MAX_OVER)
+		return done(D_MALFORMED);
 
 	// The inner packet: its version (GUE variant 1 says it by the first
 	// nibble), its header whole, and its destination a VIP.
-	void *in = l3 + over;
+	void *in = data + ETH_HLEN + over;
 	if (in + 1 > end)
 		return done(D_MALFORMED);
 	__u8 v = *(__u8 *)in >> 4;
-	if (inner && v != inner)
+	if (o.inner && v != o.inner)
 		return done(D_MALFORMED);
 	__u16 proto;
 	if (v == 4) {
@@ -201,8 +442,6 @@ int xdp_decap(struct xdp_md *ctx)
 			return done(D_MALFORMED);
 		if (!known(&vips, &ip->daddr, 4))
 			return done(D_PASSED);
-		if (!ok)
-			return drop(D_UNTRUSTED);
 		proto = bpf_htons(ETH_P_IP);
 	} else if (v == 6) {
 		struct ipv6hdr *ip6 = in;
@@ -210,24 +449,23 @@ int xdp_decap(struct xdp_md *ctx)
 			return done(D_MALFORMED);
 		if (!known(&vips, ip6->daddr, 6))
 			return done(D_PASSED);
-		if (!ok)
-			return drop(D_UNTRUSTED);
 		proto = bpf_htons(ETH_P_IPV6);
 	} else {
 		return done(D_MALFORMED);
 	}
-
-	// The Ethernet header moves over the outer headers, which are then cut.
-	struct ethhdr *neweth = in - ETH_HLEN;
-	if ((void *)neweth < data || (void *)(neweth + 1) > end)
-		return done(D_MALFORMED);
-	__u8 mac[12];
-	__builtin_memcpy(mac, eth, 12);
-	__builtin_memcpy(neweth, mac, 12);
-	neweth->proto = proto;
-	if (bpf_xdp_adjust_head(ctx, over))
-		return done(D_MALFORMED);
-	return done(D_DECAPSULATED);
+	if (!o.trusted)
+		return drop(D_UNTRUSTED);
+	if (o.hops && v == o.family && !local(ctx, in, end, v)) {
+		int verdict = pass_on(ctx, &o);
+		if (verdict >= 0) {
+			bump(D_SECOND_HOP);
+			return verdict;
+		}
+		bump(D_SECOND_NO_ROUTE);
+	} else if (o.hops) {
+		bump(D_SECOND_LOCAL);
+	}
+	return strip(ctx, over, proto);
 }
 
 // Referenced so that the enum reaches the BTF bpf2go generates Go from.

@@ -87,12 +87,16 @@ static __always_inline struct nexthop *nexthop(struct xdp_md *ctx, struct cpu_co
 // next hop's MAC, the interface and the MTU come from the kernel's routing
 // and neighbour tables (nexthop). A packet that would not fit the MTU once
 // encapsulated is answered with ICMP too big when icmp_ok (a client's
-// packet with DF), dropped otherwise.
-static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok)
+// packet with DF), dropped otherwise. With second, a GUE packet names the
+// backend second in a variant 0 header (second chance).
+static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok, struct backend *second)
 {
 	int v4 = b->family == 4;
 	int gue = b->mode == FWD_GUE;
-	int over = (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + (gue ? UDP_HLEN : 0);
+	int sh = 0; // the second hop's GUE header
+	if (gue && second)
+		sh = v4 ? sizeof(struct gue_second4) : sizeof(struct gue_second6);
+	int over = (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + (gue ? UDP_HLEN : 0) + sh;
 	struct nexthop *nh = nexthop(ctx, c, id, b);
 	if (!nh)
 		return XDP_DROP;
@@ -170,8 +174,33 @@ static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters
 		// 49152-65535, the dynamic ports, from the hash's top 14 bits.
 		udp->source = bpf_htons((__u16)(0xc000 | (h >> 50)));
 		udp->dest = b->port;
-		udp->len = bpf_htons(l3_len + UDP_HLEN);
+		udp->len = bpf_htons(l3_len + UDP_HLEN + sh);
 		udp->check = 0;
+		if (sh && v4) {
+			struct gue_second4 *g = (void *)(udp + 1);
+			if ((void *)(g + 1) > end)
+				return XDP_DROP;
+			*(__u32 *)g = bpf_htonl(2 << 24 | IPPROTO_IPIP << 16);
+			g->magic[0] = SECOND_MAGIC0;
+			g->magic[1] = SECOND_MAGIC1;
+			g->version = SECOND_VERSION;
+			g->hops = 1;
+			g->addr = second->addr[0];
+			count(c, C_SECOND_HOP);
+		} else if (sh) {
+			struct gue_second6 *g = (void *)(udp + 1);
+			if ((void *)(g + 1) > end)
+				return XDP_DROP;
+			*(__u32 *)g = bpf_htonl(5 << 24 | IPPROTO_IPV6 << 16);
+			g->magic[0] = SECOND_MAGIC0;
+			g->magic[1] = SECOND_MAGIC1;
+			g->version = SECOND_VERSION;
+			g->hops = 1;
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+				g->addr[i] = second->addr[i];
+			count(c, C_SECOND_HOP);
+		}
 	}
 	count(c, C_TX);
 	if (ifindex == ctx->ingress_ifindex)
@@ -190,11 +219,12 @@ static __always_inline int uses_hash(struct backend *b)
 	return b->mode == FWD_GUE || b->family == 6 || b->src_mask != 0;
 }
 
-// forward sends the packet to backend b by its service's mode.
-static __always_inline int forward(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok)
+// forward sends the packet to backend b by its service's mode, with the
+// second hop second (0: none) where the mode is GUE.
+static __always_inline int forward(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok, struct backend *second)
 {
 	if (b->mode == FWD_L2)
 		return forward_l2(ctx, c, b);
-	return forward_encap(ctx, c, id, b, h, l3_len, icmp_ok);
+	return forward_encap(ctx, c, id, b, h, l3_len, icmp_ok, second);
 }
 

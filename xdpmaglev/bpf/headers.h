@@ -57,3 +57,39 @@ struct udphdr {
 #define TCP_HLEN 20
 #define UDP_HLEN 8
 #define ICMP_HLEN 8
+
+// TCP flags, in the TCP header's 14th byte.
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_ACK 0x10
+
+// Second chance (docs/xdp.md, "Second chance"): a packet whose slot moved
+// is sent as GUE variant 0 (RFC draft-ietf-intarea-gue), whose header's
+// extension is private data naming the slot's previous owner, the second
+// hop; every other GUE packet is variant 1, the inner packet right after
+// the UDP header. The backend that gets one and has no connection of its
+// passes it on to the second hop, as variant 1: one extra hop at most.
+#define SECOND_MAGIC0 'M'
+#define SECOND_MAGIC1 'G'
+#define SECOND_VERSION 1
+
+struct gue_second4 {
+	__u8 hlen;     // version 0 and no control flag in the top bits; the extension's words: 2
+	__u8 proto;    // the inner packet's protocol: IPPROTO_IPIP
+	__u16 flags;   // 0: the extension is private data alone
+	__u8 magic[2]; // SECOND_MAGIC0, SECOND_MAGIC1
+	__u8 version;  // SECOND_VERSION
+	__u8 hops;     // hops left: 1 from the load balancer
+	__u32 addr;    // the second hop
+};
+
+struct gue_second6 {
+	__u8 hlen;     // 5
+	__u8 proto;    // IPPROTO_IPV6
+	__u16 flags;
+	__u8 magic[2];
+	__u8 version;
+	__u8 hops;
+	__u32 addr[4];
+};

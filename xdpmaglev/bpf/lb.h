@@ -62,6 +62,61 @@ static __always_inline struct service *lookup_service(struct flow *f, const int 
 	return bpf_map_lookup_elem(&services6, &k);
 }
 
+// second_hop returns the backend that owned the flow's slot (hash h) of
+// service svc before the slot last moved, if the service has second
+// chance and that backend is still in the service, and is not cur, the
+// slot's owner now; else 0, and out's id NO_BACKEND.
+static __always_inline struct backend *second_hop(struct service *svc, __u64 h, struct slot cur, struct slot *out)
+{
+	out->id = NO_BACKEND;
+	if (!(svc->flags & SVC_SECOND_CHANCE))
+		return 0;
+	__u32 zero = 0;
+	void *prev = bpf_map_lookup_elem(&prev_tables, &svc->id);
+	if (!prev)
+		return 0;
+	struct slot *head = bpf_map_lookup_elem(prev, &zero);
+	if (!head || head->id == 0)
+		return 0;
+	__u32 i = 1 + h % head->id;
+	struct slot *s = bpf_map_lookup_elem(prev, &i);
+	if (!s || s->id == NO_BACKEND || (s->id == cur.id && s->cookie == cur.cookie))
+		return 0;
+	struct backend *b = backend(s->id, s->cookie);
+	if (b)
+		*out = *s;
+	return b;
+}
+
+// sent counts a frame of bytes bytes forwarded for service svc to
+// backend id, and returns the program's verdict of forward's.
+static __always_inline int sent(struct cpu_counters *c, struct pkt *p, int verdict, __u32 svc, __u32 id, __u64 bytes)
+{
+	if (verdict == XDP_TX || verdict == XDP_REDIRECT) {
+		add_stats(&service_stats, svc, bytes);
+		add_stats(&backend_stats, id, bytes);
+		if (p->icmp)
+			count(c, C_ICMP_FORWARDED);
+	}
+	return verdict == TX_ICMP ? XDP_TX : verdict;
+}
+
+// stateless sends the parsed packet p of stateless service svc by its
+// table alone, with the slot's second hop: no conntrack lookup or entry.
+static __always_inline int stateless(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, struct service *svc)
+{
+	count(c, C_STATELESS);
+	__u64 h = flow_hash(&p->f);
+	struct slot be, second;
+	struct backend *b = choose(svc->id, h, &be);
+	if (!b) {
+		count(c, C_DROP_NO_BACKEND);
+		return XDP_DROP;
+	}
+	struct backend *b2 = p->icmp ? 0 : second_hop(svc, h, be, &second);
+	return sent(c, p, forward(ctx, c, be.id, b, h, p->l3_len, !p->icmp && p->df, b2), svc->id, be.id, bytes);
+}
+
 // maglev_flow sends the parsed packet p (a frame of bytes bytes) of the
 // given family, a constant, to its backend: connection tracking first (an
 // entry whose backend is still in the service names the service, so an
@@ -70,14 +125,25 @@ static __always_inline struct service *lookup_service(struct flow *f, const int 
 // conntrack unless the flood guard refuses. An ICMP error looks up the
 // flow it is about, the same way, and writes no entry. The flow hash is
 // computed only where it is used: on a miss, and where the encapsulation
-// reads it (uses_hash).
-static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family)
+// reads it (uses_hash). With stateless services (any_stateless), the
+// service is looked up first, and a stateless one's packet goes by its
+// table alone. A flow's second hop, the previous owner of its slot if it
+// moved, rides along in its entry and its GUE header.
+static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family, int any_stateless)
 {
 	struct flow *f = &p->f;
+	struct service *svc = 0;
+	if (any_stateless) {
+		svc = lookup_service(f, family);
+		if (!svc)
+			return not_forwarded(c, p, p->icmp ? C_PASS_NOT_TCP_UDP : C_PASS_NO_SERVICE);
+		if (svc->flags & SVC_STATELESS)
+			return stateless(ctx, c, p, bytes, svc);
+	}
 	struct flow4 f4 = {};
 	struct ct_entry *ct = ct_lookup(f, &f4, family);
-	struct backend *b = 0;
-	struct slot be = {};
+	struct backend *b = 0, *b2 = 0;
+	struct slot be = {}, second = {.id = NO_BACKEND};
 	__u32 svc_id = 0;
 	int reopen = 0;
 	if (ct) {
@@ -95,8 +161,11 @@ static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *
 		count(c, C_CT_HIT);
 		if (uses_hash(b))
 			h = flow_hash(f);
+		if (ct->second.id != NO_BACKEND && !p->icmp)
+			b2 = backend(ct->second.id, ct->second.cookie);
 	} else {
-		struct service *svc = lookup_service(f, family);
+		if (!svc)
+			svc = lookup_service(f, family);
 		if (!svc)
 			return not_forwarded(c, p, p->icmp ? C_PASS_NOT_TCP_UDP : C_PASS_NO_SERVICE);
 		svc_id = svc->id;
@@ -111,19 +180,13 @@ static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *
 			count(c, C_DROP_NO_BACKEND);
 			return XDP_DROP;
 		}
-		if (!p->icmp)
-			ct_write(c, ct, f, &f4, be, svc_id, family);
+		if (!p->icmp) {
+			b2 = second_hop(svc, h, be, &second);
+			ct_write(c, ct, f, &f4, be, svc_id, second, family);
+		}
 	}
-
 	// The frame's bytes as it came, counted once it is on its way.
-	int verdict = forward(ctx, c, be.id, b, h, p->l3_len, !p->icmp && p->df);
-	if (verdict == XDP_TX || verdict == XDP_REDIRECT) {
-		add_stats(&service_stats, svc_id, bytes);
-		add_stats(&backend_stats, be.id, bytes);
-		if (p->icmp)
-			count(c, C_ICMP_FORWARDED);
-	}
-	return verdict == TX_ICMP ? XDP_TX : verdict;
+	return sent(c, p, forward(ctx, c, be.id, b, h, p->l3_len, !p->icmp && p->df, b2), svc_id, be.id, bytes);
 }
 
 // maglev is the load balancer's program, xdp_maglev; the benchmark
@@ -143,8 +206,9 @@ static __always_inline int maglev(struct xdp_md *ctx)
 	int r = parse(data, end, &p);
 	if (r != PARSED)
 		return not_forwarded(c, &p, r);
+	struct modes *m = bpf_map_lookup_elem(&modes, &zero);
+	int any_stateless = m && m->stateless;
 	if (p.f.family == 4)
-		return maglev_flow(ctx, c, &p, end - data, 4);
-	return maglev_flow(ctx, c, &p, end - data, 6);
+		return maglev_flow(ctx, c, &p, end - data, 4, any_stateless);
+	return maglev_flow(ctx, c, &p, end - data, 6, any_stateless);
 }
-

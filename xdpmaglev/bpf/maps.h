@@ -32,6 +32,9 @@ enum consts {
 	// struct out's why.
 	OUT_DOWN = 1,       // Backend.Down: failed its health check
 	OUT_UNRESOLVED = 2, // ForwardL2, and the neighbour table has no MAC for it
+	// struct service's flags.
+	SVC_STATELESS = 1,     // no connection tracking: every packet by the table (ServiceOptions.Conntrack)
+	SVC_SECOND_CHANCE = 2, // a moved slot's previous owner rides along as the second hop (ServiceOptions.SecondChance)
 };
 
 // How a service's packets reach its backends (ServiceOptions.Forward).
@@ -83,8 +86,10 @@ struct svc_key4 {
 };
 
 struct service {
-	__u32 id; // index of the service's table and counters
-	__u32 m;  // its table's size, which the program reads from the table: for a control plane that adopts the maps
+	__u32 id;    // index of the service's table and counters
+	__u32 m;     // its table's size, which the program reads from the table: for a control plane that adopts the maps
+	__u32 flags; // SVC_STATELESS, SVC_SECOND_CHANCE
+	__u32 until; // with second chance: when its entry of prev_tables goes, in CLOCK_MONOTONIC seconds (the control plane's)
 };
 
 // A slot of a Maglev table, and a conntrack entry: a backend id (an index
@@ -106,7 +111,8 @@ struct slot {
 struct ct_entry {
 	struct slot backend;
 	__u32 svc;
-	__u32 flags; // CT_CLOSED
+	__u32 flags;        // CT_CLOSED
+	struct slot second; // the flow's second hop (second chance): its slot's owner before the slot moved; id NO_BACKEND: none
 };
 
 // A backend of one service, and how that service reaches it: by its MAC
@@ -174,6 +180,8 @@ enum counter {
 	C_CT_INSERT,     // conntrack entries written
 	C_CT_FLOOD,      // of the misses, routed without an entry: the flood guard was on
 	C_CT_CLOSED,     // entries marked CT_CLOSED: the client sent a FIN or a RST
+	C_STATELESS,     // packets of stateless services: routed by the table, conntrack neither read nor written
+	C_SECOND_HOP,    // forwarded with a second hop, the slot's previous owner, in the GUE header
 	C_ICMP_FORWARDED, // an ICMP error about a flow, sent to the flow's backend
 	C_ICMP_TOO_BIG,  // ICMP "too big" sent to a client: its packet did not fit once encapsulated
 	C_PASS_NOT_IP,   // not IPv4 or IPv6 (ARP, LLDP, ...)
@@ -244,6 +252,40 @@ struct {
 		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
 	});
 } tables SEC(".maps");
+
+// Second chance: each service's previous owners, a table of the same
+// layout (slot 0 its size), whose slot is the owner the slot had before
+// it last moved (NO_BACKEND where it has not), kept for the service's
+// window after its last change (ServiceOptions.SecondChance). A packet
+// whose slot moved carries the previous owner in its GUE header, and the
+// backend that gets it and has no connection of it passes it on there.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 64); // Options.MaxServices
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__type(key, __u32);
+		__type(value, struct slot);
+		__uint(max_entries, 65538);
+		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	});
+} prev_tables SEC(".maps");
+
+// What the control plane says of the services as a whole: the number of
+// stateless ones. With none, the program looks connection tracking up
+// before the service, as an established flow needs no more; with some,
+// the service first, to know whether to.
+struct modes {
+	__u32 stateless;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct modes);
+	__uint(max_entries, 1);
+} modes SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

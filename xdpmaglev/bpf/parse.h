@@ -10,12 +10,6 @@
 
 #define PARSED (-1)
 
-// TCP flags, in the TCP header's 14th byte.
-#define TCP_FIN 0x01
-#define TCP_SYN 0x02
-#define TCP_RST 0x04
-#define TCP_ACK 0x10
-
 // A parsed packet: its flow (for an ICMP error, the flow the error is
 // about, as that flow's own packets carry it), the length of its IP packet
 // (the IP header's, which a frame's padding may exceed), what kind, and,
