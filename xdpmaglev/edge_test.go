@@ -92,9 +92,13 @@ func TestSYNRules(t *testing.T) {
 
 // inject writes frames on the router's link to the load balancer, as
 // packets the router forwards there (AF_PACKET, its MACs written in).
-func (r *routed) inject(t *testing.T, frames [][]byte) {
+func (r *routed) inject(t *testing.T, frames [][]byte) { r.injectOn(t, "r-lb", r.lbNS, frames) }
+
+// injectOn writes frames on the router's port dev, to the eth0 of
+// namespace ns at its other end, the router's MAC as their source.
+func (r *routed) injectOn(t *testing.T, dev, ns string, frames [][]byte) {
 	t.Helper()
-	lbMAC, err := in(r.lbNS, func() (net.HardwareAddr, error) {
+	dst, err := in(ns, func() (net.HardwareAddr, error) {
 		ifc, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return nil, err
@@ -105,7 +109,7 @@ func (r *routed) inject(t *testing.T, frames [][]byte) {
 		t.Fatal(err)
 	}
 	_, err = in(r.router, func() (struct{}, error) {
-		ifc, err := net.InterfaceByName("r-lb")
+		ifc, err := net.InterfaceByName(dev)
 		if err != nil {
 			return struct{}{}, err
 		}
@@ -115,10 +119,10 @@ func (r *routed) inject(t *testing.T, frames [][]byte) {
 		}
 		defer func() { _ = unix.Close(fd) }()
 		to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
-		copy(to.Addr[:], lbMAC)
+		copy(to.Addr[:], dst)
 		for _, f := range frames {
 			f = slices.Clone(f)
-			copy(f[0:6], lbMAC)
+			copy(f[0:6], dst)
 			copy(f[6:12], ifc.HardwareAddr)
 			if err := unix.Sendto(fd, f, 0, to); err != nil {
 				return struct{}{}, err

@@ -110,8 +110,13 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 			for _, dev := range []string{"all", "eth0"} {
 				n.sysctl(ns, "net.ipv4.conf."+dev+".rp_filter", "0")
 			}
+			// Second chance: a backend passes packets on to another,
+			// which its kernel must allow (bpf_fib_lookup), and XDP_TX on
+			// its veth needs a program on the peer.
+			n.sysctl(ns, "net.ipv4.conf.all.forwarding", "1")
+			n.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
 			d, err := in(ns, func() (*Decap, error) {
-				return AttachDecap("eth0", DecapOptions{VIPs: []netip.Addr{r.vip4, r.vip6}, Sources: lbSources, Mode: AttachNative})
+				return AttachDecap("eth0", DecapOptions{VIPs: []netip.Addr{r.vip4, r.vip6}, Sources: routedSources, Mode: AttachNative})
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -148,12 +153,44 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 	t.Cleanup(func() { _ = lb.Close() })
 	r.lb = lb
 	peerPass(t, lb, r.router, "r-lb")
+	for i := range r.backends {
+		peerPass(t, lb, r.router, fmt.Sprintf("r-be%d", i))
+	}
 	return r
 }
 
-// lbSources are the outer sources of the routed load balancer's packets,
-// its eth0's addresses, which its backends' decapsulators trust.
-var lbSources = []netip.Prefix{netip.MustParsePrefix("198.18.2.2/32"), netip.MustParsePrefix("2001:db8:2::2/128")}
+// routedSources are the outer sources the routed backends' decapsulators
+// trust: the load balancers' (eth0's addresses: lb's, and lb2's of
+// addLB2) and, for second chance, the backends' subnets.
+var routedSources = []netip.Prefix{
+	netip.MustParsePrefix("198.18.2.2/32"), netip.MustParsePrefix("2001:db8:2::2/128"),
+	netip.MustParsePrefix("198.18.5.2/32"), netip.MustParsePrefix("2001:db8:5::2/128"),
+	netip.MustParsePrefix("198.18.3.0/24"), netip.MustParsePrefix("2001:db8:3::/64"),
+	netip.MustParsePrefix("198.18.4.0/24"), netip.MustParsePrefix("2001:db8:4::/64"),
+}
+
+// addLB2 adds a second load balancer, on a link of its own to the router
+// (198.18.5.2, 2001:db8:5::2; forwarding on, and the router's end with a
+// program for XDP_TX), loaded with opts as the first was; the router's
+// routes to the VIPs stay the first's until the test moves them.
+func (r *routed) addLB2(t *testing.T, opts Options) *LB {
+	ns := r.addNS("lb2")
+	r.link(ns, "r-lb2", "", addrs("198.18.5.2/24", "2001:db8:5::2/64"), addrs("198.18.5.1/24", "2001:db8:5::1/64"))
+	r.ip(ns, "route", "add", "default", "via", "198.18.5.1")
+	r.ip(ns, "-6", "route", "add", "default", "via", "2001:db8:5::1")
+	r.sysctl(ns, "net.ipv4.conf.all.forwarding", "1")
+	r.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
+	lb, err := in(ns, func() (*LB, error) {
+		opts.Seed, opts.Mode = e2eSeed, AttachNative
+		return Load("eth0", opts)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	peerPass(t, lb, r.router, "r-lb2")
+	return lb
+}
 
 func (r *routed) vip(v6 bool, port uint16) netip.AddrPort {
 	if v6 {

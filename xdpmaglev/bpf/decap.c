@@ -149,7 +149,9 @@ struct outer {
 	__u32 len;       // the outer IP packet's length, by its header
 	__u32 flow;      // IPv6: the outer header's first word (version, class, flow label)
 	__u32 host[4];   // the outer destination: this host's address
+	__u32 src[4];    // the outer source
 	__u32 second[4]; // the second hop, where hops
+	__u8 mac[12];    // the frame's destination and source MACs
 	__u16 sport;     // GUE: the outer UDP source port, the flow's entropy
 	__u8 family;     // of the outer header: 4 or 6
 	__u8 inner;      // the inner packet's version if the outer header says it (IPIP), else 0
@@ -223,6 +225,7 @@ static __always_inline int parse_outer(void *data, void *end, struct outer *o)
 	struct ethhdr *eth = data;
 	if (data + ETH_HLEN > end)
 		return D_PASSED;
+	__builtin_memcpy(o->mac, eth, 12);
 	void *l3 = data + ETH_HLEN;
 	int r;
 	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
@@ -237,6 +240,7 @@ static __always_inline int parse_outer(void *data, void *end, struct outer *o)
 		if (!known(&hosts, &ip->daddr, 4))
 			return D_PASSED;
 		o->host[0] = ip->daddr;
+		o->src[0] = ip->saddr;
 		o->trusted = trusted(&ip->saddr, 4);
 		return PARSED;
 	}
@@ -253,8 +257,10 @@ static __always_inline int parse_outer(void *data, void *end, struct outer *o)
 		if (!known(&hosts, ip6->daddr, 6))
 			return D_PASSED;
 #pragma unroll
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < 4; i++) {
 			o->host[i] = ip6->daddr[i];
+			o->src[i] = ip6->saddr[i];
+		}
 		o->trusted = trusted(ip6->saddr, 6);
 		return PARSED;
 	}
@@ -318,9 +324,14 @@ static __always_inline int local(struct xdp_md *ctx, void *in, void *end, __u8 v
 
 // pass_on sends the packet on to o's second hop: its outer headers made
 // anew, from this host to the second hop, as GUE variant 1 (no second hop
-// any more), toward the next hop the kernel's tables give. It returns the
+// any more), toward the next hop the kernel's tables give; where the
+// kernel has the route but not yet the next hop's MAC (a backend on this
+// one's segment that it never spoke to), the packet so made, from its
+// outer source as it came (the kernel forwards no packet from its own
+// address), is passed to the kernel, which forwards it, asking for the
+// MAC. It returns the
 // verdict, or -1 with the packet unchanged where the kernel has no route
-// to the second hop.
+// to the second hop (or forwards nothing).
 static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
 {
 	struct bpf_fib_lookup fib = {};
@@ -331,7 +342,8 @@ static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
 		fib.src[i] = o->host[i];
 		fib.dst[i] = o->second[i];
 	}
-	if (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0) != BPF_FIB_LKUP_RET_SUCCESS)
+	long fr = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	if (fr != BPF_FIB_LKUP_RET_SUCCESS && fr != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
 	__u32 ip_len = o->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
 	__u32 gh = o->over - ip_len - UDP_HLEN; // the GUE header's bytes, cut
@@ -345,8 +357,17 @@ static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
 	struct ethhdr *eth = data;
 	if (data + ETH_HLEN + ip_len + UDP_HLEN > end)
 		return XDP_DROP;
-	__builtin_memcpy(eth->dest, fib.dmac, 6);
-	__builtin_memcpy(eth->source, fib.smac, 6);
+	if (fr == BPF_FIB_LKUP_RET_SUCCESS) {
+		__builtin_memcpy(eth->dest, fib.dmac, 6);
+		__builtin_memcpy(eth->source, fib.smac, 6);
+	} else {
+		// To this host, as it came: the kernel forwards it.
+		__builtin_memcpy(eth->dest, o->mac, 6);
+		__builtin_memcpy(eth->source, o->mac + 6, 6);
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			o->host[i] = o->src[i];
+	}
 	struct udphdr *udp;
 	if (o->family == 4) {
 		struct iphdr *ip = data + ETH_HLEN;
@@ -387,6 +408,8 @@ static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
 	udp->dest = gue_port;
 	udp->len = bpf_htons(len - ip_len);
 	udp->check = 0;
+	if (fr != BPF_FIB_LKUP_RET_SUCCESS)
+		return XDP_PASS;
 	if (fib.ifindex == ctx->ingress_ifindex)
 		return XDP_TX;
 	return bpf_redirect(fib.ifindex, 0);
