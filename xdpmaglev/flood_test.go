@@ -200,7 +200,7 @@ func TestFlood(t *testing.T) {
 // evict no entry of 50 idle connections: after the table changes (a
 // fourth backend joins), every one of them still works, and the floods
 // wrote no more entries than the guard's bound. The same floods scaled to
-// a conntrack of 16,384 entries without the guard evict them: exactly the
+// a conntrack of 8,192 entries without the guard evict them: exactly the
 // idle connections whose slot moved break, as the tables predict.
 func TestFloodDefaults(t *testing.T) {
 	if testing.Short() {
@@ -212,7 +212,7 @@ func TestFloodDefaults(t *testing.T) {
 		scale int // the floods' tuples are divided by it
 	}{
 		{"defaults", Options{}, 1},
-		{"no-guard", Options{ConntrackSize: 1 << 14, FloodRate: -1}, 16},
+		{"no-guard", Options{ConntrackSize: 1 << 13, FloodRate: -1}, 4}, // 75,000 tuples, 9 times the entries: the kernel's LRU evicts by approximation, and a turnover of once or twice left some idle entries
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRoutedOpts(t, c.opts)

@@ -126,16 +126,17 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics has no series %s", strings.TrimSpace(w))
 		}
 	}
-	// The 3 frames to port 81 pass as no_service; other frames the kernel
-	// sends on v1 (IPv6 neighbour discovery) may add to other reasons.
+	// The 3 frames to port 81 of the VIP are dropped as vip_no_service
+	// (the loop guard); other frames the kernel sends on v1 (IPv6
+	// neighbour discovery) may add to other reasons.
 	var noService string
 	for l := range strings.Lines(body) {
-		if strings.HasPrefix(l, `maglev_xdp_passed_total{maglev_reason="no_service"`) {
+		if strings.HasPrefix(l, `maglev_xdp_dropped_total{maglev_reason="vip_no_service"`) {
 			noService = strings.TrimSpace(l[strings.LastIndexByte(l, ' ')+1:])
 		}
 	}
 	if noService != "3" {
-		t.Errorf("no_service passes %q, want 3\n%s", noService, body)
+		t.Errorf("vip_no_service drops %q, want 3\n%s", noService, body)
 	}
 }
 

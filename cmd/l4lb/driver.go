@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,9 @@ const driverEvery = 5 * time.Second
 func watchDriver(ctx context.Context, lb *xdpmaglev.LB, iface string, interval time.Duration, log *slog.Logger) {
 	last, err := lb.Driver()
 	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, xdpmaglev.ErrClosed) {
+			return // stopped before the first read: nothing to tell
+		}
 		log.Warn(fmt.Sprintf("the driver's XDP counters of %s: %v", iface, err))
 		return
 	}
