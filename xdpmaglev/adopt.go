@@ -123,6 +123,7 @@ func (lb *LB) adopt(cookie uint32) error {
 // or past which it takes the second hops out. The LB is not shared yet.
 func (lb *LB) adoptModes(svc Service, s *service, v maglevService) error {
 	s.val = v
+	s.prevSized = v.Flags&uint32(maglevConstsSVC_PREV_SIZED) != 0
 	if v.Flags&uint32(maglevConstsSVC_STATELESS) != 0 {
 		s.opts.Conntrack = ConntrackOff
 	}

@@ -118,7 +118,7 @@ func testBackendsN(offset, n int) []Backend {
 // 100,000 repeats per call of a benchmark-only wrapper of the program
 // (xdp_bench) that restores the input after each repeat, since an
 // encapsulated packet is not its input; the restore is counted in the
-// program's cost. new_flow gives each repeat a new IPv4 source address and
+// program's cost. new_flow gives each repeat a new source address and
 // port (xdp_bench_new), so its figure is the program's cost for a new flow
 // into a full conntrack at the same repeat count as the others, with the
 // flood guard off (at the benchmark's millions of new flows a second the
@@ -128,6 +128,15 @@ func testBackendsN(offset, n int) []Backend {
 // backend is in service, it follows the entry after one more test of the
 // flags and the backend's weight (conntrack.h); on a new flow it is a new
 // flow's path.
+//
+// The stateless cases are a service with Conntrack ConntrackOff (every
+// packet by the table: established and new flows take the same path, the
+// new flow's figure adds only the source's rewrite). Their GUE service has
+// second chance, and a backend has just joined (100 to 101), so the
+// previous table is in the map and looked up: stateless is a flow whose
+// slot did not move, stateless_second_hop one whose slot moved, which
+// leaves with its second hop in the GUE header.
+//
 // Each case checks by the counters that its packets took the path it
 // names. Each reports ns/packet.
 func BenchmarkForward(b *testing.B) {
@@ -138,28 +147,72 @@ func BenchmarkForward(b *testing.B) {
 	}
 	const repeat = 100_000
 	// path reads, from the counters' change over a benchmark's calls, how
-	// many of its packets hit conntrack, wrote an entry, or were routed
-	// without one by the flood guard.
-	type path struct{ hits, inserts, flood uint64 }
+	// many of its packets hit conntrack, wrote an entry, were routed
+	// without one by the flood guard, went by a stateless service's table,
+	// or left with a second hop.
+	type path struct{ hits, inserts, flood, stateless, second uint64 }
 	counts := func(lb *LB) path {
 		st, err := lb.Stats()
 		if err != nil {
 			b.Fatal(err)
 		}
-		return path{st.Conntrack.Hits, st.Conntrack.Inserts, st.Conntrack.Flood}
+		return path{st.Conntrack.Hits, st.Conntrack.Inserts, st.Conntrack.Flood, st.Stateless, st.SecondHops}
 	}
-	bench := func(prog func(*LB) *ebpf.Program, flood bool, mode Forward, flags byte, want uint32) func(*testing.B) {
+	type kind int
+	const (
+		floor kind = iota
+		established
+		newFlow
+	)
+	type fwdCase struct {
+		kind   kind
+		flood  bool // the flood guard on (FloodRate 1)
+		mode   Forward
+		v6     bool
+		flags  byte
+		ct     ConntrackMode
+		second bool // a flow whose slot moved, with second chance
+		want   uint32
+	}
+	pp := passProg(b)
+	bench := func(c fwdCase) func(*testing.B) {
 		return func(b *testing.B) {
-			lb := lbs[flood]
-			svc := Service{VIP: vip(false, 80), Proto: TCP}
-			bs := encapBackends(100, false)
-			if mode == ForwardL2 {
-				bs = testBackends(1, 100, false)
+			lb := lbs[c.flood]
+			svc := Service{VIP: vip(c.v6, 80), Proto: TCP}
+			bs := encapBackends(100, c.v6)
+			if c.mode == ForwardL2 {
+				bs = testBackends(1, 100, c.v6)
 			}
-			if err := lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: mode, Source: lbSrc4}); err != nil {
+			opts := ServiceOptions{Forward: c.mode, Source: source(c.v6), Conntrack: c.ct}
+			if c.mode == ForwardGUE && c.ct == ConntrackOff {
+				opts.SecondChance = time.Hour
+			}
+			if err := lb.SetServiceOptions(svc, bs, opts); err != nil {
 				b.Fatal(err)
 			}
-			in := tcpFlags(packet(client(false, 1), svc.VIP, 6, nil), flags)
+			defer func() { _ = lb.DeleteService(svc) }()
+			port := uint16(1)
+			if opts.SecondChance > 0 { // a backend joins; the port names a flow whose slot moved, or did not
+				old := lb.Table(svc)
+				if err := lb.SetServiceOptions(svc, encapBackends(101, c.v6), opts); err != nil {
+					b.Fatal(err)
+				}
+				now := lb.Table(svc)
+				for port = 1; ; port++ {
+					h := FlowHash(lb.opts.Seed, client(c.v6, port), svc.VIP, 6)
+					if (old.LookupHash(h) != now.LookupHash(h)) == c.second {
+						break
+					}
+				}
+			}
+			in := tcpFlags(packet(client(c.v6, port), svc.VIP, 6, nil), c.flags)
+			prog := pp
+			switch c.kind {
+			case established:
+				prog = benchProgs(b, lb).XdpBench
+			case newFlow:
+				prog = benchProgs(b, lb).XdpBenchNew
+			}
 			type result struct {
 				v uint32
 				d time.Duration
@@ -168,49 +221,68 @@ func BenchmarkForward(b *testing.B) {
 			before := counts(lb)
 			for range b.N {
 				r, err := in2(f.ns, func() (result, error) {
-					v, d, err := prog(lb).Benchmark(in, repeat, nil)
+					v, d, err := prog.Benchmark(in, repeat, nil)
 					return result{v, d}, err
 				})
-				if err != nil || r.v != want {
-					b.Fatalf("verdict %d, want %d: %v", r.v, want, err)
+				if err != nil || r.v != c.want {
+					b.Fatalf("verdict %d, want %d: %v", r.v, c.want, err)
 				}
 				total += r.d
 			}
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
 			after := counts(lb)
-			got := path{after.hits - before.hits, after.inserts - before.inserts, after.flood - before.flood}
+			got := path{after.hits - before.hits, after.inserts - before.inserts, after.flood - before.flood,
+				after.stateless - before.stateless, after.second - before.second}
 			// n packets at least: a run that a signal interrupts is run
 			// again whole (Program.Benchmark retries on EINTR), and the
 			// packets it had run were counted.
 			n := uint64(b.N) * repeat
 			var ok bool
 			switch {
-			case want == xdpPass:
+			case c.kind == floor:
 				ok = got == path{}
-			case prog(lb) == benchProgs(b, lb).XdpBench: // the first packet may write the entry
-				ok = got.hits >= n-1 && got.flood == 0
-			case flood: // FloodRate 1: ten entries at first, then one a second
+			case c.ct == ConntrackOff: // no conntrack; a second hop on each packet of a moved slot's flow
+				ok = got.hits == 0 && got.inserts == 0 && got.flood == 0 && got.stateless >= n &&
+					(c.second && got.second >= n || !c.second && (c.kind == newFlow || got.second == 0))
+			case c.kind == established: // the first packet may write the entry
+				ok = got.hits >= n-1 && got.flood == 0 && got.stateless == 0
+			case c.flood: // FloodRate 1: ten entries at first, then one a second
 				ok = got.hits == 0 && got.inserts+got.flood >= n && got.inserts <= 11+uint64(b.Elapsed().Seconds())
 			default:
-				ok = got.hits == 0 && got.inserts >= n && got.flood == 0
+				ok = got.hits == 0 && got.inserts >= n && got.flood == 0 && got.stateless == 0
 			}
 			if !ok {
-				b.Fatalf("of %d packets: %d conntrack hits, %d inserts, %d routed by the flood guard", n, got.hits, got.inserts, got.flood)
+				b.Fatalf("of %d packets: %d conntrack hits, %d inserts, %d routed by the flood guard, %d stateless, %d with a second hop",
+					n, got.hits, got.inserts, got.flood, got.stateless, got.second)
 			}
 		}
 	}
-	pp := passProg(b)
-	pass := func(*LB) *ebpf.Program { return pp }
-	est := func(lb *LB) *ebpf.Program { return benchProgs(b, lb).XdpBench }
-	fresh := func(lb *LB) *ebpf.Program { return benchProgs(b, lb).XdpBenchNew }
 	const xdpRedirect = 4
-	b.Run("floor", bench(pass, false, ForwardL2, tcpACK, xdpPass))
-	b.Run("l2/established", bench(est, false, ForwardL2, tcpACK, xdpTX))
-	b.Run("l2/established_syn", bench(est, false, ForwardL2, tcpSYN, xdpTX))
-	b.Run("ipip/established", bench(est, false, ForwardIPIP, tcpACK, xdpRedirect))
-	b.Run("gue/established", bench(est, false, ForwardGUE, tcpACK, xdpRedirect))
-	b.Run("l2/new_flow", bench(fresh, false, ForwardL2, tcpACK, xdpTX))
-	b.Run("l2/new_flow_syn", bench(fresh, false, ForwardL2, tcpSYN, xdpTX))
-	b.Run("ipip/new_flow", bench(fresh, false, ForwardIPIP, tcpACK, xdpRedirect))
-	b.Run("ipip/new_flow_flood", bench(fresh, true, ForwardIPIP, tcpACK, xdpRedirect))
+	for _, c := range []struct {
+		name string
+		fwdCase
+	}{
+		{"floor", fwdCase{kind: floor, flags: tcpACK, want: xdpPass}},
+		{"l2/established", fwdCase{kind: established, mode: ForwardL2, flags: tcpACK, want: xdpTX}},
+		{"l2/established_syn", fwdCase{kind: established, mode: ForwardL2, flags: tcpSYN, want: xdpTX}},
+		{"ipip/established", fwdCase{kind: established, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
+		{"ipip6/established", fwdCase{kind: established, mode: ForwardIPIP, v6: true, flags: tcpACK, want: xdpRedirect}},
+		{"gue/established", fwdCase{kind: established, mode: ForwardGUE, flags: tcpACK, want: xdpRedirect}},
+		{"l2/new_flow", fwdCase{kind: newFlow, mode: ForwardL2, flags: tcpACK, want: xdpTX}},
+		{"l2/new_flow_syn", fwdCase{kind: newFlow, mode: ForwardL2, flags: tcpSYN, want: xdpTX}},
+		{"ipip/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
+		{"ipip6/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, flags: tcpACK, want: xdpRedirect}},
+		{"ipip/new_flow_flood", fwdCase{kind: newFlow, flood: true, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
+		{"ipip/stateless", fwdCase{kind: established, mode: ForwardIPIP, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"ipip/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"ipip6/stateless", fwdCase{kind: established, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"ipip6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"gue/stateless", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"gue/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"gue/stateless_second_hop", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, second: true, flags: tcpACK, want: xdpRedirect}},
+		{"gue6/stateless", fwdCase{kind: established, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"gue6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+	} {
+		b.Run(c.name, bench(c.fwdCase))
+	}
 }

@@ -37,6 +37,7 @@ const (
 	maglevConstsOUT_UNRESOLVED    maglevConsts = 2
 	maglevConstsSVC_STATELESS     maglevConsts = 1
 	maglevConstsSVC_SECOND_CHANCE maglevConsts = 2
+	maglevConstsSVC_PREV_SIZED    maglevConsts = 4
 )
 
 type maglevCounter uint32
@@ -166,11 +167,12 @@ type maglevOut struct {
 }
 
 type maglevService struct {
-	_     structs.HostLayout
-	Id    uint32
-	M     uint32
-	Flags uint32
-	Until uint32
+	_       structs.HostLayout
+	Id      uint32
+	M       uint32
+	Flags   uint32
+	Until   uint32
+	LookupM uint32
 }
 
 type maglevSlot struct {

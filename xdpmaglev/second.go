@@ -125,7 +125,7 @@ func (lb *LB) stagePrev(st *staged, now []maglevSlot, t time.Time) error {
 	}
 	prev := prevSlots(st.old, now, t)
 	if prev == nil {
-		st.next.prev, st.next.prevUntil = st.old.prev, st.old.prevUntil
+		st.next.prev, st.next.prevUntil, st.next.prevSized = st.old.prev, st.old.prevUntil, st.old.prevSized
 		return nil
 	}
 	spec := *lb.inner
@@ -144,6 +144,7 @@ func (lb *LB) stagePrev(st *staged, now []maglevSlot, t time.Time) error {
 	}
 	st.prev = m
 	st.next.prev, st.next.prevUntil = prev, t.Add(st.next.opts.SecondChance)
+	st.next.prevSized = len(prev) != st.next.table.Size()
 	return nil
 }
 
@@ -196,7 +197,7 @@ func (lb *LB) expirePrev(svc Service, until time.Time) {
 	if err := lb.objs.PrevTables.Delete(s.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return // the next change of the service replaces or removes them
 	}
-	s.prev, s.prevUntil, s.prevTimer = nil, time.Time{}, nil
+	s.prev, s.prevUntil, s.prevTimer, s.prevSized = nil, time.Time{}, nil, false
 	_ = lb.putService(svc, s) // best effort: until is for an adopting LB, which checks it against its clock
 }
 

@@ -26,78 +26,88 @@ func secondHeader(a netip.Addr, hops byte) []byte {
 // the slot's previous owner (the frame built independently here), the
 // others as variant 1, as before; a flow's entry keeps its second hop for
 // its later packets, even past the window. Once the window is over, new
-// flows carry none. Second chance is refused for other modes, and
-// stateless services count their packets.
+// flows carry none. A table of another size than the first (251, then
+// 65,537) takes the first's owners as second hops the same way. Second
+// chance is refused for other modes, and stateless services count their
+// packets.
 func TestSecondChanceFixtures(t *testing.T) {
 	f := newFixtureNet(t)
 	lb := fixtureLB(t, f, Options{FloodRate: -1})
 	const window = 1500 * time.Millisecond
-	for _, v6 := range []bool{false, true} {
-		for _, ct := range []ConntrackMode{ConntrackOn, ConntrackOff} {
-			t.Run(fmt.Sprintf("v6=%v/conntrack=%v", v6, ct), func(t *testing.T) {
-				svc := Service{VIP: vip(v6, 80), Proto: TCP}
-				opts := ServiceOptions{Forward: ForwardGUE, Source: source(v6), SecondChance: window, Conntrack: ct}
-				if err := lb.SetServiceOptions(svc, encapBackends(3, v6), opts); err != nil {
-					t.Fatal(err)
+	for _, c := range []struct {
+		v6 bool
+		ct ConntrackMode
+		m  int // the first table's size; the second's is the default
+	}{
+		{false, ConntrackOn, 0}, {false, ConntrackOff, 0}, {true, ConntrackOn, 0}, {true, ConntrackOff, 0},
+		{false, ConntrackOn, 251}, {true, ConntrackOff, 251},
+	} {
+		v6, ct := c.v6, c.ct
+		t.Run(fmt.Sprintf("v6=%v/conntrack=%v/m=%d", v6, ct, c.m), func(t *testing.T) {
+			svc := Service{VIP: vip(v6, 80), Proto: TCP}
+			opts := ServiceOptions{Forward: ForwardGUE, Source: source(v6), SecondChance: window, Conntrack: ct}
+			first := opts
+			first.M = c.m
+			if err := lb.SetServiceOptions(svc, encapBackends(3, v6), first); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = lb.DeleteService(svc) }()
+			old := lb.Table(svc)
+			if err := lb.SetServiceOptions(svc, encapBackends(4, v6), opts); err != nil {
+				t.Fatal(err)
+			}
+			now := lb.Table(svc)
+			changed := time.Now()
+			before := counters(t, lb)
+			moved, n := 0, 200
+			want := func(port uint16, second bool) (in, out []byte, moved bool) {
+				c := client(v6, port)
+				in = packet(c, svc.VIP, 6, []byte("data"))
+				h := FlowHash(lb.opts.Seed, c, svc.VIP, 6)
+				to, was := netip.MustParseAddr(now.LookupHash(h)), netip.MustParseAddr(old.LookupHash(h))
+				inner := in[14:]
+				if second && to != was {
+					inner = append(secondHeader(was, 1), inner...)
 				}
-				defer func() { _ = lb.DeleteService(svc) }()
-				old := lb.Table(svc)
-				if err := lb.SetServiceOptions(svc, encapBackends(4, v6), opts); err != nil {
-					t.Fatal(err)
+				return in, encapsulated(ForwardGUE, f.mac, source(v6), to, inner, h), to != was
+			}
+			for port := range uint16(n) {
+				in, out, m := want(2000+port, true)
+				if m {
+					moved++
 				}
-				now := lb.Table(svc)
-				changed := time.Now()
-				before := counters(t, lb)
-				moved, n := 0, 200
-				want := func(port uint16, second bool) (in, out []byte, moved bool) {
-					c := client(v6, port)
-					in = packet(c, svc.VIP, 6, []byte("data"))
-					h := FlowHash(lb.opts.Seed, c, svc.VIP, 6)
-					to, was := netip.MustParseAddr(now.LookupHash(h)), netip.MustParseAddr(old.LookupHash(h))
-					inner := in[14:]
-					if second && to != was {
-						inner = append(secondHeader(was, 1), inner...)
+				for i := range 2 { // a new flow, then (with conntrack) an entry's
+					v, got := f.run(t, lb.objs.XdpMaglev, in)
+					if v != xdpTX || !bytes.Equal(got, out) {
+						t.Fatalf("port %d, packet %d: verdict %d\n got % x\nwant % x", 2000+port, i, v, got, out)
 					}
-					return in, encapsulated(ForwardGUE, f.mac, source(v6), to, inner, h), to != was
 				}
-				for port := range uint16(n) {
-					in, out, m := want(2000+port, true)
-					if m {
-						moved++
-					}
-					for i := range 2 { // a new flow, then (with conntrack) an entry's
-						v, got := f.run(t, lb.objs.XdpMaglev, in)
-						if v != xdpTX || !bytes.Equal(got, out) {
-							t.Fatalf("port %d, packet %d: verdict %d\n got % x\nwant % x", 2000+port, i, v, got, out)
-						}
-					}
-				}
-				if moved == 0 || moved == n {
-					t.Fatalf("%d of %d flows on moved slots: the test shows nothing", moved, n)
-				}
-				if time.Since(changed) > window {
-					t.Fatalf("the flows took %v, more than the window", time.Since(changed))
-				}
-				d := delta(before, counters(t, lb))
-				if d["second_hop"] != uint64(2*moved) || (ct == ConntrackOff) != (d["stateless"] == uint64(2*n)) || (ct == ConntrackOff) != (d["conntrack_miss"] == 0) {
-					t.Errorf("%d flows moved, counters moved %v", moved, d)
-				}
+			}
+			if moved == 0 || moved == n {
+				t.Fatalf("%d of %d flows on moved slots: the test shows nothing", moved, n)
+			}
+			if time.Since(changed) > window {
+				t.Fatalf("the flows took %v, more than the window", time.Since(changed))
+			}
+			d := delta(before, counters(t, lb))
+			if d["second_hop"] != uint64(2*moved) || (ct == ConntrackOff) != (d["stateless"] == uint64(2*n)) || (ct == ConntrackOff) != (d["conntrack_miss"] == 0) {
+				t.Errorf("%d flows moved, counters moved %v", moved, d)
+			}
 
-				// Past the window: a new flow carries no second hop; one
-				// with an entry keeps its own.
-				time.Sleep(time.Until(changed.Add(window + 200*time.Millisecond)))
-				for port := range uint16(n) {
-					in, out, _ := want(3000+port, false)
-					if v, got := f.run(t, lb.objs.XdpMaglev, in); v != xdpTX || !bytes.Equal(got, out) {
-						t.Fatalf("port %d after the window: verdict %d\n got % x\nwant % x", 3000+port, v, got, out)
-					}
-					in, out, _ = want(2000+port, ct == ConntrackOn)
-					if v, got := f.run(t, lb.objs.XdpMaglev, in); v != xdpTX || !bytes.Equal(got, out) {
-						t.Fatalf("port %d after the window: verdict %d\n got % x\nwant % x", 2000+port, v, got, out)
-					}
+			// Past the window: a new flow carries no second hop; one
+			// with an entry keeps its own.
+			time.Sleep(time.Until(changed.Add(window + 200*time.Millisecond)))
+			for port := range uint16(n) {
+				in, out, _ := want(3000+port, false)
+				if v, got := f.run(t, lb.objs.XdpMaglev, in); v != xdpTX || !bytes.Equal(got, out) {
+					t.Fatalf("port %d after the window: verdict %d\n got % x\nwant % x", 3000+port, v, got, out)
 				}
-			})
-		}
+				in, out, _ = want(2000+port, ct == ConntrackOn)
+				if v, got := f.run(t, lb.objs.XdpMaglev, in); v != xdpTX || !bytes.Equal(got, out) {
+					t.Fatalf("port %d after the window: verdict %d\n got % x\nwant % x", 2000+port, v, got, out)
+				}
+			}
+		})
 	}
 	svc := Service{VIP: vip(false, 81), Proto: TCP}
 	for _, o := range []ServiceOptions{

@@ -198,6 +198,7 @@ type service struct {
 	val        maglevService            // the service's value in services4 or services6, as last written
 	prev       []maglevSlot             // the second hops in prev_tables; nil if none, or not known (adopted)
 	prevUntil  time.Time                // when prev_tables' entry of the service goes; zero: it has none
+	prevSized  bool                     // prev_tables' entry has a size of its own, the table's before M changed (SVC_PREV_SIZED)
 	prevTimer  *time.Timer              // takes it out then
 }
 
@@ -615,10 +616,33 @@ func (lb *LB) swapAll(sts []*staged) []error {
 		st.close()
 		st.undone = true
 		errs = append(errs, st.fail(err))
+		if !st.isNew && st.old.val.LookupM == 0 && st.old.val.M != 0 {
+			_ = lb.putService(st.svc, st.old) // best effort: the size its table has, which stays
+		}
+	}
+	// A service whose size M changes: packets read the size from the
+	// table's slot 0 (lookup_m 0) from a grace period before the swap to
+	// one after it, so that none indexes a table by the other's size.
+	resizing := 0
+	for _, st := range sts {
+		if st.isNew || st.old.val.LookupM == uint32(st.next.table.Size()) {
+			continue
+		}
+		if err := lb.holdSize(st); err != nil {
+			undo(st, err)
+			continue
+		}
+		resizing++
+	}
+	if resizing > 0 {
+		grace()
 	}
 	var keys, fds []uint32
 	var in []*staged
 	for _, st := range sts {
+		if st.undone {
+			continue
+		}
 		if err := lb.putPrev(st); err != nil {
 			undo(st, err)
 			continue
@@ -630,12 +654,15 @@ func (lb *LB) swapAll(sts []*staged) []error {
 		if err != nil {
 			// The first n are swapped in: they are finished, the rest
 			// undone.
-			err = fmt.Errorf("xdpmaglev: swapping the tables of %d services: %w", len(in)-n, err)
+			err = fmt.Errorf("xdpmaglev: swapping the tables of %d of %d services: %w", len(in)-n, len(in), err)
 			for i := len(in) - 1; i >= n; i-- {
 				undo(in[i], err)
 			}
 			in = in[:n]
 		}
+	}
+	if resizing > 0 {
+		grace()
 	}
 	for _, st := range in {
 		st.close() // the outer maps hold the tables
@@ -737,14 +764,7 @@ func (lb *LB) set(svc Service, table *maglev.Table, bs []Backend, opts ServiceOp
 	if err != nil {
 		return err
 	}
-	defer st.close() // the outer maps hold the tables
-	if err := lb.putPrev(st); err != nil {
-		return st.fail(err)
-	}
-	if err := lb.objs.Tables.Put(st.next.id, st.inner); err != nil {
-		return st.fail(fmt.Errorf("xdpmaglev: swapping the table of %v: %w", svc, err))
-	}
-	return lb.finish(st)
+	return errors.Join(lb.swapAll([]*staged{st})...)
 }
 
 // A staged update of a service is written to the maps but for its table's
@@ -904,17 +924,50 @@ func (lb *LB) finish(st *staged) error {
 	return errors.Join(errs...)
 }
 
+// holdSize writes st's service's value with lookup_m 0: packets read the
+// table's size from its slot 0 until finish writes the new size. lb.mu
+// is held.
+func (lb *LB) holdSize(st *staged) error {
+	v := st.old.val
+	v.LookupM = 0
+	m, k := lb.key(st.svc)
+	if err := m.Put(k, v); err != nil {
+		return fmt.Errorf("xdpmaglev: writing service %v: %w", st.svc, err)
+	}
+	st.old.val = v
+	return nil
+}
+
+// graceWait is how long grace sleeps where the kernel cannot wait for a
+// grace period on the process's behalf: far longer than any run of the
+// program.
+const graceWait = 50 * time.Millisecond
+
+// grace waits until every run of the program that began before it has
+// ended: an RCU grace period (membarrier's MEMBARRIER_CMD_GLOBAL waits for
+// one; XDP programs run inside RCU read-side sections), or graceWait where
+// membarrier refuses (a kernel with nohz_full CPUs, or a filter).
+func grace() {
+	const membarrierCmdGlobal = 1 // MEMBARRIER_CMD_GLOBAL, <linux/membarrier.h>
+	if _, _, e := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdGlobal, 0, 0); e != 0 {
+		time.Sleep(graceWait)
+	}
+}
+
 // putService writes s's value to the map of services, where it differs
 // from what it holds: its id, which the program reads, and its table's
 // size, flags and second chance window, which an LB that adopts the maps
 // reads too. lb.mu is held.
 func (lb *LB) putService(svc Service, s *service) error {
-	v := maglevService{Id: s.id, M: uint32(s.table.Size()), Until: monotonic(s.prevUntil)}
+	v := maglevService{Id: s.id, M: uint32(s.table.Size()), LookupM: uint32(s.table.Size()), Until: monotonic(s.prevUntil)}
 	if s.opts.Conntrack == ConntrackOff {
 		v.Flags |= uint32(maglevConstsSVC_STATELESS)
 	}
 	if s.opts.SecondChance > 0 {
 		v.Flags |= uint32(maglevConstsSVC_SECOND_CHANCE)
+	}
+	if s.prevSized && !s.prevUntil.IsZero() {
+		v.Flags |= uint32(maglevConstsSVC_PREV_SIZED)
 	}
 	if v == s.val {
 		return nil

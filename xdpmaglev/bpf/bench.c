@@ -17,9 +17,10 @@ struct {
 // bench runs maglev on the packet and then puts the packet back as it
 // came (the Ethernet header, and the head an encapsulation moved), so
 // that BPF_PROG_TEST_RUN's repeats, which run on one buffer, each see
-// the input. With new_flow, each repeat first gives the IPv4 packet a
-// new source address and port from a per-CPU sequence, in 10.CPU.0.0/16
-// so that no two CPUs send the same flow. Benchmarks only: the restore is
+// the input. With new_flow, each repeat first gives the packet a new
+// source address and port from a per-CPU sequence: an IPv4 source in
+// 10.CPU.0.0/16, an IPv6 source's last 32 bits CPU.0.0/16, so that no two
+// CPUs send the same flow. Benchmarks only: the restore is
 // counted in the program's cost.
 static __always_inline int bench(struct xdp_md *ctx, int new_flow)
 {
@@ -33,10 +34,19 @@ static __always_inline int bench(struct xdp_md *ctx, int new_flow)
 		if (!seq)
 			return XDP_ABORTED;
 		__u64 n = ++*seq;
-		struct iphdr *ip = data + ETH_HLEN;
 		__u32 cpu = bpf_get_smp_processor_id() & 0xff;
-		ip->saddr = bpf_htonl(0x0a000000 | cpu << 16 | ((n >> 16) & 0xffff));
-		*(__u16 *)(ip + 1) = bpf_htons(n & 0xffff);
+		__u32 src = cpu << 16 | ((n >> 16) & 0xffff);
+		if (((struct ethhdr *)data)->proto == bpf_htons(ETH_P_IPV6)) {
+			struct ipv6hdr *ip6 = data + ETH_HLEN;
+			if ((void *)(ip6 + 1) + TCP_HLEN > end)
+				return XDP_ABORTED;
+			ip6->saddr[3] = bpf_htonl(src);
+			*(__u16 *)(ip6 + 1) = bpf_htons(n & 0xffff);
+		} else {
+			struct iphdr *ip = data + ETH_HLEN;
+			ip->saddr = bpf_htonl(0x0a000000 | src);
+			*(__u16 *)(ip + 1) = bpf_htons(n & 0xffff);
+		}
 	}
 	// The Ethernet header, as words.
 	__u64 eth0 = *(__u64 *)data;

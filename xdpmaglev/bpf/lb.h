@@ -14,24 +14,39 @@
 #include "vip.h"
 #include "encap.h"
 
-// choose looks the flow's slot up in the service's table: slot 0 holds
-// the table's size M (in its id), and slot 1 + h mod M the flow's, so a
-// table swapped in carries its own size. A slot whose backend left after
-// this packet read the table (the control plane frees removed backends
-// just after it swaps the table in) sends it to the table once more,
-// which is then the new one.
-static __always_inline struct backend *choose(__u32 svc, __u64 h, struct slot *out)
+// slot_index is the flow's slot (hash h) in a table of size m: slot 0
+// holds the size, so slot 1 + h mod m.
+static __always_inline __u32 slot_index(__u64 h, __u32 m)
+{
+	return 1 + h % m;
+}
+
+// choose looks the flow's slot (hash h) up in service svc's table. The
+// size M is the service's (svc->lookup_m), so one lookup of the table
+// finds the slot. While the control plane changes a service's M, it holds
+// lookup_m at 0, and a packet reads the size from the table's slot 0,
+// which every table carries: the control plane sets 0, waits for a grace
+// period (no packet that read the old size is still in the program),
+// swaps the table, waits again, and sets the new size. A slot whose backend left
+// after this packet read the table (the control plane frees removed
+// backends just after it swaps the table in) sends it to the table once
+// more, which is then the new one.
+static __always_inline struct backend *choose(struct service *svc, __u64 h, struct slot *out)
 {
 	__u32 zero = 0;
 #pragma unroll
 	for (int try = 0; try < 2; try++) {
-		void *table = bpf_map_lookup_elem(&tables, &svc);
+		void *table = bpf_map_lookup_elem(&tables, &svc->id);
 		if (!table)
 			return 0;
-		struct slot *head = bpf_map_lookup_elem(table, &zero);
-		if (!head || head->id == 0)
-			return 0;
-		__u32 i = 1 + h % head->id;
+		__u32 m = svc->lookup_m;
+		if (m == 0) {
+			struct slot *head = bpf_map_lookup_elem(table, &zero);
+			if (!head || head->id == 0)
+				return 0;
+			m = head->id;
+		}
+		__u32 i = slot_index(h, m);
 		struct slot *s = bpf_map_lookup_elem(table, &i);
 		if (!s || s->id == NO_BACKEND)
 			return 0;
@@ -71,14 +86,20 @@ static __always_inline struct backend *second_hop(struct service *svc, __u64 h, 
 	out->id = NO_BACKEND;
 	if (!(svc->flags & SVC_SECOND_CHANCE))
 		return 0;
-	__u32 zero = 0;
+	__u32 m = svc->lookup_m;
+	if (m == 0) // the size is changing: no second hops
+		return 0;
 	void *prev = bpf_map_lookup_elem(&prev_tables, &svc->id);
 	if (!prev)
 		return 0;
-	struct slot *head = bpf_map_lookup_elem(prev, &zero);
-	if (!head || head->id == 0)
-		return 0;
-	__u32 i = 1 + h % head->id;
+	if (svc->flags & SVC_PREV_SIZED) {
+		__u32 zero = 0;
+		struct slot *head = bpf_map_lookup_elem(prev, &zero);
+		if (!head || head->id == 0)
+			return 0;
+		m = head->id;
+	}
+	__u32 i = slot_index(h, m);
 	struct slot *s = bpf_map_lookup_elem(prev, &i);
 	if (!s || s->id == NO_BACKEND || (s->id == cur.id && s->cookie == cur.cookie))
 		return 0;
@@ -108,7 +129,7 @@ static __always_inline int stateless(struct xdp_md *ctx, struct cpu_counters *c,
 	count(c, C_STATELESS);
 	__u64 h = flow_hash(&p->f);
 	struct slot be, second;
-	struct backend *b = choose(svc->id, h, &be);
+	struct backend *b = choose(svc, h, &be);
 	if (!b) {
 		count(c, C_DROP_NO_BACKEND);
 		return XDP_DROP;
@@ -175,7 +196,7 @@ static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *
 			count(c, C_CT_REOPEN);
 		else if (ct)
 			count(c, C_CT_STALE);
-		b = choose(svc_id, h, &be);
+		b = choose(svc, h, &be);
 		if (!b) {
 			count(c, C_DROP_NO_BACKEND);
 			return XDP_DROP;

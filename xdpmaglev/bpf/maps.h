@@ -35,6 +35,7 @@ enum consts {
 	// struct service's flags.
 	SVC_STATELESS = 1,     // no connection tracking: every packet by the table (ServiceOptions.Conntrack)
 	SVC_SECOND_CHANCE = 2, // a moved slot's previous owner rides along as the second hop (ServiceOptions.SecondChance)
+	SVC_PREV_SIZED = 4,    // the second hops' table has a size of its own (the table's before M changed): read from its slot 0
 };
 
 // How a service's packets reach its backends (ServiceOptions.Forward).
@@ -87,9 +88,10 @@ struct svc_key4 {
 
 struct service {
 	__u32 id;    // index of the service's table and counters
-	__u32 m;     // its table's size, which the program reads from the table: for a control plane that adopts the maps
-	__u32 flags; // SVC_STATELESS, SVC_SECOND_CHANCE
+	__u32 m;     // its table's size, for a control plane that adopts the maps
+	__u32 flags; // SVC_STATELESS, SVC_SECOND_CHANCE, SVC_PREV_SIZED
 	__u32 until; // with second chance: when its entry of prev_tables goes, in CLOCK_MONOTONIC seconds (the control plane's)
+	__u32 lookup_m; // the size packets index the table by: m, or 0 while m changes (the table's slot 0 says)
 };
 
 // A slot of a Maglev table, and a conntrack entry: a backend id (an index
