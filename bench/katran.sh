@@ -61,14 +61,14 @@ out=${OUT:-$tmp/results.txt}
 
 # katran/lib/Makefile-bpf's rule for bpf/%.o, with its INCLUDEFLAGS,
 # EXTRA_CFLAGS (here: the arguments), DEBUGBPF and the rest.
+flags=(-DDEBUG -D__KERNEL__ -Wno-unused-value -Wno-pointer-sign
+	-Wno-compare-distinct-pointer-types -O2 -emit-llvm -c -g)
 build() {
 	local obj=$1
 	shift
 	"$clang" -I"$katran/katran/lib/linux_includes" -I"$katran" \
-		"${defines[@]}" "$@" \
-		-DDEBUG -D__KERNEL__ -Wno-unused-value -Wno-pointer-sign \
-		-Wno-compare-distinct-pointer-types \
-		-O2 -emit-llvm -c -g "$root/xdpmaglev/bpf/katran_bench.c" -o - |
+		"${defines[@]}" "$@" "${flags[@]}" \
+		"$root/xdpmaglev/bpf/katran_bench.c" -o - |
 		"$llc" -march=bpf -filetype=obj -o "$obj"
 }
 echo "building Katran's program (bpf/katran_bench.c) from $katran" >&2
@@ -91,6 +91,7 @@ echo
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, kernel $(uname -r)"
 echo "compilers: $("$clang" --version | head -1); $(go version)"
 echo "katran: $commit"
+echo "katran build: $clang -I KATRAN_DIR/katran/lib/linux_includes -I KATRAN_DIR ${defines[*]} ${flags[*]} xdpmaglev/bpf/katran_bench.c -o - | $llc -march=bpf -filetype=obj; unguarded: -DMAX_CONN_RATE=0xffffffffffffffffULL"
 echo "command: XDPMAGLEV_KATRAN=katran.o XDPMAGLEV_KATRAN_UNGUARDED=katran_unguarded.o xdpmaglev.test $(printf '%q ' "${cmd[@]}")($rounds rounds)"
 [ -z "${OUT:-}" ] || echo "raw results: $out"
 echo
