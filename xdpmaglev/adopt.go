@@ -38,46 +38,9 @@ func (lb *LB) adopt(cookie uint32) error {
 			cookie = max(cookie, e.Cookie)
 		}
 	}
-	used := map[uint32]bool{}                     // service ids
-	outs := map[uint32]map[netip.Addr]maglevOut{} // the backends out of the data plane, by service id
-	var dk maglevDownKey
-	var dv maglevOut
-	for it := lb.objs.Down.Iterate(); it.Next(&dk, &dv); {
-		if outs[dk.Svc] == nil {
-			outs[dk.Svc] = map[netip.Addr]maglevOut{}
-		}
-		outs[dk.Svc][entryAddr(dk.Addr, dk.Family)] = dv
-	}
-	add := func(svc Service, v maglevService) error {
-		id := v.Id
-		if used[id] || id >= uint32(lb.opts.MaxServices) {
-			return fmt.Errorf("%w: service %v has id %d, which is taken or out of range", ErrLayout, svc, id)
-		}
-		s, err := lb.adoptService(svc, id, int(v.M), bySvc[id], outs[id])
-		if err != nil {
-			return err
-		}
-		if err := lb.adoptModes(svc, s, v); err != nil {
-			return err
-		}
-		lb.gen++
-		s.gen = lb.gen
-		lb.services[svc] = s
-		used[id] = true
-		return nil
-	}
-	var k4 maglevSvcKey4
-	var k6 maglevSvcKey
-	var v maglevService
-	for it := lb.objs.Services4.Iterate(); it.Next(&k4, &v); {
-		if err := add(service4(k4), v); err != nil {
-			return err
-		}
-	}
-	for it := lb.objs.Services6.Iterate(); it.Next(&k6, &v); {
-		if err := add(service6(k6), v); err != nil {
-			return err
-		}
+	used, outs, err := lb.adoptServices(bySvc)
+	if err != nil {
+		return err
 	}
 	for id := range uint32(lb.opts.MaxServices) {
 		if !used[id] {
@@ -116,6 +79,55 @@ func (lb *LB) adopt(cookie uint32) error {
 		}
 	}
 	return lb.adoptVIPs()
+}
+
+// adoptServices adopts the services of the maps of services, with their
+// backends bySvc and the records of those out of the data plane, and
+// returns the ids they use and those records by service id. The LB is not
+// shared yet.
+func (lb *LB) adoptServices(bySvc map[uint32][]adoptedBackend) (map[uint32]bool, map[uint32]map[netip.Addr]maglevOut, error) {
+	used := map[uint32]bool{}                     // service ids
+	outs := map[uint32]map[netip.Addr]maglevOut{} // the backends out of the data plane, by service id
+	var dk maglevDownKey
+	var dv maglevOut
+	for it := lb.objs.Down.Iterate(); it.Next(&dk, &dv); {
+		if outs[dk.Svc] == nil {
+			outs[dk.Svc] = map[netip.Addr]maglevOut{}
+		}
+		outs[dk.Svc][entryAddr(dk.Addr, dk.Family)] = dv
+	}
+	add := func(svc Service, v maglevService) error {
+		id := v.Id
+		if used[id] || id >= uint32(lb.opts.MaxServices) {
+			return fmt.Errorf("%w: service %v has id %d, which is taken or out of range", ErrLayout, svc, id)
+		}
+		s, err := lb.adoptService(svc, id, int(v.M), bySvc[id], outs[id])
+		if err != nil {
+			return err
+		}
+		if err := lb.adoptModes(svc, s, v); err != nil {
+			return err
+		}
+		lb.gen++
+		s.gen = lb.gen
+		lb.services[svc] = s
+		used[id] = true
+		return nil
+	}
+	var k4 maglevSvcKey4
+	var k6 maglevSvcKey
+	var v maglevService
+	for it := lb.objs.Services4.Iterate(); it.Next(&k4, &v); {
+		if err := add(service4(k4), v); err != nil {
+			return nil, nil, err
+		}
+	}
+	for it := lb.objs.Services6.Iterate(); it.Next(&k6, &v); {
+		if err := add(service6(k6), v); err != nil {
+			return nil, nil, err
+		}
+	}
+	return used, outs, nil
 }
 
 // adoptModes takes what service s's value v says of it: stateless or not,

@@ -184,20 +184,47 @@ func Load(iface string, opts Options) (*LB, error) {
 			opts.SourceMAC = ifc.HardwareAddr
 		}
 	}
+	spec, hash, table, err := programSpec(opts)
+	if err != nil {
+		return nil, err
+	}
+	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}}
+	ifindex := 0
+	if ifc != nil {
+		ifindex = ifc.Index
+	}
+	if err := lb.load(spec, hash, ifindex); err != nil {
+		return nil, err
+	}
+	if ifc == nil {
+		return lb, nil
+	}
+	if err := lb.start(ifc); err != nil {
+		_ = lb.metrics.close()
+		lb.undoLoad()
+		return nil, err
+	}
+	return lb, nil
+}
+
+// programSpec returns the program's spec for opts, its maps sized and
+// its constants set; the hash of its maps' layout, taken before the sizes
+// are set (it leaves them out); and the spec of a service's table.
+func programSpec(opts Options) (*ebpf.CollectionSpec, uint64, *ebpf.MapSpec, error) {
 	spec, err := loadMaglev()
 	if err != nil {
-		return nil, fmt.Errorf("xdpmaglev: reading the program: %w", err)
+		return nil, 0, nil, fmt.Errorf("xdpmaglev: reading the program: %w", err)
 	}
-	hash := specHash(spec) // before the sizes are set: it leaves them out
+	hash := specHash(spec)
 	var mac [6]byte
 	copy(mac[:], opts.SourceMAC)
 	cost, err := floodCost(opts.FloodRate)
 	if err != nil {
-		return nil, err
+		return nil, 0, nil, err
 	}
 	for name, v := range map[string]any{"hash_seed": opts.Seed, "lb_mac": mac, "flood_cost": cost} {
 		if err := spec.Variables[name].Set(v); err != nil {
-			return nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
+			return nil, 0, nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
 	}
 	sizes := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize}
@@ -211,59 +238,50 @@ func Load(iface string, opts Options) (*LB, error) {
 	// BTF, which the kernel would otherwise load anew every time.
 	table := inner.Copy()
 	table.Key, table.Value = nil, nil
+	return spec, hash, table, nil
+}
 
-	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}}
-	ifindex := 0
-	if ifc != nil {
-		ifindex = ifc.Index
-	}
+// load loads spec into the kernel, with the maps pinned at
+// opts.PinPath if any: it adopts them and their services, or pins its
+// own; then it writes the layout record and makes the metrics. On an
+// error it has released what it took.
+func (lb *LB) load(spec *ebpf.CollectionSpec, hash uint64, ifindex int) error {
 	var copts *ebpf.CollectionOptions
-	if opts.PinPath != "" {
-		if lb.pins, err = openPins(opts, spec, ifindex); err != nil {
-			return nil, err
+	if lb.opts.PinPath != "" {
+		var err error
+		if lb.pins, err = openPins(lb.opts, spec, ifindex); err != nil {
+			return err
 		}
 		if !lb.pins.fresh {
 			copts = &ebpf.CollectionOptions{MapReplacements: lb.pins.maps}
 		}
 	}
-	// undo releases what Load took, on an error: the pins it made, not
-	// the ones it adopted.
-	undo := func() {
-		if lb.pins != nil {
-			if lb.pins.fresh {
-				_, _ = removePins(lb.pins.dir, false) // best effort: the error is Load's
-			}
-			lb.pins.close()
-		}
-		_ = lb.objs.Close()
-	}
-	err = spec.LoadAndAssign(&lb.objs, copts)
+	err := spec.LoadAndAssign(&lb.objs, copts)
 	if lb.pins != nil {
 		lb.pins.closeMaps() // the LB's objects hold their own copies
 	}
 	if err != nil {
-		undo()
-		return nil, fmt.Errorf("xdpmaglev: loading the program: %w", err)
+		lb.undoLoad()
+		return fmt.Errorf("xdpmaglev: loading the program: %w", err)
 	}
 	lb.rec = maglevLayoutRecord{Version: layoutVersion, Spec: hash, Ifindex: uint32(ifindex)}
 	if ifindex != 0 && lb.pins != nil {
 		if lb.rec.Netns, err = netnsID(); err != nil {
-			undo()
-			return nil, err
+			lb.undoLoad()
+			return err
 		}
 	}
-	switch {
-	case lb.pins == nil || lb.pins.fresh:
-		for i := range uint32(opts.MaxServices) {
+	if lb.pins == nil || lb.pins.fresh {
+		for i := range uint32(lb.opts.MaxServices) {
 			lb.svcFree = append(lb.svcFree, i)
 		}
-		for i := range uint32(opts.MaxBackends) {
+		for i := range uint32(lb.opts.MaxBackends) {
 			lb.beFree = append(lb.beFree, i)
 		}
 		if lb.pins != nil {
 			err = lb.pins.pinAll(lb.objs.byName(), stateMaps(spec))
 		}
-	default:
+	} else {
 		lb.adopted = true
 		err = lb.adopt(lb.pins.rec.Cookie)
 	}
@@ -273,39 +291,49 @@ func Load(iface string, opts Options) (*LB, error) {
 			err = fmt.Errorf("xdpmaglev: writing the layout record: %w", err)
 		}
 	}
+	if err == nil {
+		lb.metrics, err = newMetrics(lb, lb.opts.MeterProvider)
+	}
 	if err != nil {
-		undo()
-		return nil, err
+		lb.undoLoad()
+		return err
 	}
-	if lb.metrics, err = newMetrics(lb, opts.MeterProvider); err != nil {
-		undo()
-		return nil, err
+	return nil
+}
+
+// undoLoad releases what load took, on an error: the pins it made, not
+// the ones it adopted, and the program and maps.
+func (lb *LB) undoLoad() {
+	if lb.pins != nil {
+		if lb.pins.fresh {
+			_, _ = removePins(lb.pins.dir, false) // best effort: the error is Load's
+		}
+		lb.pins.close()
 	}
-	if ifc == nil {
-		return lb, nil
-	}
+	_ = lb.objs.Close()
+}
+
+// start attaches the loaded LB to ifc, with what it needs there (the
+// neighbour table's watch, the driver's counters), and starts the
+// refresh. On an error it has released those.
+func (lb *LB) start(ifc *net.Interface) error {
 	lb.ifindex = ifc.Index
+	var err error
 	if lb.neigh, err = newNeighbours(ifc.Index); err != nil {
-		_ = lb.metrics.close()
-		undo()
-		return nil, err
+		return err
 	}
 	if lb.drv, err = newDriver(ifc.Name); err != nil {
 		lb.neigh.close()
-		_ = lb.metrics.close()
-		undo()
-		return nil, err
+		return err
 	}
-	if err := lb.attach(ifc, opts.Mode); err != nil {
+	if err := lb.attach(ifc, lb.opts.Mode); err != nil {
 		lb.drv.close()
 		lb.neigh.close()
-		_ = lb.metrics.close()
-		undo()
-		return nil, err
+		return err
 	}
 	lb.stop, lb.done = make(chan struct{}), make(chan struct{})
 	go lb.refresh(refreshEvery)
-	return lb, nil
+	return nil
 }
 
 func normalize(o *Options) error {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -161,11 +162,13 @@ func TestMetrics(t *testing.T) {
 	check("maglev.xdp.dropped", "{packet}", dropped)
 	check("maglev.xdp.conntrack.flood", "{lookup}", map[string]int64{"": 0})
 	check("maglev.xdp.icmp", "{packet}", map[string]int64{"maglev.kind=forwarded": 0, "maglev.kind=too_big": 0})
+	check("maglev.xdp.stateless", "{packet}", map[string]int64{"": 0}) // TestMetricsSecondChance counts them
+	check("maglev.xdp.second_hops", "{packet}", map[string]int64{"": 0})
 	if m, ok := got["maglev.xdp.flood.time"].Data.(metricdata.Sum[float64]); !ok || len(m.DataPoints) != 1 || m.DataPoints[0].Value != 0 || got["maglev.xdp.flood.time"].Unit != "s" {
 		t.Errorf("maglev.xdp.flood.time = %+v, want one point of 0 s", got["maglev.xdp.flood.time"])
 	}
-	if len(got) != 14 { // and maglev.xdp.driver, which an LB without an interface has no points of
-		t.Errorf("%d metrics, want 14: %v", len(got), slices.Sorted(maps.Keys(got)))
+	if len(got) != 16 { // and maglev.xdp.driver, which an LB without an interface has no points of
+		t.Errorf("%d metrics, want 16: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}
 
 	// After Close, the callback observes nothing, and is unregistered.
@@ -182,5 +185,60 @@ func TestMetrics(t *testing.T) {
 				t.Errorf("after Close: %s has %d points", m.Name, len(sum.DataPoints))
 			}
 		}
+	}
+}
+
+// TestMetricsSecondChance reads maglev.xdp.stateless and
+// maglev.xdp.second_hops back: a stateless GUE service with second
+// chance, whose table changes, sends 200 flows' packets, each counted
+// stateless, and those of the moved slots with a second hop, as the
+// tables predict.
+func TestMetricsSecondChance(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) }) // nothing is pushed
+	f := newFixtureNet(t)
+	lb := fixtureLB(t, f, Options{MeterProvider: provider})
+	svc := Service{VIP: vip(false, 80), Proto: TCP}
+	opts := ServiceOptions{Forward: ForwardGUE, Source: source(false), SecondChance: time.Hour, Conntrack: ConntrackOff}
+	if err := lb.SetServiceOptions(svc, encapBackends(3, false), opts); err != nil {
+		t.Fatal(err)
+	}
+	old := lb.Table(svc)
+	if err := lb.SetServiceOptions(svc, encapBackends(4, false), opts); err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for port := range uint16(200) {
+		c := client(false, 2000+port)
+		h := FlowHash(lb.opts.Seed, c, svc.VIP, 6)
+		if old.LookupHash(h) != lb.Table(svc).LookupHash(h) {
+			moved++
+		}
+		if v, _ := f.run(t, lb.objs.XdpMaglev, packet(c, svc.VIP, 6, nil)); v != xdpTX {
+			t.Fatalf("port %d: verdict %d", 2000+port, v)
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no flow's slot moved: the test shows nothing")
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"maglev.xdp.stateless": 200, "maglev.xdp.second_hops": int64(moved)}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		w, ok := want[m.Name]
+		if !ok {
+			continue
+		}
+		delete(want, m.Name)
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		if !ok || m.Unit != "{packet}" || len(sum.DataPoints) != 1 || sum.DataPoints[0].Value != w {
+			t.Errorf("%s: unit %q, %+v; want one point of %d {packet}", m.Name, m.Unit, m.Data, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no metrics %v", slices.Sorted(maps.Keys(want)))
 	}
 }

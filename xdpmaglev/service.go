@@ -818,6 +818,25 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 			return nil, fail(err)
 		}
 	}
+	if err := lb.stageBackends(svc, old, next, bs, &added); err != nil {
+		return nil, fail(err)
+	}
+	inner, owners, slots, err := lb.newTable(svc, next)
+	if err != nil {
+		return nil, fail(err)
+	}
+	st := &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}
+	if err := lb.stagePrev(st, slotValues(owners, slots), time.Now()); err != nil {
+		_ = inner.Close()
+		return nil, fail(err)
+	}
+	return st, nil
+}
+
+// stageBackends writes the entries of next's backends bs where they
+// differ from old's, taking ids (appended to added) and cookies for the
+// new ones, and fills next.backends. lb.mu is held.
+func (lb *LB) stageBackends(svc Service, old, next *service, bs []Backend, added *[]uint32) error {
 	newCount := 0
 	for _, b := range bs {
 		if old.backends[b.Addr] == nil {
@@ -825,43 +844,58 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 		}
 	}
 	if newCount > len(lb.beFree) {
-		return nil, fail(fmt.Errorf("%w: %d new backends for %v, %d free of MaxBackends, %d", ErrFull, newCount, svc, len(lb.beFree), lb.opts.MaxBackends))
+		return fmt.Errorf("%w: %d new backends for %v, %d free of MaxBackends, %d", ErrFull, newCount, svc, len(lb.beFree), lb.opts.MaxBackends)
 	}
 	for _, b := range bs {
 		cur := old.backends[b.Addr]
-		if cur == nil {
-			id := lb.beFree[0]
-			lb.beFree = lb.beFree[1:]
-			added = append(added, id)
-			lb.cookie++
-			if lb.cookie == 0 {
-				lb.cookie = 1
+		switch {
+		case cur == nil:
+			var err error
+			if cur, err = lb.newBackend(added); err != nil {
+				return err
 			}
-			cur = &backend{id: id, cookie: lb.cookie}
-			// The counter first, so that no Load that adopts the maps
-			// hands this cookie out again.
-			lb.rec.Cookie = lb.cookie
-			if err := lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
-				return nil, fail(fmt.Errorf("xdpmaglev: writing the layout record: %w", err))
-			}
-			if err := zeroStats(lb.objs.BackendStats, id); err != nil {
-				return nil, fail(err)
-			}
-		} else if cur.entry == entry(b, cur.cookie, next.id, opts) {
+		case cur.entry == entry(b, cur.cookie, next.id, next.opts):
 			next.backends[b.Addr] = cur
 			continue
-		} else {
+		default:
 			cur = &backend{id: cur.id, cookie: cur.cookie}
 		}
 		cur.hw = slices.Clone(b.HW)
-		cur.entry = entry(b, cur.cookie, next.id, opts)
+		cur.entry = entry(b, cur.cookie, next.id, next.opts)
 		if err := lb.objs.Backends.Put(cur.id, cur.entry); err != nil {
-			return nil, fail(fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err))
+			return fmt.Errorf("xdpmaglev: writing backend %v: %w", b.Addr, err)
 		}
 		next.backends[b.Addr] = cur
 	}
+	return nil
+}
 
-	// The table, in a map of its own, swapped in whole.
+// newBackend takes a free backend id (appended to added) and a new
+// cookie, recorded in the layout record first, so that no Load that
+// adopts the maps hands the cookie out again. lb.mu is held.
+func (lb *LB) newBackend(added *[]uint32) (*backend, error) {
+	id := lb.beFree[0]
+	lb.beFree = lb.beFree[1:]
+	*added = append(*added, id)
+	lb.cookie++
+	if lb.cookie == 0 {
+		lb.cookie = 1
+	}
+	lb.rec.Cookie = lb.cookie
+	if err := lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
+		return nil, fmt.Errorf("xdpmaglev: writing the layout record: %w", err)
+	}
+	if err := zeroStats(lb.objs.BackendStats, id); err != nil {
+		return nil, err
+	}
+	return &backend{id: id, cookie: lb.cookie}, nil
+}
+
+// newTable writes next's table into a map of its own, to be swapped in
+// whole, and returns it with the table's owners and the slot value of
+// each backend (a Down one owns no slot: NO_BACKEND). lb.mu is held.
+func (lb *LB) newTable(svc Service, next *service) (*ebpf.Map, []uint32, []maglevSlot, error) {
+	table := next.table
 	slots := make([]maglevSlot, table.NumBackends())
 	for i := range slots {
 		be := next.backends[netip.MustParseAddr(table.Backend(i))]
@@ -876,18 +910,13 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 	spec.MaxEntries = 1 + uint32(table.Size())
 	inner, err := ebpf.NewMap(&spec)
 	if err != nil {
-		return nil, fail(fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err))
+		return nil, nil, nil, fmt.Errorf("xdpmaglev: creating the table of %v: %w", svc, err)
 	}
 	if err := writeSlots(inner, owners, slots); err != nil {
 		_ = inner.Close()
-		return nil, fail(fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err))
+		return nil, nil, nil, fmt.Errorf("xdpmaglev: writing the table of %v: %w", svc, err)
 	}
-	st := &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}
-	if err := lb.stagePrev(st, slotValues(owners, slots), time.Now()); err != nil {
-		_ = inner.Close()
-		return nil, fail(err)
-	}
-	return st, nil
+	return inner, owners, slots, nil
 }
 
 // finish ends st once its table is in the map of tables: a new service's

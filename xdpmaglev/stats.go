@@ -154,40 +154,31 @@ func (lb *LB) Stats() (Stats, error) {
 	if err := lb.objs.Counters.Lookup(uint32(0), &per); err != nil {
 		return Stats{}, fmt.Errorf("xdpmaglev: reading the counters: %w", err)
 	}
+	fields := map[string]*uint64{
+		"tx":               &st.Forwarded,
+		"conntrack_hit":    &st.Conntrack.Hits,
+		"conntrack_miss":   &st.Conntrack.Misses,
+		"conntrack_stale":  &st.Conntrack.Stale,
+		"conntrack_reopen": &st.Conntrack.Reopened,
+		"conntrack_insert": &st.Conntrack.Inserts,
+		"conntrack_closed": &st.Conntrack.Closed,
+		"conntrack_flood":  &st.Conntrack.Flood,
+		"stateless":        &st.Stateless,
+		"second_hop":       &st.SecondHops,
+		"icmp_forwarded":   &st.ICMP.Forwarded,
+		"icmp_too_big":     &st.ICMP.TooBig,
+	}
 	for i, name := range counterNames {
 		var n uint64
 		for _, c := range per {
 			n += c.N[i]
 		}
-		switch {
-		case name == "tx":
-			st.Forwarded = n
-		case name == "conntrack_hit":
-			st.Conntrack.Hits = n
-		case name == "conntrack_miss":
-			st.Conntrack.Misses = n
-		case name == "conntrack_stale":
-			st.Conntrack.Stale = n
-		case name == "conntrack_reopen":
-			st.Conntrack.Reopened = n
-		case name == "conntrack_insert":
-			st.Conntrack.Inserts = n
-		case name == "conntrack_closed":
-			st.Conntrack.Closed = n
-		case name == "conntrack_flood":
-			st.Conntrack.Flood = n
-		case name == "stateless":
-			st.Stateless = n
-		case name == "second_hop":
-			st.SecondHops = n
-		case name == "icmp_forwarded":
-			st.ICMP.Forwarded = n
-		case name == "icmp_too_big":
-			st.ICMP.TooBig = n
-		case strings.HasPrefix(name, "pass_"):
-			st.Passed[strings.TrimPrefix(name, "pass_")] = n
-		case strings.HasPrefix(name, "drop_"):
-			st.Dropped[strings.TrimPrefix(name, "drop_")] = n
+		if f := fields[name]; f != nil {
+			*f = n
+		} else if r, ok := strings.CutPrefix(name, "pass_"); ok {
+			st.Passed[r] = n
+		} else if r, ok := strings.CutPrefix(name, "drop_"); ok {
+			st.Dropped[r] = n
 		}
 	}
 	var flood []maglevFlood
@@ -201,30 +192,40 @@ func (lb *LB) Stats() (Stats, error) {
 	if st.Driver, err = lb.driver(); err != nil {
 		return Stats{}, err
 	}
+	if st.Services, err = lb.serviceStats(); err != nil {
+		return Stats{}, err
+	}
+	return st, nil
+}
+
+// serviceStats returns the counters of each service and its backends,
+// sorted by VIP and protocol, and by address. lb.mu is held.
+func (lb *LB) serviceStats() ([]ServiceStats, error) {
+	var out []ServiceStats
 	for svc, s := range lb.services {
 		ss := ServiceStats{Service: svc, Name: svc.String()}
 		var err error
 		if ss.Packets, ss.Bytes, err = sumStats(lb, true, s.id); err != nil {
-			return Stats{}, err
+			return nil, err
 		}
 		weights := s.table.Weights()
 		for addr, b := range s.backends {
 			bs := BackendStats{Addr: addr, Weight: weights[s.table.Index(addr.String())], Unresolved: slices.Contains(s.unresolved, addr.String())}
 			if bs.Packets, bs.Bytes, err = sumStats(lb, false, b.id); err != nil {
-				return Stats{}, err
+				return nil, err
 			}
 			ss.Backends = append(ss.Backends, bs)
 		}
 		slices.SortFunc(ss.Backends, func(a, b BackendStats) int { return a.Addr.Compare(b.Addr) })
-		st.Services = append(st.Services, ss)
+		out = append(out, ss)
 	}
-	slices.SortFunc(st.Services, func(a, b ServiceStats) int {
+	slices.SortFunc(out, func(a, b ServiceStats) int {
 		if c := a.Service.VIP.Compare(b.Service.VIP); c != 0 {
 			return c
 		}
 		return int(a.Service.Proto) - int(b.Service.Proto)
 	})
-	return st, nil
+	return out, nil
 }
 
 // Driver returns the XDP counters of the interface's driver, as
