@@ -231,7 +231,7 @@ const speedRounds = 3
 // skipped unless MAGLEV_SPEED_CHECK is set: .ci/run sets it, and builds
 // the test binary with every function aligned to 64 bytes
 // (-ldflags=-funcalign=64), so that code elsewhere in the binary cannot
-// move the two fills' loops across cache lines (docs/performance.md,
+// move the two fills' loops across cache lines (docs/notes/fill.md,
 // "Where the code lands"). A round of both sizes takes 4–15 s on a
 // 2-vCPU machine shared with other jobs; a failing check takes three.
 func TestNewVsRefSpeed(t *testing.T) {

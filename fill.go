@@ -126,7 +126,7 @@ func fillMarked128K[S Slot](table []S, perms []Permutation, cursors []uint32, en
 // 1.3 MiB slot array does not. Probing it takes more instructions per
 // position than probing the slots (a shift and a mask to pick the bit),
 // but its loads return sooner. Measured at N = 1000 (thread CPU time;
-// docs/performance.md, "The bitmap"), the fill takes 0.72–0.76× refFill's
+// docs/notes/fill.md, "The bitmap"), the fill takes 0.72–0.76× refFill's
 // time at M = 65537 and 0.64–0.68× at 655373, where probing the table
 // took 0.83–0.88× and 0.93–0.99×.
 func fillMarked[S Slot](table []S, perms []Permutation, cursors []uint32, taken []uint64, end int) {
@@ -251,14 +251,14 @@ func listFree(dst *[endgameMax]uint32, taken []uint64, m int) {
 // compiler can keep in registers, and leaves the endgame's turns to
 // filler.turn. Measured, taking every turn by filler.turn instead costs
 // 13–17% more CPU time for Fill and New at N = 10 to 1000, M = 65537 and
-// 655373 (BenchmarkFillTurns; docs/performance.md).
+// 655373 (BenchmarkFillTurns; docs/notes/fill.md).
 //
 // The copy is a range loop over perms, so that perms[i] and cursors[i]
 // need no bounds checks and a round needs no wrap of i, with end in a
 // register; the filler is made only when the endgame comes. Measured at
 // M = 65537, that takes 1–4% less CPU time than the loop it replaced, a
 // loop over a filler's fields, and moves by under 1% with where the
-// linker places it, against 2–3% for that loop (docs/performance.md,
+// linker places it, against 2–3% for that loop (docs/notes/fill.md,
 // "Where the code lands").
 func fillProbed[S Slot](table []S, perms []Permutation, cursors []uint32, end int) {
 	empty := ^S(0)
@@ -319,7 +319,7 @@ func fillProbed[S Slot](table []S, perms []Permutation, cursors []uint32, end in
 // small unless the weights are skewed; the queue costs at most O(log n) a
 // turn for M turns whatever the skew (a sort of a short bucket for
 // backends due within calendarLen rounds, a heap operation for the
-// others). Measured (BenchmarkWeightedSchedule; docs/performance.md),
+// others). Measured (BenchmarkWeightedSchedule; docs/notes/weighted.md),
 // the queue takes 1.3–2.1× the scan's CPU time on weights 1–3, 1–10 and
 // 1–100 at N = 100 and 1000, M = 65537 and 655373; near the threshold,
 // the scan is between 1.2× slower and 1.3× faster than the queue,
