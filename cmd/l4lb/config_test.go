@@ -32,16 +32,16 @@ func TestConfigExample(t *testing.T) {
 	web, tls, api, dns := svcs[0], svcs[1], svcs[2], svcs[3]
 	if web.name != "web" || web.svc.String() != "tcp/203.0.113.1:80" || len(web.backends) != 3 ||
 		web.backends[1].Weight != 2 || web.backends[0].Weight != 1 || web.backends[2].HW.String() != "02:00:00:00:00:13" ||
-		web.health.kind != "tcp" || web.health.interval != 2*time.Second || web.timeout != time.Minute || web.src.Dynamic() {
+		web.health.Kind != "tcp" || web.health.Interval != 2*time.Second || web.timeout != time.Minute || web.src.Dynamic() {
 		t.Errorf("web: %+v", web)
 	}
-	if tls.fwd.M != 251 || tls.health.kind != "http" || tls.health.port != 8080 || tls.health.path != "/healthz" || web.fwd.M != 0 {
+	if tls.fwd.M != 251 || tls.health.Kind != "http" || tls.health.Port != 8080 || tls.health.Path != "/healthz" || web.fwd.M != 0 {
 		t.Errorf("web-tls: %+v", tls)
 	}
 	if api.fwd.Forward != xdpmaglev.ForwardIPIP || api.src.String() != "etcd prefix services/api" {
 		t.Errorf("api: %+v", api)
 	}
-	if dns.svc.Proto != xdpmaglev.UDP || dns.health.kind != "" || dns.src.Name() != "-k8s-service" {
+	if dns.svc.Proto != xdpmaglev.UDP || dns.health.Kind != "" || dns.src.Name() != "-k8s-service" {
 		t.Errorf("dns: %+v (the top's etcd must not reach a Kubernetes service)", dns)
 	}
 	if web.settings == tls.settings || api.srcSettings == "" || web.srcSettings != "" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -161,16 +162,16 @@ func TestParseDecap(t *testing.T) {
 func TestParseHealth(t *testing.T) {
 	for _, tc := range []struct {
 		args string
-		want healthConfig
+		want checker.Config
 	}{
-		{"", healthConfig{}},
-		{"-health none", healthConfig{}},
-		{"-health tcp", healthConfig{kind: "tcp", interval: 2 * time.Second, timeout: time.Second, rise: 2, fall: 3}},
-		{"-health http", healthConfig{kind: "http", path: "/healthz", status: 200, interval: 2 * time.Second, timeout: time.Second, rise: 2, fall: 3}},
+		{"", checker.Config{}},
+		{"-health none", checker.Config{}},
+		{"-health tcp", checker.Config{Kind: "tcp", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3}},
+		{"-health http", checker.Config{Kind: "http", Path: "/healthz", Status: 200, Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3}},
 		{"-health http -health-path /ready?deep=1 -health-status 204 -health-port 8080 -health-interval 500ms -health-timeout 500ms -health-rise 1 -health-fall 5",
-			healthConfig{kind: "http", path: "/ready?deep=1", status: 204, port: 8080, interval: 500 * time.Millisecond, timeout: 500 * time.Millisecond, rise: 1, fall: 5}},
+			checker.Config{Kind: "http", Path: "/ready?deep=1", Status: 204, Port: 8080, Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5}},
 		{"-health tcp -health-port 22 -health-interval 10s -health-timeout 3s -health-rise 4 -health-fall 1",
-			healthConfig{kind: "tcp", port: 22, interval: 10 * time.Second, timeout: 3 * time.Second, rise: 4, fall: 1}},
+			checker.Config{Kind: "tcp", Port: 22, Interval: 10 * time.Second, Timeout: 3 * time.Second, Rise: 4, Fall: 1}},
 	} {
 		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
 		if err != nil {

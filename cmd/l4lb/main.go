@@ -131,6 +131,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -181,7 +182,7 @@ type serviceConfig struct {
 	drained  []netip.Addr // -drain
 	timeout  time.Duration
 	fwd      xdpmaglev.ServiceOptions // -forward, -encap-src, -gue-port, -m
-	health   healthConfig             // -health and -health-*
+	health   checker.Config           // -health and -health-*
 	// settings are the flags the service was parsed from, in order: two
 	// services of the same settings are the same; srcSettings those of
 	// its membership source.
@@ -265,13 +266,13 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&guePort, "gue-port", xdpmaglev.DefaultGUEPort, "the outer UDP destination `port` of -forward gue, and the one -decap accepts")
 	fs.IntVar(&c.opts.FloodRate, "flood-rate", 0, "the most connection tracking entries written a second, over all CPUs: new flows beyond it are routed by the table without one, so that no flood evicts idle flows' entries faster; an idle entry outlives any flood for conntrack-size/flood-rate - 10 seconds (0: conntrack-size/130, two minutes; -1: no limit)")
 	fs.StringVar(&health, "health", "none", "the backends' health check: none, tcp (a connect) or http (a GET of -health-path that must answer -health-status); a backend that fails it is taken out of the table, only its slots moving")
-	fs.StringVar(&c.health.path, "health-path", "/healthz", "the `path` of -health http's GET")
-	fs.IntVar(&c.health.status, "health-status", 200, "the HTTP `status` that passes -health http")
+	fs.StringVar(&c.health.Path, "health-path", "/healthz", "the `path` of -health http's GET")
+	fs.IntVar(&c.health.Status, "health-status", 200, "the HTTP `status` that passes -health http")
 	fs.IntVar(&healthPort, "health-port", 0, "the `port` probed on each backend (default: the service's port)")
-	fs.DurationVar(&c.health.interval, "health-interval", 2*time.Second, "how often each backend is probed")
-	fs.DurationVar(&c.health.timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
-	fs.IntVar(&c.health.rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
-	fs.IntVar(&c.health.fall, "health-fall", 3, "probes failed in a row that take an up backend down")
+	fs.DurationVar(&c.health.Interval, "health-interval", 2*time.Second, "how often each backend is probed")
+	fs.DurationVar(&c.health.Timeout, "health-timeout", time.Second, "how long a probe may take, at most -health-interval")
+	fs.IntVar(&c.health.Rise, "health-rise", 2, "probes passed in a row that bring a down backend up")
+	fs.IntVar(&c.health.Fall, "health-fall", 3, "probes failed in a row that take an up backend down")
 	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first when the load balancer is taken out of service (POST /drain-lb) (default: no BGP)")
 	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
 	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each); the next hop is l4lb's address on the session")
@@ -452,7 +453,7 @@ func parseForward(c *config, forward, encapSrc string, guePort uint16, set map[s
 // parseHealth checks -health and the -health-* flags, and fills in h;
 // with -health none, h stays without a kind and no -health-* flag may be
 // set.
-func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) error {
+func parseHealth(h *checker.Config, kind string, port int, set map[string]bool) error {
 	switch kind {
 	case "none":
 		for _, name := range healthFlags {
@@ -460,7 +461,7 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 				return fmt.Errorf("-%s needs -health tcp or http", name)
 			}
 		}
-		*h = healthConfig{}
+		*h = checker.Config{}
 		return nil
 	case "tcp":
 		for _, name := range []string{"health-path", "health-status"} {
@@ -468,36 +469,36 @@ func parseHealth(h *healthConfig, kind string, port int, set map[string]bool) er
 				return fmt.Errorf("-%s needs -health http, not -health tcp", name)
 			}
 		}
-		h.path, h.status = "", 0
+		h.Path, h.Status = "", 0
 	case "http":
-		if !strings.HasPrefix(h.path, "/") {
-			return fmt.Errorf("-health-path %q: a path, starting with /", h.path)
+		if !strings.HasPrefix(h.Path, "/") {
+			return fmt.Errorf("-health-path %q: a path, starting with /", h.Path)
 		}
-		if u, err := url.Parse(h.path); err != nil || u.Path == "" || u.Host != "" || u.Scheme != "" || u.Fragment != "" {
-			return fmt.Errorf("-health-path %q: not a URL path (and query)", h.path)
+		if u, err := url.Parse(h.Path); err != nil || u.Path == "" || u.Host != "" || u.Scheme != "" || u.Fragment != "" {
+			return fmt.Errorf("-health-path %q: not a URL path (and query)", h.Path)
 		}
-		if h.status < 100 || h.status > 599 {
-			return fmt.Errorf("-health-status %d: not an HTTP status in [100, 599]", h.status)
+		if h.Status < 100 || h.Status > 599 {
+			return fmt.Errorf("-health-status %d: not an HTTP status in [100, 599]", h.Status)
 		}
 	default:
 		return fmt.Errorf("-health %q: none, tcp or http", kind)
 	}
-	h.kind = kind
+	h.Kind = kind
 	switch {
 	case set["health-port"] && (port < 1 || port > 65535):
 		return fmt.Errorf("-health-port %d: not a port in [1, 65535]", port)
-	case h.interval <= 0:
-		return fmt.Errorf("-health-interval %v: must be positive", h.interval)
-	case h.timeout <= 0:
-		return fmt.Errorf("-health-timeout %v: must be positive", h.timeout)
-	case h.timeout > h.interval:
-		return fmt.Errorf("-health-timeout %v: at most -health-interval (%v), so that a backend's probes never overlap", h.timeout, h.interval)
-	case h.rise < 1:
-		return fmt.Errorf("-health-rise %d: at least 1", h.rise)
-	case h.fall < 1:
-		return fmt.Errorf("-health-fall %d: at least 1", h.fall)
+	case h.Interval <= 0:
+		return fmt.Errorf("-health-interval %v: must be positive", h.Interval)
+	case h.Timeout <= 0:
+		return fmt.Errorf("-health-timeout %v: must be positive", h.Timeout)
+	case h.Timeout > h.Interval:
+		return fmt.Errorf("-health-timeout %v: at most -health-interval (%v), so that a backend's probes never overlap", h.Timeout, h.Interval)
+	case h.Rise < 1:
+		return fmt.Errorf("-health-rise %d: at least 1", h.Rise)
+	case h.Fall < 1:
+		return fmt.Errorf("-health-fall %d: at least 1", h.Fall)
 	}
-	h.port = uint16(port)
+	h.Port = uint16(port)
 	return nil
 }
 

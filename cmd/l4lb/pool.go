@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -57,7 +58,7 @@ type pool struct {
 	name       string                   // the service's name, for status lines
 	fwd        xdpmaglev.ServiceOptions // how packets reach the backends
 	timeout    time.Duration            // the drain timeout
-	health     *checker                 // nil: no health check; set before the first setMembers, or by reconfigure
+	health     *checker.Checker         // nil: no health check; set before the first setMembers, or by reconfigure
 	members    map[netip.Addr]member
 	drained    map[netip.Addr]bool      // by -drain or the admin API
 	since      map[netip.Addr]time.Time // when each draining backend began draining
@@ -104,7 +105,7 @@ func (p *pool) members0(m map[netip.Addr]member) {
 		for a := range m {
 			addrs = append(addrs, a)
 		}
-		p.health.set(addrs) // starts probes, waits for none
+		p.health.Set(addrs) // starts probes, waits for none
 	}
 }
 
@@ -381,7 +382,7 @@ func (p *pool) markDown(bs []xdpmaglev.Backend) {
 	}
 	weighted, up := 0, 0
 	for i := range bs {
-		bs[i].Down = p.health.isDown(bs[i].Addr)
+		bs[i].Down = p.health.IsDown(bs[i].Addr)
 		if bs[i].Weight > 0 {
 			weighted++
 			if !bs[i].Down {
@@ -415,7 +416,7 @@ func (p *pool) markDown(bs []xdpmaglev.Backend) {
 			p.log.Info(fmt.Sprintf("failing open no more: %d backends of %v up", up, p.svc))
 		}
 		p.open = open
-		p.health.failOpen.Store(open)
+		p.health.SetFailOpen(open)
 	}
 }
 
@@ -459,7 +460,7 @@ func (p *pool) prefix() string {
 // API's stay), and, if health, the checker h (nil: none). It returns the
 // checker replaced, for the caller to close with no lock held; the next
 // setMembers applies the rest.
-func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health bool) *checker {
+func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker.Checker, health bool) *checker.Checker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.name, p.fwd, p.timeout = c.name, c.fwd, c.timeout
@@ -475,7 +476,7 @@ func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health
 	replaced := p.health
 	p.health = h
 	if h != nil {
-		h.failOpen.Store(p.open)
+		h.SetFailOpen(p.open)
 	}
 	if h == nil && p.open {
 		p.open = false
@@ -484,7 +485,7 @@ func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker, health
 }
 
 // checker returns the health checker, nil if none.
-func (p *pool) checker() *checker {
+func (p *pool) checker() *checker.Checker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.health
@@ -506,7 +507,7 @@ func (p *pool) tick() {
 // it returns.
 func (p *pool) close() {
 	if p.health != nil {
-		p.health.close() // first, with no lock held: a probe's transition may be waiting to apply
+		p.health.Close() // first, with no lock held: a probe's transition may be waiting to apply
 	}
 	p.applyMu.Lock() // an apply under way ends first
 	defer p.applyMu.Unlock()
@@ -560,7 +561,7 @@ type backendStatus struct {
 // withHealth fills in s's health fields for the backend at a.
 func (p *pool) withHealth(s backendStatus, a netip.Addr) backendStatus {
 	if p.health != nil {
-		s.Health, s.HealthError, s.HealthOK, s.HealthFailed = p.health.healthOf(a)
+		s.Health, s.HealthError, s.HealthOK, s.HealthFailed = p.health.Health(a)
 	}
 	return s
 }
@@ -571,7 +572,7 @@ func (p *pool) status() backendsStatus {
 	now := time.Now()
 	st := backendsStatus{Name: p.name, Service: p.svc.String(), DrainTimeout: p.timeout.String(), Health: "none", FailOpen: p.open}
 	if p.health != nil {
-		st.Health = p.health.cfg.String()
+		st.Health = p.health.Config().String()
 	}
 	if t := p.lb.Table(p.svc); t != nil {
 		d := t.Digest()

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/attribute"
@@ -213,8 +214,8 @@ func list(names []string) string {
 func (b *balancer) start(c serviceConfig) (*running, error) {
 	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.logger)
 	p.name, p.bgp = c.name, b.sp
-	if c.health.kind != "" {
-		h, err := newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() })
+	if c.health.Kind != "" {
+		h, err := checker.New(c.svc, c.health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() })
 		if err != nil {
 			return nil, err
 		}
@@ -231,10 +232,10 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 			for _, be := range p.applied {
 				if be.Down {
 					down = append(down, be.Addr)
-					b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", p.prefix(), be.Addr, c.health.rise))
+					b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", p.prefix(), be.Addr, c.health.Rise))
 				}
 			}
-			p.health.startDown(down)
+			p.health.StartDown(down)
 		}
 	}
 	b.mu.Unlock()
@@ -299,19 +300,19 @@ func static(bs []xdpmaglev.Backend) map[netip.Addr]member {
 // is the watch of c's new source, started already, if it changed.
 func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	p := r.pool
-	var h *checker
-	if c.health != r.cfg.health && c.health.kind != "" {
+	var h *checker.Checker
+	if c.health != r.cfg.health && c.health.Kind != "" {
 		var err error
-		if h, err = newChecker(c.svc, c.health, b.mp, b.logger, func() { _ = p.apply() }); err != nil {
+		if h, err = checker.New(c.svc, c.health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() }); err != nil {
 			return err
 		}
 		if old := p.checker(); old != nil {
-			h.startDown(old.downs()) // the new check starts from the old one's verdicts
+			h.StartDown(old.Downs()) // the new check starts from the old one's verdicts
 		}
 	}
 	old := p.reconfigure(c, r.cfg.drained, h, c.health != r.cfg.health)
 	if old != nil {
-		old.close()
+		old.Close()
 	}
 	if c.srcSettings != r.cfg.srcSettings {
 		if r.stop != nil {
@@ -401,3 +402,6 @@ func (b *balancer) service(name string) *running {
 	}
 	return nil
 }
+
+// meterScope is the instrumentation scope of l4lb's own metrics.
+const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"

@@ -1,4 +1,4 @@
-package main
+package checker
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -167,7 +168,7 @@ func scaleNS(tb testing.TB, n int) string {
 	run("-n", ns, "route", "add", "local", "198.18.64.0/18", "dev", "lo")
 
 	listen := func(port int) net.Listener {
-		l, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port)) })
+		l, err := nstest.InNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port)) })
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -243,7 +244,7 @@ func runScale(tb testing.TB, ns string, cfg scaleConfig) scaleResult {
 	if err != nil {
 		tb.Fatalf("the checker process: %v:\n%s", err, out)
 	}
-	st, err := inNS(ns, func() (string, error) {
+	st, err := nstest.InNS(ns, func() (string, error) {
 		b, err := os.ReadFile("/proc/thread-self/net/netstat")
 		return string(b), err
 	})
@@ -447,20 +448,20 @@ func TestHealthScaleChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	hc := healthConfig{kind: cfg.Kind, path: "/healthz", status: http.StatusOK, port: scaleTCPPort,
-		interval: cfg.Interval, timeout: cfg.Timeout, rise: 2, fall: 3}
+	hc := Config{Kind: cfg.Kind, Path: "/healthz", Status: http.StatusOK, Port: scaleTCPPort,
+		Interval: cfg.Interval, Timeout: cfg.Timeout, Rise: 2, Fall: 3}
 	if cfg.Kind == "http" {
-		hc.port = scaleHTTPPort
+		hc.Port = scaleHTTPPort
 	}
 	var transitions atomic.Int64
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() { transitions.Add(1) })
+	c, err := New(svc, hc, m.Provider.Meter("github.com/maglevlb/maglev/cmd/l4lb"), slog.New(slog.DiscardHandler), func() { transitions.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.close()
+	defer c.Close()
 	addrs := scaleAddrs(cfg.N)
-	c.set(addrs)
+	c.Set(addrs)
 
 	probes := func() map[netip.Addr]int {
 		c.mu.Lock()
@@ -618,10 +619,10 @@ func BenchmarkProbe(b *testing.B) {
 	tcpPort, httpPort := serveBackend(b)
 	for _, kind := range []string{"tcp", "http"} {
 		b.Run("kind="+kind, func(b *testing.B) {
-			hc := healthConfig{kind: kind, path: "/healthz", status: http.StatusOK, port: tcpPort,
-				interval: time.Second, timeout: time.Second, rise: 2, fall: 3}
+			hc := Config{Kind: kind, Path: "/healthz", Status: http.StatusOK, Port: tcpPort,
+				Interval: time.Second, Timeout: time.Second, Rise: 2, Fall: 3}
 			if kind == "http" {
-				hc.port = httpPort
+				hc.Port = httpPort
 			}
 			m, err := ops.NewMetrics("l4lb", ops.ReadBuild())
 			if err != nil {
@@ -629,11 +630,11 @@ func BenchmarkProbe(b *testing.B) {
 			}
 			defer m.Close()
 			svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-			c, err := newChecker(svc, hc, m.Provider, slog.New(slog.DiscardHandler), func() {})
+			c, err := New(svc, hc, m.Provider.Meter("github.com/maglevlb/maglev/cmd/l4lb"), slog.New(slog.DiscardHandler), func() {})
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer c.close()
+			defer c.Close()
 			a := netip.MustParseAddr("127.0.0.1")
 			pb := c.newProbed(a) // probed here, with no timer
 			c.backends[a] = pb

@@ -1,4 +1,4 @@
-package main
+package checker
 
 import (
 	"log/slog"
@@ -61,19 +61,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // newTestChecker is the checker of cfg, recording nowhere, closed at the
 // end of the test; changed counts its calls in n.
-func newTestChecker(t *testing.T, cfg healthConfig, n *atomic.Int64) *checker {
+func newTestChecker(t *testing.T, cfg Config, n *atomic.Int64) *Checker {
 	t.Helper()
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	c, err := newChecker(svc, cfg, noop.NewMeterProvider(), slog.New(slog.DiscardHandler), func() { n.Add(1) })
+	c, err := New(svc, cfg, noop.NewMeterProvider().Meter(""), slog.New(slog.DiscardHandler), func() { n.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.close)
+	t.Cleanup(c.Close)
 	return c
 }
 
 // probesOf returns the probes done and the health of the backend at a.
-func probesOf(c *checker, a netip.Addr) (probes int, state, lastErr string) {
+func probesOf(c *Checker, a netip.Addr) (probes int, state, lastErr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.backends[a]
@@ -115,10 +115,10 @@ func TestHealthKeepAlive(t *testing.T) {
 				w.WriteHeader(http.StatusOK)
 			})
 			var transitions atomic.Int64
-			c := newTestChecker(t, healthConfig{kind: "http", path: "/healthz", status: 200, port: s.port,
-				interval: 20 * time.Millisecond, timeout: 5 * time.Second, rise: 1, fall: 1}, &transitions)
+			c := newTestChecker(t, Config{Kind: "http", Path: "/healthz", Status: 200, Port: s.port,
+				Interval: 20 * time.Millisecond, Timeout: 5 * time.Second, Rise: 1, Fall: 1}, &transitions)
 			a := netip.MustParseAddr("127.0.0.1")
-			c.set([]netip.Addr{a})
+			c.Set([]netip.Addr{a})
 			waitFor(t, "10 probes", func() bool { n, _, _ := probesOf(c, a); return n >= 10 })
 			n, state, lastErr := probesOf(c, a)
 			if conns := s.opened.Load(); !tc.conns(int64(n), conns) {
@@ -127,7 +127,7 @@ func TestHealthKeepAlive(t *testing.T) {
 			if state != "up" || lastErr != "" || transitions.Load() != 0 {
 				t.Errorf("health %s, last error %q, %d transitions; want up, none, 0", state, lastErr, transitions.Load())
 			}
-			c.set(nil)
+			c.Set(nil)
 			waitFor(t, "every connection closed", func() bool { return s.closed.Load() == s.opened.Load() })
 			if n, state, _ := probesOf(c, a); n != 0 || state != "" {
 				t.Errorf("removed, the backend still has %d probes, health %q", n, state)
@@ -147,8 +147,8 @@ func TestHealthStopEndsProbe(t *testing.T) {
 		<-r.Context().Done() // until the client closes the connection
 	})
 	var transitions atomic.Int64
-	c := newTestChecker(t, healthConfig{kind: "http", path: "/hang", status: 200, port: s.port,
-		interval: time.Hour, timeout: time.Hour, rise: 1, fall: 1}, &transitions)
+	c := newTestChecker(t, Config{Kind: "http", Path: "/hang", Status: 200, Port: s.port,
+		Interval: time.Hour, Timeout: time.Hour, Rise: 1, Fall: 1}, &transitions)
 	a := netip.MustParseAddr("127.0.0.1")
 	probeNow := func() {
 		c.mu.Lock()
@@ -156,16 +156,16 @@ func TestHealthStopEndsProbe(t *testing.T) {
 		c.backends[a].timer.Reset(0) // not in up to an hour
 	}
 
-	c.set([]netip.Addr{a})
+	c.Set([]netip.Addr{a})
 	probeNow()
 	<-arrived
-	c.set(nil)
+	c.Set(nil)
 	waitFor(t, "the connection of the probe under way closed", func() bool { return s.closed.Load() == 1 })
 
-	c.set([]netip.Addr{a})
+	c.Set([]netip.Addr{a})
 	probeNow()
 	<-arrived
-	c.close() // returns: the probe under way ended
+	c.Close() // returns: the probe under way ended
 	waitFor(t, "the connection of the probe under way closed", func() bool { return s.closed.Load() == 2 })
 	if n := s.opened.Load(); n != 2 {
 		t.Errorf("server: %d connections opened, want 2", n)

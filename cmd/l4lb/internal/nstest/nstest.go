@@ -1,0 +1,85 @@
+// Package nstest is what l4lb's tests that need network namespaces share:
+// the check that they may run (root, ip), a namespace with a veth pair,
+// and running a func in a namespace. It is for tests only.
+package nstest
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+)
+
+// Need skips the test (fails it under CI=true) without root or ip.
+func Need(tb testing.TB) {
+	tb.Helper()
+	why := ""
+	if os.Geteuid() != 0 {
+		why = "not root: attaching an XDP program needs CAP_BPF and CAP_NET_ADMIN"
+	} else if _, err := exec.LookPath("ip"); err != nil {
+		why = "ip is missing: install iproute2"
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		tb.Fatal(why)
+	}
+	tb.Skip(why)
+}
+
+// IP runs ip with args, failing the test on an error, and returns its
+// output.
+func IP(tb testing.TB, args ...string) string {
+	tb.Helper()
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// VethNS creates the namespace tag-PID with a veth pair, v0 (198.18.0.3/24)
+// and v1, and lo, all up, removed at the end of the test; it returns the
+// namespace's name.
+func VethNS(tb testing.TB, tag string) string {
+	tb.Helper()
+	ns := fmt.Sprintf("%s-%d", tag, os.Getpid())
+	IP(tb, "netns", "add", ns)
+	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
+	IP(tb, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	IP(tb, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
+	for _, dev := range []string{"lo", "v0", "v1"} {
+		IP(tb, "-n", ns, "link", "set", dev, "up")
+	}
+	return ns
+}
+
+// InNS runs fn on a thread of its own in namespace ns.
+func InNS[T any](ns string, fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		var r result
+		h, err := netns.GetFromName(ns)
+		if err != nil {
+			r.err = err
+		} else {
+			defer func() { _ = h.Close() }()
+			if r.err = netns.Set(h); r.err == nil {
+				r.v, r.err = fn()
+			}
+		}
+		c <- r
+	}()
+	r := <-c
+	return r.v, r.err
+}
