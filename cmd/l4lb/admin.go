@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -16,7 +17,7 @@ type status struct {
 	Attach   string          `json:"attach"`
 	Services []serviceStatus `json:"services"` // by name
 	Stats    xdpmaglev.Stats `json:"stats"`
-	BGP      *bgpStatus      `json:"bgp,omitempty"` // with -bgp-asn: the peers' sessions and the VIPs' routes
+	BGP      *bgp.Status     `json:"bgp,omitempty"` // with -bgp-asn: the peers' sessions and the VIPs' routes
 }
 
 // serviceStatus is a service's part of /debug/maglev.
@@ -59,7 +60,7 @@ func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
 		}
 		s := status{Attach: b.lb.Mode().String(), Stats: st, Services: []serviceStatus{}}
 		if b.sp != nil {
-			s.BGP = b.sp.status()
+			s.BGP = b.sp.Status()
 		}
 		for _, r := range b.services() {
 			ss := serviceStatus{Name: r.cfg.name, Service: r.cfg.svc.String(), Forward: r.cfg.fwd.Forward.String()}
@@ -202,17 +203,17 @@ func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
 // with the speaker's state once the VIPs are withdrawn from GoBGP's
 // table, and the same to a repeated request; without BGP (sp nil), 409
 // Conflict: nothing would move the traffic away.
-func drainLB(sp *speaker) http.Handler {
+func drainLB(sp *bgp.Speaker) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sp == nil {
 			http.Error(w, "l4lb: POST /drain-lb needs -bgp-asn: without BGP nothing takes this load balancer out of the routers' paths; remove it from their routes, then stop it", http.StatusConflict)
 			return
 		}
-		sp.retire()
+		sp.Retire()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(sp.status()) // an error is the client gone
+		_ = enc.Encode(sp.Status()) // an error is the client gone
 	})
 }

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 )
 
 // TestParseBGP: the BGP flags, parsed; -bgp-peer takes ADDR,ASN, the
@@ -24,28 +26,28 @@ import (
 func TestParseBGP(t *testing.T) {
 	for _, tc := range []struct {
 		args string
-		want bgpConfig
+		want bgp.Config
 	}{
-		{"", bgpConfig{}},
+		{"", bgp.Config{}},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 9 * time.Second, restart: 120 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@65000",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 9 * time.Second, restart: 120 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
 		{"-bgp-asn 4200000000 -bgp-router-id 10.0.0.1 -bgp-peer 198.18.0.1,65000 -bgp-peer 198.18.0.2@4200000001 -bgp-peer ::ffff:198.18.0.4,1 -bgp-listen-port -1 -bgp-hold 0s -bgp-restart-time 0s -bgp-drain 0s",
-			bgpConfig{asn: 4200000000, routerID: netip.MustParseAddr("10.0.0.1"), listenPort: -1,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}, {netip.MustParseAddr("198.18.0.2"), 4200000001}, {netip.MustParseAddr("198.18.0.4"), 1}}}},
+			bgp.Config{ASN: 4200000000, RouterID: netip.MustParseAddr("10.0.0.1"), ListenPort: -1,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}, {Addr: netip.MustParseAddr("198.18.0.2"), ASN: 4200000001}, {Addr: netip.MustParseAddr("198.18.0.4"), ASN: 1}}}},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-restart-time 4095s -bgp-hold 3s",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 3 * time.Second, restart: 4095 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 3 * time.Second, Restart: 4095 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
 	} {
 		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if fmt.Sprint(c.bgp) != fmt.Sprint(tc.want) || c.bgp.listenPort != tc.want.listenPort {
+		if fmt.Sprint(c.bgp) != fmt.Sprint(tc.want) || c.bgp.ListenPort != tc.want.ListenPort {
 			t.Errorf("%q: %+v, want %+v", tc.args, c.bgp, tc.want)
 		}
 	}
@@ -320,7 +322,7 @@ protocol bgp lb {
 		t.Errorf("the router's route: %q, want via 198.18.1.3 on r1, AS path 65001", got)
 	}
 	st := lbStatus(t, lbNS).BGP
-	if len(st.Peers) != 1 || st.Peers[0] != (peerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
+	if len(st.Peers) != 1 || st.Peers[0] != (bgp.PeerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
 		len(st.VIPs) != 1 || st.VIPs[0].Prefix != prefix || !st.VIPs[0].Announced || st.ASN != 65001 || st.RouterID != "198.18.1.3" ||
 		st.RestartTime != "120s" || st.Leaving != "" {
 		t.Errorf("/debug/maglev's bgp: %+v", st)
@@ -670,7 +672,7 @@ protocol bgp lb {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st bgpStatus
+	var st bgp.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}

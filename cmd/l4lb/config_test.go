@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 )
 
 // TestConfigExample loads example.yaml, the file docs/l4lb.md shows: the
@@ -22,8 +24,8 @@ func TestConfigExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	if g.iface != "eth0" || g.opts.Seed != 7 || g.admin != "127.0.0.1:9180" || g.opts.MaxServices != 64 ||
-		g.bgp.asn != 65001 || len(g.bgp.peers) != 1 || g.bgp.peers[0] != (bgpPeer{netip.MustParseAddr("10.0.0.1"), 65000}) ||
-		g.bgp.restart != 120*time.Second || g.file != "example.yaml" {
+		g.bgp.ASN != 65001 || len(g.bgp.Peers) != 1 || g.bgp.Peers[0] != (bgp.Peer{Addr: netip.MustParseAddr("10.0.0.1"), ASN: 65000}) ||
+		g.bgp.Restart != 120*time.Second || g.file != "example.yaml" {
 		t.Errorf("global %+v", g)
 	}
 	if len(svcs) != 4 {
@@ -163,7 +165,7 @@ func TestSameGlobal(t *testing.T) {
 		t.Errorf("seed changed: %v", err)
 	}
 	b = a
-	b.bgp.peers = []bgpPeer{{addr: netip.MustParseAddr("198.18.0.1"), asn: 1}}
+	b.bgp.Peers = []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 1}}
 	if err := sameGlobal(a, b); err == nil || !strings.Contains(err.Error(), "bgp-*") {
 		t.Errorf("bgp changed: %v", err)
 	}

@@ -131,6 +131,7 @@ import (
 
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
@@ -165,7 +166,7 @@ type global struct {
 	admin    string
 	decap    bool                   // -decap: the backends' decapsulator, not a load balancer
 	dopts    xdpmaglev.DecapOptions // -decap's -vip, -gue-port and -mode
-	bgp      bgpConfig              // -bgp-asn and -bgp-*
+	bgp      bgp.Config             // -bgp-asn and -bgp-*
 	pin      pinConfig              // -pin-dir, -rebuild, -detach
 	file     string                 // -config: the services come from this file
 	logFmt   string                 // -log-format: text or json
@@ -276,10 +277,10 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&bgpASN, "bgp-asn", "", "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first when the load balancer is taken out of service (POST /drain-lb) (default: no BGP)")
 	fs.StringVar(&routerID, "bgp-router-id", "", "the BGP identifier, an IPv4 `address` (required with -bgp-asn)")
 	fs.Var(&peers, "bgp-peer", "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each); the next hop is l4lb's address on the session")
-	fs.IntVar(&c.bgp.listenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
-	fs.DurationVar(&c.bgp.hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
-	fs.DurationVar(&c.bgp.restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
-	fs.DurationVar(&c.bgp.drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
+	fs.IntVar(&c.bgp.ListenPort, "bgp-listen-port", 179, "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)")
+	fs.DurationVar(&c.bgp.Hold, "bgp-hold", 9*time.Second, "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it")
+	fs.DurationVar(&c.bgp.Restart, "bgp-restart-time", 120*time.Second, "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over")
+	fs.DurationVar(&c.bgp.Drain, "bgp-drain", 2*time.Second, "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away")
 	fs.StringVar(&c.logFmt, "log-format", "text", "the log records' `format` on standard error: text (key=value) or json, each with its time, level and message")
 	fs.BoolVar(&c.version, "version", false, "print l4lb's version, VCS revision and Go version on standard output, and exit")
 	fs.BoolVar(&c.decap, "decap", false, "run the backends' decapsulator of -forward ipip and gue on -iface for the -vip addresses, instead of a load balancer")
@@ -644,12 +645,12 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 		return loadError(err, g.iface)
 	}
 	defer release(lb) // on an error; the normal path leaves it below
-	var sp *speaker
-	if g.bgp.asn != 0 {
-		if sp, err = newSpeaker(g.bgp, pm.Provider, log); err != nil {
+	var sp *bgp.Speaker
+	if g.bgp.ASN != 0 {
+		if sp, err = bgp.New(g.bgp, pm.Provider.Meter(meterScope), log); err != nil {
 			return err
 		}
-		defer sp.stopServer(false) // on an error, with no drain; after sp.restart or sp.retire, nothing
+		defer sp.StopServer(false) // on an error, with no drain; after sp.Restart or sp.Retire, nothing
 		log.Info(fmt.Sprintf("bgp: %v", g.bgp))
 	}
 	b, err := newBalancer(ctx, lb, pm.Provider, sp, log)
@@ -704,7 +705,7 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 	}
 
 	if sp != nil {
-		if err := sp.connect(); err != nil { // once every service has its first state
+		if err := sp.Connect(); err != nil { // once every service has its first state
 			return err
 		}
 	}
@@ -725,9 +726,9 @@ func runLB(ctx context.Context, g global, svcs []serviceConfig, log *slog.Logger
 	select {
 	case <-ctx.Done(): // SIGINT or SIGTERM: a restart
 		if sp != nil {
-			sp.restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained
+			sp.Restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained
 		}
-	case <-sp.outOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
+	case <-sp.OutOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
 		retired = true
 	}
 	b.close()
@@ -755,7 +756,7 @@ func sameGlobal(a, b global) error {
 		{"admin", a.admin, b.admin},
 		{"pin-dir", a.pin.dir, b.pin.dir},
 		{"log-format", a.logFmt, b.logFmt},
-		{"bgp-*", fmt.Sprint(a.bgp, a.bgp.listenPort), fmt.Sprint(b.bgp, b.bgp.listenPort)},
+		{"bgp-*", fmt.Sprint(a.bgp, a.bgp.ListenPort), fmt.Sprint(b.bgp, b.bgp.ListenPort)},
 	} {
 		if d.x != d.y {
 			return fmt.Errorf("%w: %s: %v, running with %v: the load balancer's own settings take a restart", ErrConfig, d.key, d.y, d.x)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
@@ -50,7 +51,7 @@ type pool struct {
 	lb      *xdpmaglev.LB
 	svc     xdpmaglev.Service
 	log     *slog.Logger // status lines
-	bgp     *speaker     // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
+	bgp     *bgp.Speaker // nil: no BGP; told after each apply whether the service is healthy; set before the first setMembers
 	updates atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
 
 	applyMu    sync.Mutex               // held by apply across the data plane's update
@@ -438,11 +439,11 @@ func (p *pool) tellBGP() {
 	}
 	switch {
 	case p.open:
-		p.bgp.set(p.svc, false, "failing open: every backend is down by its health check")
+		p.bgp.Set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
-		p.bgp.set(p.svc, false, "no backend in service (none of weight > 0 up)")
+		p.bgp.Set(p.svc, false, "no backend in service (none of weight > 0 up)")
 	default:
-		p.bgp.set(p.svc, true, fmt.Sprintf("%d backends in service", live))
+		p.bgp.Set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -36,7 +37,7 @@ type balancer struct {
 	lb     *xdpmaglev.LB
 	iface  string // for the flags' one service's status line
 	mp     metric.MeterProvider
-	sp     *speaker            // nil: no BGP
+	sp     *bgp.Speaker        // nil: no BGP
 	logger *slog.Logger        // status lines, and the membership sources' warnings
 	reg    metric.Registration // observes the running services' updates
 
@@ -62,7 +63,7 @@ type running struct {
 // metric maglev.l4lb.service.updates is observed, from each running pool's
 // count, when a reader collects: a service that stops has no series from
 // then on (a synchronous counter's series would outlive it).
-func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *speaker, logger *slog.Logger) (*balancer, error) {
+func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider, sp *bgp.Speaker, logger *slog.Logger) (*balancer, error) {
 	b := &balancer{ctx: ctx, lb: lb, mp: mp, sp: sp, logger: logger, running: map[xdpmaglev.Service]*running{}}
 	meter := mp.Meter(meterScope)
 	updates, err := meter.Int64ObservableCounter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
@@ -339,7 +340,7 @@ func (b *balancer) stopService(r *running) {
 	}
 	r.pool.close()
 	if b.sp != nil {
-		b.sp.forget(r.cfg.svc)
+		b.sp.Forget(r.cfg.svc)
 	}
 	b.mu.Lock()
 	kept := b.kept[r.cfg.svc]

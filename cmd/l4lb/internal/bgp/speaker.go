@@ -1,4 +1,17 @@
-package main
+// Package bgp is l4lb's BGP speaker: GoBGP embedded, a session to each
+// router, and each VIP announced as a host route (a /32 or /128, next hop
+// l4lb's address on the session) while a service of it has a healthy
+// backend, withdrawn when none has; graceful restart (RFC 4724) for
+// l4lb's restarts, and the drain of a load balancer taken out of service.
+// It owns the speaker's state (the VIPs' wishes and routes, the peers'
+// sessions) and the BGP metrics (maglev.l4lb.bgp.*); the pools tell it
+// each service's health through Set, and wait for nothing.
+//
+// Locking: Speaker.mu guards the VIPs' states and the peers' sessions and
+// is never held across a call into GoBGP; rmu serializes the calls that
+// change GoBGP's table (reconcile), which wait on no network. A caller
+// may call Set with its own locks held.
+package bgp
 
 import (
 	"context"
@@ -22,60 +35,49 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// bgpConfig is the BGP speaker's configuration, from -bgp-asn and the
-// -bgp-* flags. The zero value (asn 0) speaks no BGP.
-type bgpConfig struct {
-	asn        uint32     // the load balancer's AS; 0: no BGP
-	routerID   netip.Addr // an IPv4 address, the BGP identifier
-	peers      []bgpPeer  // the routers to announce to
-	listenPort int        // the port it accepts sessions on; -1: none
-	hold       time.Duration
-	restart    time.Duration // the graceful restart time (RFC 4724) l4lb advertises; 0: no graceful restart
-	drain      time.Duration // between the withdrawal and the end of the sessions, when l4lb leaves the routers' paths
+// Config is the BGP speaker's configuration, from the bgp-* settings.
+// The zero value (ASN 0) speaks no BGP.
+type Config struct {
+	ASN        uint32     // the load balancer's AS; 0: no BGP
+	RouterID   netip.Addr // an IPv4 address, the BGP identifier
+	Peers      []Peer     // the routers to announce to
+	ListenPort int        // the port it accepts sessions on; -1: none
+	Hold       time.Duration
+	Restart    time.Duration // the graceful restart time (RFC 4724) l4lb advertises; 0: no graceful restart
+	Drain      time.Duration // between the withdrawal and the end of the sessions, when l4lb leaves the routers' paths
 }
 
-// A bgpPeer is a router l4lb announces its VIPs to.
-type bgpPeer struct {
-	addr netip.Addr
-	asn  uint32
+// A Peer is a router l4lb announces its VIPs to.
+type Peer struct {
+	Addr netip.Addr
+	ASN  uint32
 }
 
-func (p bgpPeer) String() string { return fmt.Sprintf("%v (AS %d)", p.addr, p.asn) }
+func (p Peer) String() string { return fmt.Sprintf("%v (AS %d)", p.Addr, p.ASN) }
 
-// peerFlags collects -bgp-peer ADDR,ASN flags (ADDR@ASN, the form of
-// earlier versions, is taken too).
-type peerFlags []bgpPeer
-
-func (f *peerFlags) String() string { return fmt.Sprint(*f) }
-
-func (f *peerFlags) Set(s string) error {
+// ParsePeer parses a peer: ADDR,ASN (198.18.0.1,65000), or ADDR@ASN,
+// the form of earlier versions. The address is unmapped.
+func ParsePeer(s string) (Peer, error) {
 	addr, asn, ok := strings.Cut(s, ",")
 	if !ok {
 		addr, asn, ok = strings.Cut(s, "@")
 	}
 	if !ok {
-		return fmt.Errorf("%q: ADDR,ASN (198.18.0.1,65000)", s)
+		return Peer{}, fmt.Errorf("%q: ADDR,ASN (198.18.0.1,65000)", s)
 	}
 	a, err := netip.ParseAddr(addr)
 	if err != nil {
-		return err
+		return Peer{}, err
 	}
-	n, err := parseASN(asn)
+	n, err := ParseASN(asn)
 	if err != nil {
-		return err
+		return Peer{}, err
 	}
-	a = a.Unmap()
-	for _, p := range *f {
-		if p.addr == a {
-			return fmt.Errorf("%v: given twice", a)
-		}
-	}
-	*f = append(*f, bgpPeer{addr: a, asn: n})
-	return nil
+	return Peer{Addr: a.Unmap(), ASN: n}, nil
 }
 
-// parseASN parses an AS number in [1, 2^32-1].
-func parseASN(s string) (uint32, error) {
+// ParseASN parses an AS number in [1, 2^32-1].
+func ParseASN(s string) (uint32, error) {
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil || n == 0 {
 		return 0, fmt.Errorf("AS %q: not a number in [1, 4294967295]", s)
@@ -83,70 +85,25 @@ func parseASN(s string) (uint32, error) {
 	return uint32(n), nil
 }
 
-// bgpFlags are the flags of the BGP speaker besides -bgp-asn.
-var bgpFlags = []string{"bgp-router-id", "bgp-peer", "bgp-listen-port", "bgp-hold", "bgp-restart-time", "bgp-drain"}
-
-// parseBGP checks -bgp-asn and the -bgp-* flags and fills in b, for the
-// service's VIP; without -bgp-asn no other -bgp-* flag may be set.
-func parseBGP(b *bgpConfig, asn, routerID string, peers peerFlags, vip netip.Addr, set map[string]bool) error {
-	if !set["bgp-asn"] {
-		for _, name := range bgpFlags {
-			if set[name] {
-				return fmt.Errorf("-%s needs -bgp-asn", name)
-			}
-		}
-		*b = bgpConfig{}
-		return nil
-	}
-	n, err := parseASN(asn)
-	if err != nil {
-		return fmt.Errorf("-bgp-asn: %v", err)
-	}
-	b.asn = n
-	if b.routerID, err = netip.ParseAddr(routerID); err != nil || !b.routerID.Is4() {
-		return fmt.Errorf("-bgp-router-id %q: an IPv4 address (the BGP identifier, often the load balancer's address)", routerID)
-	}
-	if len(peers) == 0 {
-		return errors.New("-bgp-asn needs a -bgp-peer ADDR,ASN to announce to")
-	}
-	for _, p := range peers {
-		if p.addr.Is4() != vip.Unmap().Is4() {
-			return fmt.Errorf("-bgp-peer %v: not of the VIP's family (%v): the next hop announced is l4lb's address on the session", p, vip)
-		}
-	}
-	b.peers = peers
-	switch {
-	case b.listenPort != -1 && (b.listenPort < 1 || b.listenPort > 65535):
-		return fmt.Errorf("-bgp-listen-port %d: a port in [1, 65535], or -1 for none", b.listenPort)
-	case b.hold != 0 && (b.hold < 3*time.Second || b.hold > 65535*time.Second || b.hold%time.Second != 0):
-		return fmt.Errorf("-bgp-hold %v: 0 or whole seconds in [3s, 65535s] (RFC 4271)", b.hold)
-	case b.restart != 0 && (b.restart < time.Second || b.restart > maxRestartTime || b.restart%time.Second != 0):
-		return fmt.Errorf("-bgp-restart-time %gs: 0 (no graceful restart) or whole seconds in [1s, %gs] (RFC 4724's 12 bits)", b.restart.Seconds(), maxRestartTime.Seconds())
-	case b.drain < 0:
-		return fmt.Errorf("-bgp-drain %v: must not be negative", b.drain)
-	}
-	return nil
-}
-
-// maxRestartTime is the longest restart time the graceful restart
+// MaxRestartTime is the longest restart time the graceful restart
 // capability carries: 12 bits of seconds.
-const maxRestartTime = 4095 * time.Second
+const MaxRestartTime = 4095 * time.Second
 
 // String describes the speaker: "AS 65001 (router ID 198.18.0.3) to
 // 198.18.1.1 (AS 65000), hold 9s, graceful restart 120s, drain 2s".
-func (b bgpConfig) String() string {
+func (b Config) String() string {
 	var ps []string
-	for _, p := range b.peers {
+	for _, p := range b.Peers {
 		ps = append(ps, p.String())
 	}
 	gr := "no graceful restart"
-	if b.restart > 0 {
-		gr = fmt.Sprintf("graceful restart %gs", b.restart.Seconds())
+	if b.Restart > 0 {
+		gr = fmt.Sprintf("graceful restart %gs", b.Restart.Seconds())
 	}
-	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v", b.asn, b.routerID, strings.Join(ps, ", "), b.hold, gr, b.drain)
+	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v", b.ASN, b.RouterID, strings.Join(ps, ", "), b.Hold, gr, b.Drain)
 }
 
-// A speaker is l4lb's BGP: an embedded GoBGP server with a session to
+// A Speaker is l4lb's BGP: an embedded GoBGP server with a session to
 // each peer, announcing each VIP it is told is healthy as a host route
 // (/32 or /128) whose next hop is l4lb's address on the session, and
 // withdrawing it when it is told it is not. set records what a VIP should
@@ -167,8 +124,8 @@ func (b bgpConfig) String() string {
 // the VIPs' states and is never held across a call into GoBGP; rmu
 // serializes the calls that change GoBGP's table (reconcile), which wait
 // on no network.
-type speaker struct {
-	cfg      bgpConfig
+type Speaker struct {
+	cfg      Config
 	s        *server.BgpServer
 	log      *slog.Logger // status lines
 	reg      metric.Registration
@@ -214,20 +171,20 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// newSpeaker starts GoBGP by cfg, logging status lines, and GoBGP's
+// New starts GoBGP by cfg, logging status lines, and GoBGP's
 // warnings and errors (with from=gobgp), to log, and recording through mp;
 // it opens no session until connect, and announces nothing until set.
-func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, log *slog.Logger) (*speaker, error) {
+func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
 	lvl := &slog.LevelVar{}
 	lvl.Set(slog.LevelWarn) // l4lb logs the transitions itself
 	logger := slog.New(minLevel{log.Handler(), lvl}).With("from", "gobgp")
-	sp := &speaker{cfg: cfg, log: log, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
+	sp := &Speaker{cfg: cfg, log: log, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
 		retired: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
 		vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]*peerState{}}
 	go sp.s.Serve()
 	ctx := context.Background()
 	if err := sp.s.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
-		Asn: cfg.asn, RouterId: cfg.routerID.String(), ListenPort: int32(cfg.listenPort),
+		Asn: cfg.ASN, RouterId: cfg.RouterID.String(), ListenPort: int32(cfg.ListenPort),
 	}}); err != nil {
 		return nil, fmt.Errorf("bgp: %w", err) // not started: nothing to stop
 	}
@@ -235,37 +192,37 @@ func newSpeaker(cfg bgpConfig, mp metric.MeterProvider, log *slog.Logger) (*spea
 	// (a global import policy would refuse l4lb's own paths too): the
 	// routers should export nothing to l4lb (docs/l4lb.md).
 	if err := sp.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnPeerUpdate: sp.peerEvent}, server.WatchPeer()); err != nil {
-		sp.stopServer(false)
+		sp.StopServer(false)
 		return nil, fmt.Errorf("bgp: %w", err)
 	}
-	for _, p := range cfg.peers {
-		sp.peer[p.addr] = &peerState{state: "idle"}
+	for _, p := range cfg.Peers {
+		sp.peer[p.Addr] = &peerState{state: "idle"}
 	}
-	if err := sp.metrics(mp); err != nil {
-		sp.stopServer(false)
+	if err := sp.metrics(meter); err != nil {
+		sp.StopServer(false)
 		return nil, err
 	}
 	go sp.loop()
 	return sp, nil
 }
 
-// connect puts every VIP set has been told of in GoBGP's table, then
+// Connect puts every VIP set has been told of in GoBGP's table, then
 // opens a session to each peer. Call it once every service has told set
 // its first state: with graceful restart, a router that kept the paths of
 // the l4lb before this one drops the stale ones that the first
 // End-of-RIB does not follow, and GoBGP sends its End-of-RIB right after
 // the table it has when the session comes up.
-func (sp *speaker) connect() error {
+func (sp *Speaker) Connect() error {
 	sp.reconcile()
-	hold := uint64(sp.cfg.hold / time.Second)
-	restart := uint32(sp.cfg.restart / time.Second)
-	for _, p := range sp.cfg.peers {
+	hold := uint64(sp.cfg.Hold / time.Second)
+	restart := uint32(sp.cfg.Restart / time.Second)
+	for _, p := range sp.cfg.Peers {
 		f := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
-		if !p.addr.Is4() {
+		if !p.Addr.Is4() {
 			f.Afi = api.Family_AFI_IP6
 		}
 		peer := &api.Peer{
-			Conf: &api.PeerConf{NeighborAddress: p.addr.String(), PeerAsn: p.asn},
+			Conf: &api.PeerConf{NeighborAddress: p.Addr.String(), PeerAsn: p.ASN},
 			// A retry every 5 s, so that a router that comes back is
 			// peered again soon (GoBGP's default is 120 s).
 			Timers:   &api.Timers{Config: &api.TimersConfig{HoldTime: hold, KeepaliveInterval: hold / 3, ConnectRetry: 5}},
@@ -289,8 +246,7 @@ func (sp *speaker) connect() error {
 }
 
 // metrics registers the speaker's instruments.
-func (sp *speaker) metrics(mp metric.MeterProvider) error {
-	meter := mp.Meter(meterScope)
+func (sp *Speaker) metrics(meter metric.Meter) error {
 	var errs []error
 	ann, err := meter.Int64ObservableGauge("maglev.l4lb.bgp.announced",
 		metric.WithDescription("1 while the VIP's host route is announced to the BGP peers (the service has a healthy backend), 0 while it is withdrawn."))
@@ -337,7 +293,7 @@ func (sp *speaker) metrics(mp metric.MeterProvider) error {
 }
 
 // peerEvent records a peer's session state, and prints its changes.
-func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
+func (sp *Speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time) {
 	if e.Type != apiutil.PEER_EVENT_STATE {
 		return
 	}
@@ -346,7 +302,7 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	gr := false
 	for _, c := range e.Peer.State.RemoteCap {
 		if _, ok := c.(*bgp.CapGracefulRestart); ok {
-			gr = sp.cfg.restart > 0
+			gr = sp.cfg.Restart > 0
 		}
 	}
 	sp.mu.Lock()
@@ -364,7 +320,7 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 		return
 	}
 	switch {
-	case state == "established" && sp.cfg.restart > 0 && !gr:
+	case state == "established" && sp.cfg.Restart > 0 && !gr:
 		sp.log.Warn(fmt.Sprintf("bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router", addr))
 	case state == "established":
 		sp.log.Info(fmt.Sprintf("bgp: peer %v %s", addr, state))
@@ -373,22 +329,22 @@ func (sp *speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 }
 
-// set records whether svc has a healthy backend, and why; the speaker's
+// Set records whether svc has a healthy backend, and why; the speaker's
 // goroutine announces or withdraws its VIP's route accordingly: a VIP is
 // announced while a service of it (of any port and protocol) has one. It
 // waits for nothing.
-func (sp *speaker) set(svc xdpmaglev.Service, healthy bool, why string) {
+func (sp *Speaker) Set(svc xdpmaglev.Service, healthy bool, why string) {
 	sp.wish(svc, &wish{healthy: healthy, why: why})
 }
 
-// forget drops svc's wish, as if it had no healthy backend, for a service
+// Forget drops svc's wish, as if it had no healthy backend, for a service
 // that stopped: its VIP is withdrawn unless another service of it has a
 // healthy backend.
-func (sp *speaker) forget(svc xdpmaglev.Service) { sp.wish(svc, nil) }
+func (sp *Speaker) Forget(svc xdpmaglev.Service) { sp.wish(svc, nil) }
 
 // wish records svc's wish, or drops it (w nil), and kicks the goroutine if
 // the VIP's changed.
-func (sp *speaker) wish(svc xdpmaglev.Service, w *wish) {
+func (sp *Speaker) wish(svc xdpmaglev.Service, w *wish) {
 	p := vipPrefix(svc.VIP.Addr())
 	sp.mu.Lock()
 	a := sp.vips[p]
@@ -441,7 +397,7 @@ type wish struct {
 }
 
 // loop makes GoBGP's table agree with the VIPs' wishes, until endLoop.
-func (sp *speaker) loop() {
+func (sp *Speaker) loop() {
 	defer close(sp.loopDone)
 	for {
 		select {
@@ -455,7 +411,7 @@ func (sp *speaker) loop() {
 
 // endLoop ends the speaker's goroutine, once, and waits for it: after it,
 // only the caller changes GoBGP's table.
-func (sp *speaker) endLoop() {
+func (sp *Speaker) endLoop() {
 	sp.quitOnce.Do(func() { close(sp.quit) })
 	<-sp.loopDone
 }
@@ -464,7 +420,7 @@ func (sp *speaker) endLoop() {
 // each that is and should not be (every VIP, once l4lb leaves). It prints
 // a status line for each change. No lock but rmu is held across GoBGP's
 // calls.
-func (sp *speaker) reconcile() {
+func (sp *Speaker) reconcile() {
 	sp.rmu.Lock()
 	defer sp.rmu.Unlock()
 	type change struct {
@@ -529,7 +485,7 @@ func (sp *speaker) reconcile() {
 // withdrawAll withdraws every VIP, for why, and keeps them withdrawn
 // whatever set is told after. It returns false if l4lb was leaving
 // already, and withdraws nothing more then.
-func (sp *speaker) withdrawAll(why string) bool {
+func (sp *Speaker) withdrawAll(why string) bool {
 	sp.mu.Lock()
 	first := sp.leave == ""
 	if first {
@@ -545,7 +501,7 @@ func (sp *speaker) withdrawAll(why string) bool {
 
 // announce adds p to GoBGP's table, with next hop unspecified, which GoBGP
 // sends as its own address on each session, and returns the path's ID.
-func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
+func (sp *Speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 	nlri, err := bgp.NewIPAddrPrefix(p)
 	if err != nil {
 		return uuid.UUID{}, err
@@ -571,7 +527,7 @@ func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 	return rs[0].UUID, rs[0].Error
 }
 
-// restart ends the speaker for a restart of l4lb (SIGINT, SIGTERM), the
+// Restart ends the speaker for a restart of l4lb (SIGINT, SIGTERM), the
 // data plane staying attached. With graceful restart, it closes the
 // sessions with no NOTIFICATION and leaves every path in place: a router
 // that negotiated graceful restart keeps them, as stale, for the restart
@@ -580,7 +536,7 @@ func (sp *speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 // Without graceful restart (-bgp-restart-time 0, or no established
 // session that negotiated it) a router drops the paths when the session
 // ends, so restart first withdraws every VIP and drains, as retire does.
-func (sp *speaker) restart() {
+func (sp *Speaker) Restart() {
 	sp.mu.Lock()
 	gr := false
 	for _, ps := range sp.peer {
@@ -592,31 +548,31 @@ func (sp *speaker) restart() {
 		return
 	}
 	sp.endLoop()
-	sp.stopServer(true)
-	sp.log.Info(fmt.Sprintf("bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v", sp.cfg.restart))
+	sp.StopServer(true)
+	sp.log.Info(fmt.Sprintf("bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v", sp.cfg.Restart))
 }
 
-// retire takes the load balancer out of service (POST /drain-lb): it
+// Retire takes the load balancer out of service (POST /drain-lb): it
 // withdraws every VIP and returns; in the background it waits the drain
 // time, closes the sessions, and closes the channel outOfService returns,
 // on which run detaches the data plane and returns. It returns false if
 // l4lb was leaving already.
-func (sp *speaker) retire() bool {
+func (sp *Speaker) Retire() bool {
 	if !sp.withdrawAll("l4lb is out of service (POST /drain-lb)") {
 		return false
 	}
 	go func() {
 		sp.drain()
-		sp.stopServer(false)
+		sp.StopServer(false)
 		sp.log.Info("bgp: sessions closed")
 		close(sp.retired)
 	}()
 	return true
 }
 
-// outOfService returns a channel closed once retire has drained and
+// OutOfService returns a channel closed once retire has drained and
 // closed the sessions; nil (never ready) without BGP.
-func (sp *speaker) outOfService() <-chan struct{} {
+func (sp *Speaker) OutOfService() <-chan struct{} {
 	if sp == nil {
 		return nil
 	}
@@ -628,26 +584,26 @@ func (sp *speaker) outOfService() <-chan struct{} {
 // the sessions. The routes are withdrawn by UPDATE messages on sessions
 // that stay up, so a router moves the traffic at once, not when the
 // session ends.
-func (sp *speaker) drainAndStop(why string) {
+func (sp *Speaker) drainAndStop(why string) {
 	sp.withdrawAll(why)
 	sp.drain()
-	sp.stopServer(false)
+	sp.StopServer(false)
 	sp.log.Info("bgp: sessions closed")
 }
 
 // drain waits the drain time, saying so.
-func (sp *speaker) drain() {
-	if sp.cfg.drain > 0 {
-		sp.log.Info(fmt.Sprintf("bgp: draining for %v", sp.cfg.drain))
-		time.Sleep(sp.cfg.drain)
+func (sp *Speaker) drain() {
+	if sp.cfg.Drain > 0 {
+		sp.log.Info(fmt.Sprintf("bgp: draining for %v", sp.cfg.Drain))
+		time.Sleep(sp.cfg.Drain)
 	}
 }
 
-// stopServer ends the sessions and GoBGP, once (it returns at once
+// StopServer ends the sessions and GoBGP, once (it returns at once
 // after): with graceful, the sessions that negotiated graceful restart
 // end with no NOTIFICATION (the TCP connection closed: the routers keep
 // l4lb's paths as stale), else with a Cease (the routers drop them).
-func (sp *speaker) stopServer(graceful bool) {
+func (sp *Speaker) StopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
 		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
 			sp.log.Error(fmt.Sprintf("bgp: stopping: %v", err))
@@ -658,46 +614,46 @@ func (sp *speaker) stopServer(graceful bool) {
 	})
 }
 
-// bgpStatus is the speaker's part of /debug/maglev.
-type bgpStatus struct {
+// Status is the speaker's part of /debug/maglev.
+type Status struct {
 	ASN         uint32        `json:"asn"`
 	RouterID    string        `json:"router_id"`
-	Peers       []peerStatus  `json:"peers"`
-	VIPs        []routeStatus `json:"vips"`
+	Peers       []PeerStatus  `json:"peers"`
+	VIPs        []RouteStatus `json:"vips"`
 	RestartTime string        `json:"restart_time"`            // the graceful restart time advertised; "0s": none
 	Drain       string        `json:"drain"`                   // -bgp-drain
 	Leaving     string        `json:"leaving,omitempty"`       // why every VIP is withdrawn, once l4lb leaves
 	LeftAt      string        `json:"leaving_since,omitempty"` // since when
 }
 
-type peerStatus struct {
+type PeerStatus struct {
 	Addr            string `json:"addr"`
 	ASN             uint32 `json:"asn"`
 	State           string `json:"state"`            // the session: idle, connect, active, opensent, openconfirm or established
 	GracefulRestart bool   `json:"graceful_restart"` // negotiated on the established session
 }
 
-type routeStatus struct {
+type RouteStatus struct {
 	Prefix    string `json:"prefix"`
 	Announced bool   `json:"announced"`
 	Reason    string `json:"reason"` // why it is announced or withdrawn
 	Since     string `json:"since,omitempty"`
 }
 
-// status returns what /debug/maglev shows of the speaker.
-func (sp *speaker) status() *bgpStatus {
+// Status returns what /debug/maglev shows of the speaker.
+func (sp *Speaker) Status() *Status {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	st := &bgpStatus{ASN: sp.cfg.asn, RouterID: sp.cfg.routerID.String(), RestartTime: fmt.Sprintf("%gs", sp.cfg.restart.Seconds()), Drain: sp.cfg.drain.String(), Leaving: sp.leave}
+	st := &Status{ASN: sp.cfg.ASN, RouterID: sp.cfg.RouterID.String(), RestartTime: fmt.Sprintf("%gs", sp.cfg.Restart.Seconds()), Drain: sp.cfg.Drain.String(), Leaving: sp.leave}
 	if !sp.leftAt.IsZero() {
 		st.LeftAt = sp.leftAt.UTC().Format(time.RFC3339)
 	}
-	for _, p := range sp.cfg.peers {
-		ps := sp.peer[p.addr]
-		st.Peers = append(st.Peers, peerStatus{Addr: p.addr.String(), ASN: p.asn, State: ps.state, GracefulRestart: ps.gr && ps.state == "established"})
+	for _, p := range sp.cfg.Peers {
+		ps := sp.peer[p.Addr]
+		st.Peers = append(st.Peers, PeerStatus{Addr: p.Addr.String(), ASN: p.ASN, State: ps.state, GracefulRestart: ps.gr && ps.state == "established"})
 	}
 	for p, a := range sp.vips {
-		r := routeStatus{Prefix: p.String(), Announced: a.on, Reason: a.why}
+		r := RouteStatus{Prefix: p.String(), Announced: a.on, Reason: a.why}
 		if sp.leave != "" && !a.on {
 			r.Reason = sp.leave
 		}
@@ -706,6 +662,6 @@ func (sp *speaker) status() *bgpStatus {
 		}
 		st.VIPs = append(st.VIPs, r)
 	}
-	slices.SortFunc(st.VIPs, func(x, y routeStatus) int { return strings.Compare(x.Prefix, y.Prefix) })
+	slices.SortFunc(st.VIPs, func(x, y RouteStatus) int { return strings.Compare(x.Prefix, y.Prefix) })
 	return st
 }
