@@ -9,6 +9,7 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -63,8 +64,8 @@ func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
 			s.BGP = b.sp.Status()
 		}
 		for _, r := range b.services() {
-			ss := serviceStatus{Name: r.cfg.name, Service: r.cfg.svc.String(), Forward: r.cfg.fwd.Forward.String()}
-			if t := b.lb.Table(r.cfg.svc); t != nil {
+			ss := serviceStatus{Name: r.cfg.Name, Service: r.cfg.Svc.String(), Forward: r.cfg.Fwd.Forward.String()}
+			if t := b.lb.Table(r.cfg.Svc); t != nil {
 				ss.Table.Size = t.Size()
 				counts, weights := t.Counts(), t.Weights()
 				for i, name := range t.Backends() {
@@ -106,7 +107,7 @@ func (b *balancer) register(mux *http.ServeMux, reload func() (string, error)) {
 			for _, r := range rs {
 				ok, err := r.pool.drain(a, on)
 				if err != nil {
-					http.Error(w, fmt.Sprintf("l4lb: service %q: %v", r.cfg.name, err), http.StatusInternalServerError)
+					http.Error(w, fmt.Sprintf("l4lb: service %q: %v", r.cfg.Name, err), http.StatusInternalServerError)
 					return
 				}
 				if ok {
@@ -161,7 +162,7 @@ func (b *balancer) named(name string, one bool) ([]*running, error) {
 func names(rs []*running) string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, r.cfg.name)
+		out = append(out, r.cfg.Name)
 	}
 	return strings.Join(out, ", ")
 }
@@ -177,18 +178,18 @@ type decapStatus struct {
 }
 
 // decapHandler serves the decapsulator's counters as JSON.
-func decapHandler(d *xdpmaglev.Decap, c config) http.Handler {
+func decapHandler(d *xdpmaglev.Decap, c config.Decap) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st, err := d.Stats()
 		if err != nil {
 			http.Error(w, "l4lb: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		s := decapStatus{Decap: c.iface, Attach: d.Mode().String(), GUEPort: c.dopts.GUEPort, Stats: st}
-		for _, a := range c.dopts.VIPs {
+		s := decapStatus{Decap: c.Iface, Attach: d.Mode().String(), GUEPort: c.Opts.GUEPort, Stats: st}
+		for _, a := range c.Opts.VIPs {
 			s.VIPs = append(s.VIPs, a.String())
 		}
-		for _, p := range c.dopts.Sources {
+		for _, p := range c.Opts.Sources {
 			s.Sources = append(s.Sources, p.String())
 		}
 		ops.WriteJSON(w, s)

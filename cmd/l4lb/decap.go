@@ -12,31 +12,32 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
 // runDecap is l4lb -decap: the decapsulator of -forward ipip and gue
-// attached to c.iface for the VIPs, until ctx ends; then it logs the
+// attached to c.Iface for the VIPs, until ctx ends; then it logs the
 // counters and detaches.
-func runDecap(ctx context.Context, c config, log *slog.Logger) error {
+func runDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 	for _, w := range decapWarnings(c) {
 		log.Warn(w)
 	}
-	d, err := xdpmaglev.AttachDecap(c.iface, c.dopts)
+	d, err := xdpmaglev.AttachDecap(c.Iface, c.Opts)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = d.Close() }() // on an error; the normal path closes it below
-	vips := make([]string, len(c.dopts.VIPs))
-	for i, a := range c.dopts.VIPs {
+	vips := make([]string, len(c.Opts.VIPs))
+	for i, a := range c.Opts.VIPs {
 		vips[i] = a.String()
 	}
 	log.Info(fmt.Sprintf("decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s",
-		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode(), sourcesString(c.dopts.Sources)))
-	if c.admin != "" {
+		c.Opts.GUEPort, strings.Join(vips, ","), c.Iface, d.Mode(), sourcesString(c.Opts.Sources)))
+	if c.Admin != "" {
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", decapHandler(d, c))
-		a, err := ops.ServeAdmin(c.admin, mux)
+		a, err := ops.ServeAdmin(c.Admin, mux)
 		if err != nil {
 			return err
 		}
@@ -51,7 +52,7 @@ func runDecap(ctx context.Context, c config, log *slog.Logger) error {
 	if err := d.Close(); err != nil {
 		return errors.Join(serr, err)
 	}
-	log.Info(fmt.Sprintf("detached from %s", c.iface))
+	log.Info(fmt.Sprintf("detached from %s", c.Iface))
 	return serr
 }
 
@@ -72,7 +73,7 @@ func sourcesString(ps []netip.Prefix) string {
 // decapsulated packets), and strict reverse path filtering on the
 // interface (it may drop them: their source is the client, not the load
 // balancer). A check that cannot be made is skipped.
-func decapWarnings(c config) []string {
+func decapWarnings(c config.Decap) []string {
 	var out []string
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		held := map[netip.Addr]bool{}
@@ -83,7 +84,7 @@ func decapWarnings(c config) []string {
 				}
 			}
 		}
-		for _, v := range c.dopts.VIPs {
+		for _, v := range c.Opts.VIPs {
 			if !held[v] {
 				out = append(out, fmt.Sprintf("-decap: VIP %v is on no interface: the kernel drops the decapsulated packets (ip addr add %v/%d dev lo)", v, v, v.BitLen()))
 			}
@@ -92,7 +93,7 @@ func decapWarnings(c config) []string {
 	// The kernel filters with the higher of all's and the interface's
 	// settings: 1 is strict.
 	rp := 0
-	for _, dev := range []string{"all", c.iface} {
+	for _, dev := range []string{"all", c.Iface} {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
 		if err != nil {
 			continue
@@ -102,7 +103,7 @@ func decapWarnings(c config) []string {
 		}
 	}
 	if rp == 1 {
-		out = append(out, fmt.Sprintf("-decap: rp_filter on %s is strict (1): decapsulated packets from clients routed elsewhere are dropped; sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.%s.rp_filter=2", c.iface, c.iface))
+		out = append(out, fmt.Sprintf("-decap: rp_filter on %s is strict (1): decapsulated packets from clients routed elsewhere are dropped; sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.%s.rp_filter=2", c.Iface, c.Iface))
 	}
 	return out
 }

@@ -15,49 +15,6 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
-// TestParseK8s: -k8s-service and -kubeconfig, alone and with the other
-// sources. Errors are unprefixed: main prints them after "l4lb: ".
-func TestParseK8s(t *testing.T) {
-	c, err := parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -k8s-service prod/web:http -kubeconfig /tmp/kc -drain-timeout 5s"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.src.String() != "Kubernetes service prod/web:http" || c.src.Name() != "-k8s-service" ||
-		len(c.backends) != 0 || c.timeout != 5*time.Second {
-		t.Errorf("parsed %+v", c)
-	}
-	c, err = parse(strings.Fields("-iface eth0 -vip [2001:db8::1]:80 -k8s-service prod/web:8080"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.src.String() != "Kubernetes service prod/web:8080" {
-		t.Errorf("parsed %+v", c)
-	}
-	if c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3"), io.Discard); err != nil || c.src.Dynamic() {
-		t.Errorf("-backend alone: %+v, %v", c, err)
-	}
-	for bad, want := range map[string]string{
-		"-k8s-service prod/web:http -backend 198.18.0.3":                          "bad membership source: -k8s-service cannot be used with -backend",
-		"-k8s-service prod/web:http -etcd http://127.0.0.1:2379 -etcd-prefix svc": "bad membership source: -etcd and -k8s-service: use one source of backends",
-		"-k8s-service prod/web:http -etcd-prefix svc":                             "bad membership source: -etcd-prefix needs -etcd",
-		"-kubeconfig /tmp/kc":                           "bad membership source: -kubeconfig needs -k8s-service",
-		"-kubeconfig /tmp/kc -backend 198.18.0.3":       "bad membership source: -kubeconfig needs -k8s-service",
-		"-k8s-service web:http":                         "bad membership source: -k8s-service: k8smaglev: ",
-		"-k8s-service prod/web":                         "bad membership source: -k8s-service: k8smaglev: ",
-		"-k8s-service prod/web:0":                       "bad membership source: -k8s-service: k8smaglev: ",
-		"-k8s-service /web:http":                        "bad membership source: -k8s-service: k8smaglev: ",
-		"-k8s-service prod/Web:http":                    "bad membership source: -k8s-service: k8smaglev: ",
-		"-k8s-service prod/web:http -drain-timeout -1s": "-drain-timeout must not be negative",
-		"-dns web.internal:80 -backend 198.18.0.3":      "bad membership source: -dns cannot be used with -backend",
-		"-dns-srv _l4._tcp.web.internal":                "flag provided but not defined: -dns-srv",
-	} {
-		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80"), strings.Fields(bad)...), io.Discard)
-		if err == nil || !strings.HasPrefix(err.Error(), want) {
-			t.Errorf("%q: %v; want %q...", bad, err, want)
-		}
-	}
-}
-
 // TestK8sPlan: what the data plane holds as a Service's endpoints come,
 // turn terminating-but-serving (drained as weight 0 in etcd is), leave,
 // and come back.

@@ -3,13 +3,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -17,51 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/xdpmaglev"
 	"github.com/vishvananda/netns"
 )
-
-func TestParse(t *testing.T) {
-	c, err := parse(strings.Fields("-iface eth1 -vip [2001:db8::1]:53 -proto udp -backend 2001:db8::11 -backend 2001:db8::12=02:00:00:00:00:12 -m 251 -seed 7 -mode generic -admin :0"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.iface != "eth1" || c.svc.String() != "udp/[2001:db8::1]:53" || c.fwd.M != 251 || c.opts.Seed != 7 ||
-		c.opts.Mode != xdpmaglev.AttachGeneric || c.admin != ":0" || len(c.backends) != 2 ||
-		c.backends[0].HW != nil || c.backends[1].HW.String() != "02:00:00:00:00:12" || c.backends[1].Weight != 1 {
-		t.Errorf("parsed %+v", c)
-	}
-	for _, bad := range []string{
-		"-vip 198.19.0.1:80",
-		"-iface eth0",
-		"-iface eth0 -vip 198.19.0.1",
-		"-iface eth0 -vip 198.19.0.1:80 -proto sctp",
-		"-iface eth0 -vip 198.19.0.1:80 -mode offload",
-		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.300",
-		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3=02:00",
-		"-iface eth0 -vip 198.19.0.1:80 extra",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd-prefix svc",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -backend 198.18.0.3",
-		"-iface eth0 -vip 198.19.0.1:80 -drain 198.18.0.300",
-		"-iface eth0 -vip 198.19.0.1:80 -drain-timeout -1s",
-	} {
-		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -etcd http://a:2379,http://b:2379 -etcd-prefix services/l4 -drain 198.18.0.11 -drain 198.18.0.12 -drain-timeout 5s"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.src.String() != "etcd prefix services/l4" || len(c.drained) != 2 ||
-		c.drained[1] != netip.MustParseAddr("198.18.0.12") || c.timeout != 5*time.Second {
-		t.Errorf("parsed %+v", c)
-	}
-	if _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("-h: %v", err)
-	}
-}
 
 // need skips the test (fails it under CI=true) without root or ip.
 func need(t *testing.T) {

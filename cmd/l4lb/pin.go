@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,94 +9,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
-
-// defaultPinDir is -pin-dir's default: the BPF filesystem systemd mounts.
-const defaultPinDir = "/sys/fs/bpf/l4lb"
-
-// bpfFSMagic is a BPF filesystem's type in statfs(2).
-const bpfFSMagic = 0xcafe4a11
-
-// pinConfig is -pin-dir, -rebuild and -detach: where the data plane is
-// pinned so that it outlives l4lb (xdpmaglev.Options.PinPath), one
-// directory per interface.
-type pinConfig struct {
-	dir      string // -pin-dir; "": nothing pinned
-	explicit bool   // -pin-dir given: a directory outside a BPF filesystem is an error, not a warning
-	rebuild  bool   // -rebuild
-	detach   bool   // -detach: remove the program and the pins of -iface, and exit
-}
-
-func (p *pinConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&p.dir, "pin-dir", defaultPinDir, "the `directory`, in a BPF filesystem, where the data plane is pinned (in a subdirectory named after -iface) so that it outlives l4lb: SIGINT and SIGTERM leave the program attached and forwarding, and the next l4lb adopts it (connection tracking, tables, counters) and replaces the program without a gap; empty: nothing pinned, and a restart detaches and forgets connection tracking")
-	fs.BoolVar(&p.rebuild, "rebuild", false, "replace pinned maps that l4lb cannot adopt (another layout after an upgrade; another -mode, -conntrack-size, -max-services, -max-backends or interface) with new, empty ones: connection tracking starts anew")
-	fs.BoolVar(&p.detach, "detach", false, "remove the program from -iface and what is pinned for it in -pin-dir, print what was removed, and exit (no l4lb may be running on -iface)")
-}
-
-// check checks the pin flags once parsed; with -detach it is the whole
-// command line, and done is true.
-func (p *pinConfig) check(iface string, set map[string]bool) (done bool, err error) {
-	p.explicit = set["pin-dir"]
-	if p.dir != "" {
-		p.dir = filepath.Clean(p.dir)
-	}
-	if !p.detach {
-		if p.rebuild && p.dir == "" {
-			return false, errors.New("-rebuild needs a -pin-dir")
-		}
-		return false, nil
-	}
-	var other []string
-	for name := range set {
-		if name != "detach" && name != "iface" && name != "pin-dir" {
-			other = append(other, "-"+name)
-		}
-	}
-	slices.Sort(other)
-	switch {
-	case len(other) > 0:
-		return true, fmt.Errorf("-detach takes -iface and -pin-dir only, not %s", strings.Join(other, ", "))
-	case iface == "":
-		return true, errors.New("-detach needs -iface")
-	case p.dir == "":
-		return true, errors.New("-detach needs the -pin-dir l4lb ran with")
-	}
-	return true, nil
-}
-
-// path returns the pin directory of iface, or "" for none: -pin-dir "",
-// or the default -pin-dir where no BPF filesystem is mounted, which is
-// logged as a warning (l4lb then runs as it did before pinning). A
-// -pin-dir given outside a BPF filesystem is left to Load, which refuses
-// it.
-func (p pinConfig) path(iface string, log *slog.Logger) string {
-	if p.dir == "" {
-		return ""
-	}
-	if !p.explicit && !inBPFFS(p.dir) {
-		log.Warn(fmt.Sprintf("-pin-dir %s is not in a BPF filesystem (mount -t bpf bpf /sys/fs/bpf): nothing pinned, so a restart detaches the program and forgets connection tracking", p.dir))
-		return ""
-	}
-	return filepath.Join(p.dir, iface)
-}
-
-// inBPFFS reports whether dir, or the nearest of its parents that
-// exists, is in a BPF filesystem.
-func inBPFFS(dir string) bool {
-	for p := dir; ; p = filepath.Dir(p) {
-		var st syscall.Statfs_t
-		err := syscall.Statfs(p, &st)
-		if err == nil {
-			return uint32(st.Type) == bpfFSMagic
-		}
-		if !errors.Is(err, syscall.ENOENT) || p == filepath.Dir(p) {
-			return false
-		}
-	}
-}
 
 // loadError adds what to do to Load's errors about pins.
 func loadError(err error, iface string) error {
@@ -204,24 +119,24 @@ func detach(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 }
 
 // runDetach is l4lb -detach: it removes what an l4lb left pinned for
-// c.iface, and says what on out (standard output: the command's output,
+// c.Iface, and says what on out (standard output: the command's output,
 // not log records).
-func runDetach(c config, out io.Writer) error {
-	dir := filepath.Join(c.pin.dir, c.iface)
+func runDetach(c config.Detach, out io.Writer) error {
+	dir := filepath.Join(c.PinDir, c.Iface)
 	removed, err := xdpmaglev.Detach(dir)
 	for _, p := range removed {
 		_, _ = fmt.Fprintf(out, "l4lb: removed %s\n", p)
 	}
 	if err != nil {
-		return loadError(err, c.iface)
+		return loadError(err, c.Iface)
 	}
 	switch {
 	case len(removed) == 0:
 		_, _ = fmt.Fprintf(out, "l4lb: nothing pinned in %s\n", dir)
 	case slices.Contains(removed, filepath.Join(dir, "link")):
-		_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.iface)
+		_, _ = fmt.Fprintf(out, "l4lb: detached from %s\n", c.Iface)
 	default:
-		_, _ = fmt.Fprintf(out, "l4lb: no program was attached to %s\n", c.iface)
+		_, _ = fmt.Fprintf(out, "l4lb: no program was attached to %s\n", c.Iface)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -461,14 +462,14 @@ func (p *pool) prefix() string {
 // API's stay), and, if health, the checker h (nil: none). It returns the
 // checker replaced, for the caller to close with no lock held; the next
 // setMembers applies the rest.
-func (p *pool) reconfigure(c serviceConfig, old []netip.Addr, h *checker.Checker, health bool) *checker.Checker {
+func (p *pool) reconfigure(c config.Service, old []netip.Addr, h *checker.Checker, health bool) *checker.Checker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.name, p.fwd, p.timeout = c.name, c.fwd, c.timeout
+	p.name, p.fwd, p.timeout = c.Name, c.Fwd, c.Timeout
 	for _, a := range old {
 		delete(p.drained, a.Unmap())
 	}
-	for _, a := range c.drained {
+	for _, a := range c.Drained {
 		p.drained[a.Unmap()] = true
 	}
 	if !health {

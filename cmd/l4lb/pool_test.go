@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -80,7 +81,7 @@ func TestPoolAnswersDuringNeighbourWait(t *testing.T) {
 	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, slog.New(slog.DiscardHandler))
 	t.Cleanup(p.close)
 	mux := http.NewServeMux()
-	b := &balancer{lb: lb, running: map[xdpmaglev.Service]*running{svc: {cfg: serviceConfig{name: "default", svc: svc}, pool: p}}}
+	b := &balancer{lb: lb, running: map[xdpmaglev.Service]*running{svc: {cfg: config.Service{Name: "default", Svc: svc}, pool: p}}}
 	b.register(mux, nil)
 
 	done := make(chan error, 1)

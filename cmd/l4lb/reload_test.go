@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -180,13 +181,13 @@ func TestReloadSource(t *testing.T) {
 	reg("svc/a", 2)
 	reg("svc/b", 3)
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
-	load := func(prefix string) []serviceConfig {
+	load := func(prefix string) []config.Service {
 		t.Helper()
 		file := fmt.Sprintf("iface: v0\nm: 251\netcd: %s\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    forward: ipip\n    encap-src: 198.18.0.3\n    etcd-prefix: %s\n", srv.Endpoint(), prefix)
 		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, svcs, err := loadFile(path)
+		_, svcs, err := config.Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +214,7 @@ func TestReloadSource(t *testing.T) {
 		t.Helper()
 		var got []string
 		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			tb := lb.Table(svcs[0].svc)
+			tb := lb.Table(svcs[0].Svc)
 			got = nil
 			for i, name := range tb.Backends() {
 				if tb.Weights()[i] > 0 {

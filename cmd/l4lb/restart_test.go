@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -634,26 +634,26 @@ func TestKeptOnFailedStart(t *testing.T) {
 		t.Cleanup(func() { _ = lb.Close() })
 		return lb
 	}
-	config := func(vip string, n int) serviceConfig {
+	service := func(vip string, n int) config.Service {
 		t.Helper()
-		args := []string{"-iface", "v0", "-vip", vip, "-m", "251"}
+		file := fmt.Sprintf("iface: v0\nm: 251\nservices:\n  - name: default\n    vip: %s\n    backends:\n", vip)
 		for i := range n {
-			args = append(args, "-backend", fmt.Sprintf("%s=02:00:00:00:00:%02x", beAddr(i), i))
+			file += fmt.Sprintf("      - %s=02:00:00:00:00:%02x\n", beAddr(i), i)
 		}
-		c, err := parse(args, io.Discard)
+		_, svcs, err := config.Parse([]byte(file))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.serviceConfig
+		return svcs[0]
 	}
-	web, other := config(fleetVIP.String(), 2), config("198.19.0.2:80", 1)
+	web, other := service(fleetVIP.String(), 2), service("198.19.0.2:80", 1)
 	lb := load()
-	for _, c := range []serviceConfig{web, other} {
-		if err := lb.SetService(c.svc, c.backends); err != nil {
+	for _, c := range []config.Service{web, other} {
+		if err := lb.SetService(c.Svc, c.Backends); err != nil {
 			t.Fatal(err)
 		}
 	}
-	digest := lb.Table(web.svc).Digest()
+	digest := lb.Table(web.Svc).Digest()
 	if err := lb.Release(); err != nil {
 		t.Fatal(err)
 	}
@@ -667,29 +667,29 @@ func TestKeptOnFailedStart(t *testing.T) {
 	}
 	b.iface = "v0"
 	adopted(lb, b, log)
-	if _, err := b.apply([]serviceConfig{config(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
+	if _, err := b.apply([]config.Service{service(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
 		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
 	}
-	if got := lb.Services(); len(got) != 2 || lb.Table(web.svc) == nil || lb.Table(web.svc).Digest() != digest {
-		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.svc, out.String())
+	if got := lb.Services(); len(got) != 2 || lb.Table(web.Svc) == nil || lb.Table(web.Svc).Digest() != digest {
+		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.Svc, out.String())
 	}
-	if _, err := b.apply([]serviceConfig{web}); err != nil {
+	if _, err := b.apply([]config.Service{web}); err != nil {
 		t.Fatal(err)
 	}
 	if err := prune(lb, b, log); err != nil {
 		t.Fatal(err)
 	}
-	if got := lb.Services(); len(got) != 1 || got[0] != web.svc {
+	if got := lb.Services(); len(got) != 1 || got[0] != web.Svc {
 		t.Fatalf("after an apply of one service and prune: services %v", got)
 	}
 	if !strings.Contains(out.String(), `msg="deleted tcp/198.19.0.2:80, which an earlier l4lb left`) {
 		t.Fatalf("printed %q", out.String())
 	}
 	// Taken over, a service an apply drops leaves the data plane.
-	if _, err := b.apply([]serviceConfig{other}); err != nil {
+	if _, err := b.apply([]config.Service{other}); err != nil {
 		t.Fatal(err)
 	}
-	if got := lb.Services(); len(got) != 1 || got[0] != other.svc {
+	if got := lb.Services(); len(got) != 1 || got[0] != other.Svc {
 		t.Fatalf("after an apply of the other service: services %v", got)
 	}
 	b.close()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -93,13 +94,13 @@ func TestScale(t *testing.T) {
 	kernel0 := kernelBytes(t)
 
 	t0 := time.Now()
-	g, svcs, err := loadFile(path)
+	g, svcs, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	parsed := time.Since(t0)
-	g.opts.MeterProvider = noop.NewMeterProvider()
-	lb, err := xdpmaglev.Load("", g.opts)
+	g.Opts.MeterProvider = noop.NewMeterProvider()
+	lb, err := xdpmaglev.Load("", g.Opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +132,8 @@ func TestScale(t *testing.T) {
 		float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), float64(kernelBytes(t)-kernel0)/(1<<20), float64(tables)/(1<<20))
 
 	// One service changed: a backend more. Only it is updated.
-	svcs[n/2].backends = append(svcs[n/2].backends, xdpmaglev.Backend{Addr: netip.MustParseAddr("198.18.200.1"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0xc8, 1}})
-	svcs[n/2].settings += "\x00-backend=198.18.200.1"
+	svcs[n/2].Backends = append(svcs[n/2].Backends, xdpmaglev.Backend{Addr: netip.MustParseAddr("198.18.200.1"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0xc8, 1}})
+	svcs[n/2].Settings += "\x00-backend=198.18.200.1"
 	t1 := time.Now()
 	did, err = b.apply(svcs)
 	if err != nil {
@@ -141,7 +142,7 @@ func TestScale(t *testing.T) {
 	if want := fmt.Sprintf("%d services: added none, changed s%d, removed none, %d unchanged", n, n/2, n-1); did != want {
 		t.Fatalf("reload: %q, want %q", did, want)
 	}
-	if tb := lb.Table(svcs[n/2].svc); tb.NumBackends() != k+1 {
+	if tb := lb.Table(svcs[n/2].Svc); tb.NumBackends() != k+1 {
 		t.Fatalf("the changed service has %d backends, want %d", tb.NumBackends(), k+1)
 	}
 	t.Logf("a reload changing one service of %d: %v", n, time.Since(t1).Round(time.Microsecond))

@@ -16,6 +16,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/attribute"
@@ -53,7 +54,7 @@ type balancer struct {
 // running is one service at work: its settings, its pool, and the watch
 // of its membership source.
 type running struct {
-	cfg  serviceConfig
+	cfg  config.Service
 	pool *pool
 	stop func()        // ends the watch; nil for static backends
 	gen  atomic.Uint64 // the watch whose lists count: a replaced one's are dropped
@@ -78,7 +79,7 @@ func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider,
 	}
 	b.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, r := range b.services() {
-			svc := attribute.String("maglev.service", r.cfg.svc.String())
+			svc := attribute.String("maglev.service", r.cfg.Svc.String())
 			o.ObserveInt64(updates, r.pool.updates.Load(), metric.WithAttributes(svc))
 			for _, be := range r.pool.status().Backends {
 				o.ObserveInt64(state, 1, metric.WithAttributes(svc, attribute.String("maglev.backend", be.Addr), attribute.String("maglev.state", be.State)))
@@ -99,16 +100,16 @@ func newBalancer(ctx context.Context, lb *xdpmaglev.LB, mp metric.MeterProvider,
 // settings changed change in place (their pool keeps its state, and its
 // swap is atomic), and those no longer listed stop and leave the data
 // plane. It returns what it did, for a status line.
-func (b *balancer) apply(svcs []serviceConfig) (string, error) {
+func (b *balancer) apply(svcs []config.Service) (string, error) {
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
 	b.mu.Lock()
 	old := maps.Clone(b.running)
 	b.mu.Unlock()
 
-	want := map[xdpmaglev.Service]serviceConfig{}
+	want := map[xdpmaglev.Service]config.Service{}
 	for _, c := range svcs {
-		want[c.svc] = c
+		want[c.Svc] = c
 	}
 	var added, changed, removed []string
 	started := map[xdpmaglev.Service]*running{}
@@ -119,17 +120,17 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	}
 	var batch []*pool // the new services of static backends: applied at once
 	for _, c := range svcs {
-		if old[c.svc] != nil {
+		if old[c.Svc] != nil {
 			continue
 		}
 		r, err := b.start(c)
 		if err != nil {
 			undo()
-			return "", c.errorf(err)
+			return "", c.Err(err)
 		}
-		started[c.svc] = r
-		added = append(added, c.name)
-		if !c.src.Dynamic() {
+		started[c.Svc] = r
+		added = append(added, c.Name)
+		if !c.Src.Dynamic() {
 			batch = append(batch, r.pool)
 		}
 	}
@@ -141,17 +142,17 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	// list, before the old one stops.
 	type swap struct {
 		r    *running
-		c    serviceConfig
+		c    config.Service
 		stop func()
 	}
 	var swaps []swap
 	for _, c := range svcs {
-		r := old[c.svc]
-		if r == nil || (r.cfg.settings == c.settings && r.cfg.name == c.name) {
+		r := old[c.Svc]
+		if r == nil || (r.cfg.Settings == c.Settings && r.cfg.Name == c.Name) {
 			continue
 		}
 		var stop func()
-		if c.srcSettings != r.cfg.srcSettings && c.src.Dynamic() {
+		if c.SrcSettings != r.cfg.SrcSettings && c.Src.Dynamic() {
 			// From here on the old watch's lists are dropped: the new
 			// one's first list is the members, even if the old one's next
 			// arrives after it.
@@ -165,7 +166,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 						s.stop()
 					}
 				}
-				return "", c.errorf(err)
+				return "", c.Err(err)
 			}
 		}
 		swaps = append(swaps, swap{r: r, c: c, stop: stop})
@@ -180,9 +181,9 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 	b.mu.Unlock()
 	for _, s := range swaps {
 		if err := b.change(s.r, s.c, s.stop); err != nil {
-			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.name, err))
+			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.Name, err))
 		}
-		changed = append(changed, s.c.name)
+		changed = append(changed, s.c.Name)
 	}
 	for k, r := range old {
 		if _, ok := want[k]; ok {
@@ -192,7 +193,7 @@ func (b *balancer) apply(svcs []serviceConfig) (string, error) {
 		b.mu.Lock()
 		delete(b.running, k)
 		b.mu.Unlock()
-		removed = append(removed, r.cfg.name)
+		removed = append(removed, r.cfg.Name)
 	}
 	for _, l := range [][]string{added, changed, removed} {
 		sort.Strings(l)
@@ -212,28 +213,28 @@ func list(names []string) string {
 // start starts the service c: its pool, its health check, and its
 // backends: the source's first list applied, or the static ones set as
 // the members, for the caller to apply (applyAll).
-func (b *balancer) start(c serviceConfig) (*running, error) {
-	p := newPool(b.lb, c.svc, c.fwd, c.timeout, c.drained, b.logger)
-	p.name, p.bgp = c.name, b.sp
-	if c.health.Kind != "" {
-		h, err := checker.New(c.svc, c.health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() })
+func (b *balancer) start(c config.Service) (*running, error) {
+	p := newPool(b.lb, c.Svc, c.Fwd, c.Timeout, c.Drained, b.logger)
+	p.name, p.bgp = c.Name, b.sp
+	if c.Health.Kind != "" {
+		h, err := checker.New(c.Svc, c.Health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() })
 		if err != nil {
 			return nil, err
 		}
 		p.health = h
 	}
 	b.mu.Lock()
-	if b.kept[c.svc] {
+	if b.kept[c.Svc] {
 		// Adopted: the backends the data plane holds that are not
 		// members drain (the pool is not ready: its first apply writes),
 		// and those it held down start down.
-		p.applied = adoptedBackends(b.lb, c.svc)
+		p.applied = adoptedBackends(b.lb, c.Svc)
 		if p.health != nil {
 			var down []netip.Addr
 			for _, be := range p.applied {
 				if be.Down {
 					down = append(down, be.Addr)
-					b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", p.prefix(), be.Addr, c.health.Rise))
+					b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", p.prefix(), be.Addr, c.Health.Rise))
 				}
 			}
 			p.health.StartDown(down)
@@ -241,19 +242,19 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 	}
 	b.mu.Unlock()
 	r := &running{cfg: c, pool: p}
-	what := fmt.Sprintf("%d backends", len(c.backends))
-	if c.src.Dynamic() {
-		what = "backends from " + c.src.String()
+	what := fmt.Sprintf("%d backends", len(c.Backends))
+	if c.Src.Dynamic() {
+		what = "backends from " + c.Src.String()
 	}
-	if c.name == "default" { // the flags' one service: its first status line as it has always been
-		b.logger.Info(fmt.Sprintf("%v attached to %s (%v)%s, %s", c.svc, b.iface, b.lb.Mode(), by(c.fwd), what))
+	if c.Name == "default" { // the flags' one service: its first status line as it has always been
+		b.logger.Info(fmt.Sprintf("%v attached to %s (%v)%s, %s", c.Svc, b.iface, b.lb.Mode(), by(c.Fwd), what))
 	} else {
-		b.logger.Info(fmt.Sprintf("service %q: %v%s, %s", c.name, c.svc, by(c.fwd), what))
+		b.logger.Info(fmt.Sprintf("service %q: %v%s, %s", c.Name, c.Svc, by(c.Fwd), what))
 	}
 	if p.health != nil {
-		b.logger.Info(fmt.Sprintf("%shealth check: %v", p.prefix(), c.health))
+		b.logger.Info(fmt.Sprintf("%shealth check: %v", p.prefix(), c.Health))
 	}
-	if c.src.Dynamic() {
+	if c.Src.Dynamic() {
 		stop, err := b.watch(c, r)
 		if err != nil {
 			b.stopService(r)
@@ -261,14 +262,14 @@ func (b *balancer) start(c serviceConfig) (*running, error) {
 		}
 		r.stop = stop
 	} else {
-		p.members0(static(c.backends)) // applied by the caller, with the other new services
+		p.members0(static(c.Backends)) // applied by the caller, with the other new services
 	}
 	return r, nil
 }
 
 // watch starts c's source, setting r's members from each list while it is
 // r's current watch.
-func (b *balancer) watch(c serviceConfig, r *running) (func(), error) {
+func (b *balancer) watch(c config.Service, r *running) (func(), error) {
 	gen := r.gen.Add(1)
 	set := func(eps []membership.Endpoint) error {
 		if r.gen.Load() != gen {
@@ -276,16 +277,7 @@ func (b *balancer) watch(c serviceConfig, r *running) (func(), error) {
 		}
 		return r.pool.setMembers(members(eps, b.logger))
 	}
-	return c.src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
-}
-
-// errorf returns err of the service c: "service NAME: err", or err for
-// the flags' one service.
-func (c serviceConfig) errorf(err error) error {
-	if c.name == "default" {
-		return err
-	}
-	return fmt.Errorf("service %q: %w", c.name, err)
+	return c.Src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.Svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
 }
 
 // static returns the members of static backends.
@@ -299,23 +291,23 @@ func static(bs []xdpmaglev.Backend) map[netip.Addr]member {
 
 // change changes the running service r to the settings c, in place; stop
 // is the watch of c's new source, started already, if it changed.
-func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
+func (b *balancer) change(r *running, c config.Service, stop func()) error {
 	p := r.pool
 	var h *checker.Checker
-	if c.health != r.cfg.health && c.health.Kind != "" {
+	if c.Health != r.cfg.Health && c.Health.Kind != "" {
 		var err error
-		if h, err = checker.New(c.svc, c.health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() }); err != nil {
+		if h, err = checker.New(c.Svc, c.Health, b.mp.Meter(meterScope), b.logger, func() { _ = p.apply() }); err != nil {
 			return err
 		}
 		if old := p.checker(); old != nil {
 			h.StartDown(old.Downs()) // the new check starts from the old one's verdicts
 		}
 	}
-	old := p.reconfigure(c, r.cfg.drained, h, c.health != r.cfg.health)
+	old := p.reconfigure(c, r.cfg.Drained, h, c.Health != r.cfg.Health)
 	if old != nil {
 		old.Close()
 	}
-	if c.srcSettings != r.cfg.srcSettings {
+	if c.SrcSettings != r.cfg.SrcSettings {
 		if r.stop != nil {
 			r.stop()
 		}
@@ -323,12 +315,12 @@ func (b *balancer) change(r *running, c serviceConfig, stop func()) error {
 	}
 	r.cfg = c
 	var err error
-	if !c.src.Dynamic() {
-		err = p.setMembers(static(c.backends))
+	if !c.Src.Dynamic() {
+		err = p.setMembers(static(c.Backends))
 	} else {
 		err = p.setMembers(p.currentMembers()) // the health check's new backends, and an apply
 	}
-	b.logger.Info(fmt.Sprintf("service %q: changed", c.name))
+	b.logger.Info(fmt.Sprintf("service %q: changed", c.Name))
 	return err
 }
 
@@ -340,20 +332,20 @@ func (b *balancer) stopService(r *running) {
 	}
 	r.pool.close()
 	if b.sp != nil {
-		b.sp.Forget(r.cfg.svc)
+		b.sp.Forget(r.cfg.Svc)
 	}
 	b.mu.Lock()
-	kept := b.kept[r.cfg.svc]
+	kept := b.kept[r.cfg.Svc]
 	b.mu.Unlock()
 	if kept {
-		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.name))
+		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.Name))
 		return
 	}
-	if err := b.lb.DeleteService(r.cfg.svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.name, err))
+	if err := b.lb.DeleteService(r.cfg.Svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
+		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.Name, err))
 		return
 	}
-	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.name))
+	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.Name))
 }
 
 // close stops every service's watch and pool, leaving the data plane as
@@ -379,7 +371,7 @@ func (b *balancer) services() []*running {
 	for _, r := range b.running {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(x, y *running) int { return strings.Compare(x.cfg.name, y.cfg.name) })
+	slices.SortFunc(out, func(x, y *running) int { return strings.Compare(x.cfg.Name, y.cfg.Name) })
 	return out
 }
 
@@ -397,7 +389,7 @@ func (b *balancer) resolved(svc xdpmaglev.Service) {
 // service returns the running service named name, or nil.
 func (b *balancer) service(name string) *running {
 	for _, r := range b.services() {
-		if r.cfg.name == name {
+		if r.cfg.Name == name {
 			return r
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -86,7 +87,7 @@ func TestUnresolvedStatus(t *testing.T) {
 	if b, err = newBalancer(context.Background(), lb, mp, nil, logger); err != nil {
 		t.Fatal(err)
 	}
-	b.running[svc] = &running{cfg: serviceConfig{name: "default", svc: svc}, pool: p}
+	b.running[svc] = &running{cfg: config.Service{Name: "default", Svc: svc}, pool: p}
 	mu.Unlock()
 
 	// Three addresses on v0's segment that nothing holds.

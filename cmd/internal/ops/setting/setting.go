@@ -170,6 +170,35 @@ func (o ListOf[T]) WithFields(from func(map[string]string) (T, error)) ListOf[T]
 	return o
 }
 
+// Checked makes check refuse a value, before it is appended to those
+// given before it (have), with check's error: a value given twice, say.
+func (o ListOf[T]) Checked(check func(have []T, v T) error) ListOf[T] {
+	wrap := func(add func(old any) (any, error), old any) (any, error) {
+		nv, err := add(old)
+		if err != nil {
+			return old, err
+		}
+		have, _ := old.([]T)
+		l := nv.([]T)
+		for i := len(have); i < len(l); i++ {
+			if err := check(l[:i], l[i]); err != nil {
+				return old, err
+			}
+		}
+		return nv, nil
+	}
+	add, addFields := o.add, o.addFields
+	o.add = func(old any, text string) (any, error) {
+		return wrap(func(old any) (any, error) { return add(old, text) }, old)
+	}
+	if addFields != nil {
+		o.addFields = func(old any, f map[string]string) (any, error) {
+			return wrap(func(old any) (any, error) { return addFields(old, f) }, old)
+		}
+	}
+	return o
+}
+
 // Get returns the setting's values in vs, in the order given; nil if none.
 func (o ListOf[T]) Get(vs *Values) []T {
 	l, _ := vs.m[o.Setting].([]T)

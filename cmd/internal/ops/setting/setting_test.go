@@ -37,11 +37,18 @@ func pointOf(f map[string]string) (point, error) {
 }
 
 var (
-	tName     = New(Setting{Name: "name", Scope: LB, Doc: "the `NAME`"}, "anon", String)
-	tCount    = New(Setting{Name: "count", Scope: Service, Reload: true, Doc: "how many"}, 3, Int)
-	tEvery    = New(Setting{Name: "every", Scope: Health, Needs: "check", Doc: "how often, | between"}, 2*time.Second, Duration)
-	tQuiet    = New(Setting{Name: "quiet", Scope: LB, FlagOnly: true, Doc: "say less"}, false, Bool)
-	tPoints   = NewList(Setting{Name: "point", Key: "points", Scope: Service, Own: true, Fields: []string{"x", "y"}, Doc: "a point"}, One(parsePoint)).WithFields(pointOf)
+	tName   = New(Setting{Name: "name", Scope: LB, Doc: "the `NAME`"}, "anon", String)
+	tCount  = New(Setting{Name: "count", Scope: Service, Reload: true, Doc: "how many"}, 3, Int)
+	tEvery  = New(Setting{Name: "every", Scope: Health, Needs: "check", Doc: "how often, | between"}, 2*time.Second, Duration)
+	tQuiet  = New(Setting{Name: "quiet", Scope: LB, FlagOnly: true, Doc: "say less"}, false, Bool)
+	tPoints = NewList(Setting{Name: "point", Key: "points", Scope: Service, Own: true, Fields: []string{"x", "y"}, Doc: "a point"}, One(parsePoint)).WithFields(pointOf).Checked(func(have []point, p point) error {
+		for _, h := range have {
+			if h == p {
+				return fmt.Errorf("%v: given twice", p)
+			}
+		}
+		return nil
+	})
 	tSeed     = New(Setting{Name: "seed", Scope: LB, Also: Decap, Doc: "the seed"}, uint64(0), Uint64)
 	tTitle    = New(Setting{Name: "title", Scope: Service, KeyOnly: true, Own: true, Doc: "the service's title"}, "", String)
 	tSettings = []*Setting{tName.Setting, tCount.Setting, tEvery.Setting, tQuiet.Setting, tPoints.Setting, tSeed.Setting, tTitle.Setting}
@@ -49,7 +56,8 @@ var (
 
 // TestValues: values given are parsed and read back typed, defaults
 // stand in for the others, a list appends, a mapping gives a list's
-// value, Format is the text of a value or default.
+// value, Checked refuses a value, Format is the text of a value or
+// default.
 func TestValues(t *testing.T) {
 	var vs Values
 	if tName.Get(&vs) != "anon" || tCount.Get(&vs) != 3 || tEvery.Get(&vs) != 2*time.Second || tQuiet.Get(&vs) || tPoints.Get(&vs) != nil {
@@ -88,6 +96,8 @@ func TestValues(t *testing.T) {
 		{s: tPoints.Setting, fields: map[string]string{"x": "1", "z": "2"}, want: `unknown key "z" (x, y)`},
 		{s: tPoints.Setting, fields: map[string]string{"x": "1", "y": "b"}, want: "y: not a number"},
 		{s: tCount.Setting, fields: map[string]string{"x": "1"}, want: "a value, not a mapping"},
+		{s: tPoints.Setting, text: "3,4", want: "3,4: given twice"},
+		{s: tPoints.Setting, fields: map[string]string{"x": "1", "y": "2"}, want: "1,2: given twice"},
 	} {
 		var err error
 		if c.fields != nil {
@@ -148,7 +158,7 @@ func TestTable(t *testing.T) {
 	want := "| setting | scope | default | reload | meaning |\n|---|---|---|---|---|\n" +
 		"| `name`, `-name` | load balancer | `anon` | no | the NAME |\n" +
 		"| `count`, `-count` | service | `3` | yes | how many |\n" +
-		"| `every`, `-every` | health | `2s` | no | how often, \\| between |\n" +
+		"| `every`, `-every` | health (needs check) | `2s` | no | how often, \\| between |\n" +
 		"| `-quiet` | load balancer (flag) |  |  | say less |\n" +
 		"| `points`, `-point` | service (own) |  | no | a point |\n" +
 		"| `seed`, `-seed` | load balancer, decap |  | no | the seed |\n" +

@@ -34,11 +34,15 @@ func names(s *Setting) string {
 }
 
 // scopes is a setting's scope, with its second one, and what it is in a
-// file: "service (own)", "load balancer, decap".
+// file: "service (own)", "source (needs etcd-prefix)", "load balancer,
+// decap".
 func scopes(s *Setting) string {
 	out := string(s.Scope)
 	if s.Own {
 		out += " (own)"
+	}
+	if s.Needs != "" {
+		out += " (needs " + s.Needs + ")"
 	}
 	if s.Also != "" {
 		out += ", " + string(s.Also)

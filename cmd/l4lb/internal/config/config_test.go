@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -19,34 +19,34 @@ import (
 // every service's default, and a source's default serves only the
 // services of that source.
 func TestConfigExample(t *testing.T) {
-	g, svcs, err := loadFile("example.yaml")
+	g, svcs, err := Load("../../example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.iface != "eth0" || g.opts.Seed != 7 || g.admin != "127.0.0.1:9180" || g.opts.MaxServices != 64 ||
-		g.bgp.ASN != 65001 || len(g.bgp.Peers) != 1 || g.bgp.Peers[0] != (bgp.Peer{Addr: netip.MustParseAddr("10.0.0.1"), ASN: 65000}) ||
-		g.bgp.Restart != 120*time.Second || g.file != "example.yaml" {
+	if g.Iface != "eth0" || g.Opts.Seed != 7 || g.Admin != "127.0.0.1:9180" || g.Opts.MaxServices != 64 ||
+		g.BGP.ASN != 65001 || len(g.BGP.Peers) != 1 || g.BGP.Peers[0] != (bgp.Peer{Addr: netip.MustParseAddr("10.0.0.1"), ASN: 65000}) ||
+		g.BGP.Restart != 120*time.Second || g.File != "../../example.yaml" {
 		t.Errorf("global %+v", g)
 	}
 	if len(svcs) != 4 {
 		t.Fatalf("%d services, want 4", len(svcs))
 	}
 	web, tls, api, dns := svcs[0], svcs[1], svcs[2], svcs[3]
-	if web.name != "web" || web.svc.String() != "tcp/203.0.113.1:80" || len(web.backends) != 3 ||
-		web.backends[1].Weight != 2 || web.backends[0].Weight != 1 || web.backends[2].HW.String() != "02:00:00:00:00:13" ||
-		web.health.Kind != "tcp" || web.health.Interval != 2*time.Second || web.timeout != time.Minute || web.src.Dynamic() {
+	if web.Name != "web" || web.Svc.String() != "tcp/203.0.113.1:80" || len(web.Backends) != 3 ||
+		web.Backends[1].Weight != 2 || web.Backends[0].Weight != 1 || web.Backends[2].HW.String() != "02:00:00:00:00:13" ||
+		web.Health.Kind != "tcp" || web.Health.Interval != 2*time.Second || web.Timeout != time.Minute || web.Src.Dynamic() {
 		t.Errorf("web: %+v", web)
 	}
-	if tls.fwd.M != 251 || tls.health.Kind != "http" || tls.health.Port != 8080 || tls.health.Path != "/healthz" || web.fwd.M != 0 {
+	if tls.Fwd.M != 251 || tls.Health.Kind != "http" || tls.Health.Port != 8080 || tls.Health.Path != "/healthz" || web.Fwd.M != 0 {
 		t.Errorf("web-tls: %+v", tls)
 	}
-	if api.fwd.Forward != xdpmaglev.ForwardIPIP || api.src.String() != "etcd prefix services/api" {
+	if api.Fwd.Forward != xdpmaglev.ForwardIPIP || api.Src.String() != "etcd prefix services/api" {
 		t.Errorf("api: %+v", api)
 	}
-	if dns.svc.Proto != xdpmaglev.UDP || dns.health.Kind != "" || dns.src.Name() != "-k8s-service" {
+	if dns.Svc.Proto != xdpmaglev.UDP || dns.Health.Kind != "" || dns.Src.Name() != "-k8s-service" {
 		t.Errorf("dns: %+v (the top's etcd must not reach a Kubernetes service)", dns)
 	}
-	if web.settings == tls.settings || api.srcSettings == "" || web.srcSettings != "" {
+	if web.Settings == tls.Settings || api.SrcSettings == "" || web.SrcSettings != "" {
 		t.Error("settings do not tell services apart")
 	}
 }
@@ -92,7 +92,7 @@ func TestConfigErrors(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := loadFile(path)
+		_, _, err := Load(path)
 		if !errors.Is(err, ErrConfig) {
 			t.Errorf("%q: %v, want ErrConfig", tc.file, err)
 			continue
@@ -125,18 +125,18 @@ services:
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g, _, err := loadFile(path)
+	g, _, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), 198.18.0.2 (AS 65002), 198.18.0.4 (AS 65004), hold 9s, graceful restart 30s, drain 1s"
-	if got := g.bgp.String(); got != want {
+	if got := g.BGP.String(); got != want {
 		t.Errorf("bgp: %q, want %q", got, want)
 	}
 	if err := os.WriteFile(path, []byte(strings.Replace(file, "30s", "5000s", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := loadFile(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-restart-time 5000s") {
+	if _, _, err := Load(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-restart-time 5000s") {
 		t.Errorf("bgp-restart-time 5000s: %v", err)
 	}
 }
@@ -147,26 +147,36 @@ func TestConfigFlag(t *testing.T) {
 		t.Errorf("-config with -iface: %v", err)
 	}
 	c, err := parse([]string{"-config", "x.yaml"}, nil)
-	if err != nil || c.file != "x.yaml" {
+	if err != nil || c.File != "x.yaml" {
 		t.Errorf("-config alone: %+v, %v", c, err)
 	}
 }
 
 // TestSameGlobal: a reload refuses a change of the load balancer's own
-// settings, naming it.
+// settings, naming it; a service's settings, at the top too, may change.
 func TestSameGlobal(t *testing.T) {
-	a := global{iface: "eth0", admin: ":9180"}
-	b := a
-	if err := sameGlobal(a, b); err != nil {
-		t.Fatal(err)
+	const svc = "services:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+	const bgpTop = "bgp-asn: 65001\nbgp-router-id: 198.18.0.3\n"
+	load := func(top string) Global {
+		t.Helper()
+		g, _, err := Parse([]byte("iface: eth0\nadmin: :9180\n" + top + svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
 	}
-	b.opts.Seed = 9
-	if err := sameGlobal(a, b); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "seed: 9, running with 0") {
+	a := load("")
+	if err := SameGlobal(a, load("drain-timeout: 5s\nhealth: tcp\n")); err != nil {
+		t.Fatalf("a service's settings at the top changed: %v", err)
+	}
+	if err := SameGlobal(a, load("seed: 9\n")); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "seed: 9, running with 0") {
 		t.Errorf("seed changed: %v", err)
 	}
-	b = a
-	b.bgp.Peers = []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 1}}
-	if err := sameGlobal(a, b); err == nil || !strings.Contains(err.Error(), "bgp-*") {
+	a = load(bgpTop + "bgp-peer: [\"198.18.0.1,1\"]\n")
+	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.2,1\"]\n")); err == nil || !strings.Contains(err.Error(), "bgp-peer: [198.18.0.2 (AS 1)], running with [198.18.0.1 (AS 1)]") {
 		t.Errorf("bgp changed: %v", err)
+	}
+	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.1@1\"]\n")); err != nil {
+		t.Errorf("the same peer, written otherwise: %v", err)
 	}
 }

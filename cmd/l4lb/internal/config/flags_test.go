@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -44,8 +44,8 @@ func TestParseForward(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if c.fwd != tc.want || c.opts.FloodRate != tc.flood || c.decap {
-			t.Errorf("%q: options %+v, flood rate %d; want %+v, %d", tc.args, c.fwd, c.opts.FloodRate, tc.want, tc.flood)
+		if c.Service.Fwd != tc.want || c.Opts.FloodRate != tc.flood || c.isDecap {
+			t.Errorf("%q: options %+v, flood rate %d; want %+v, %d", tc.args, c.Service.Fwd, c.Opts.FloodRate, tc.want, tc.flood)
 		}
 	}
 }
@@ -70,8 +70,8 @@ func TestParseRefused(t *testing.T) {
 		{"-forward gue -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
 		{"-forward gue -gue-port 65536", "-gue-port 65536: not a port in [1, 65535]"},
 		{"-forward gue -gue-port -1", "-gue-port -1: not a port in [1, 65535]"},
-		{"-forward ipip -gue-port 7000", "-gue-port needs -forward gue (or -decap), not -forward ipip"},
-		{"-gue-port 6080", "-gue-port needs -forward gue (or -decap), not -forward l2"},
+		{"-forward ipip -gue-port 7000", "-gue-port needs -forward gue (or l4lb decap), not -forward ipip"},
+		{"-gue-port 6080", "-gue-port needs -forward gue (or l4lb decap), not -forward l2"},
 		{"-flood-rate -2", "-flood-rate -2: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
 		{"-flood-rate 4294967296", "-flood-rate 4294967296: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
 		{"-flood-rate many", `invalid value "many" for flag -flood-rate`},
@@ -95,12 +95,12 @@ func TestParseUDPWarning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "-proto udp: TCP packets to 198.19.0.1:53 pass to the kernel"; len(c.warnings) != 1 || c.warnings[0] != want {
-		t.Errorf("warnings %q, want [%q]", c.warnings, want)
+	if want := "-proto udp: TCP packets to 198.19.0.1:53 pass to the kernel"; len(c.Warnings) != 1 || c.Warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", c.Warnings, want)
 	}
 	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:53 -backend 198.18.0.11"), io.Discard)
-	if err != nil || len(c.warnings) != 0 {
-		t.Errorf("-proto tcp: warnings %q, %v", c.warnings, err)
+	if err != nil || len(c.Warnings) != 0 {
+		t.Errorf("-proto tcp: warnings %q, %v", c.Warnings, err)
 	}
 }
 
@@ -113,15 +113,16 @@ func TestParseDecap(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []netip.Addr{netip.MustParseAddr("198.18.255.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("198.18.255.2")}
-	if !c.decap || c.iface != "eth1" || c.admin != ":0" || c.dopts.GUEPort != 7000 || c.dopts.Mode != xdpmaglev.AttachGeneric ||
-		len(c.dopts.VIPs) != 3 || c.dopts.VIPs[0] != want[0] || c.dopts.VIPs[1] != want[1] || c.dopts.VIPs[2] != want[2] || len(c.dopts.Hosts) != 0 ||
-		fmt.Sprint(c.dopts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
+	d := c.decap
+	if !c.isDecap || d.Iface != "eth1" || d.Admin != ":0" || d.Opts.GUEPort != 7000 || d.Opts.Mode != xdpmaglev.AttachGeneric ||
+		len(d.Opts.VIPs) != 3 || d.Opts.VIPs[0] != want[0] || d.Opts.VIPs[1] != want[1] || d.Opts.VIPs[2] != want[2] || len(d.Opts.Hosts) != 0 ||
+		fmt.Sprint(d.Opts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
 		t.Errorf("parsed %+v", c)
 	}
 	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1 -decap-sources any"), io.Discard)
-	if err != nil || c.dopts.GUEPort != xdpmaglev.DefaultGUEPort || c.dopts.Mode != xdpmaglev.AttachAuto || len(c.dopts.VIPs) != 1 ||
-		fmt.Sprint(c.dopts.Sources) != "[0.0.0.0/0 ::/0]" {
-		t.Errorf("defaults: %+v, %v", c.dopts, err)
+	if d := c.decap.Opts; err != nil || d.GUEPort != xdpmaglev.DefaultGUEPort || d.Mode != xdpmaglev.AttachAuto || len(d.VIPs) != 1 ||
+		fmt.Sprint(d.Sources) != "[0.0.0.0/0 ::/0]" {
+		t.Errorf("defaults: %+v, %v", c.decap.Opts, err)
 	}
 
 	for _, tc := range []struct{ args, want string }{
@@ -178,8 +179,8 @@ func TestParseHealth(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if c.health != tc.want {
-			t.Errorf("%q: %+v, want %+v", tc.args, c.health, tc.want)
+		if c.Service.Health != tc.want {
+			t.Errorf("%q: %+v, want %+v", tc.args, c.Service.Health, tc.want)
 		}
 	}
 }
