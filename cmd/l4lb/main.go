@@ -316,7 +316,15 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 		defer func() { _ = a.Close() }()
 		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
 	}
-	go watchDriver(ctx, lb, g.Iface, driverEvery, log)
+	// The driver's counters are read until l4lb stops, and never after
+	// the data plane is released or closed.
+	dctx, stopDriver := context.WithCancel(ctx)
+	driverDone := make(chan struct{})
+	go func() {
+		defer close(driverDone)
+		watchDriver(dctx, lb, g.Iface, driverEvery, log)
+	}()
+	defer func() { stopDriver(); <-driverDone }()
 	retired := false
 	select {
 	case <-ctx.Done(): // SIGINT or SIGTERM: a restart
@@ -326,6 +334,8 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	case <-sp.OutOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
 		retired = true
 	}
+	stopDriver()
+	<-driverDone
 	b.close()
 	if retired {
 		return detach(lb, g.Iface, log) // out of service: the program and the pins go
