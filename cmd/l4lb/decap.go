@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
@@ -36,7 +37,7 @@ func runDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 		c.Opts.GUEPort, strings.Join(vips, ","), c.Iface, d.Mode(), sourcesString(c.Opts.Sources)))
 	if c.Admin != "" {
 		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", decapHandler(d, c))
+		mux.Handle("/debug/maglev", admin.DecapHandler(d, c.Iface, c.Opts))
 		a, err := ops.ServeAdmin(c.Admin, mux)
 		if err != nil {
 			return err

@@ -125,6 +125,8 @@ import (
 	"syscall"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/balancer"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -229,10 +231,10 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	defer pm.Close()
 	g.Opts.MeterProvider = pm.Provider
 	g.Opts.PinPath, g.Opts.Rebuild = g.Pin.Path(g.Iface, log), g.Pin.Rebuild
-	var bal atomic.Pointer[balancer] // for Changed, which the data plane may call before the balancer is made
+	var bal atomic.Pointer[balancer.Balancer] // for Changed, which the data plane may call before the balancer is made
 	g.Opts.Changed = func(svc xdpmaglev.Service) {
 		if b := bal.Load(); b != nil {
-			b.resolved(svc)
+			b.Resolved(svc)
 		}
 	}
 	lb, err := xdpmaglev.Load(g.Iface, g.Opts)
@@ -248,22 +250,26 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 		defer sp.StopServer(false) // on an error, with no drain; after sp.Restart or sp.Retire, nothing
 		log.Info(fmt.Sprintf("bgp: %v", g.BGP))
 	}
-	b, err := newBalancer(ctx, lb, pm.Provider, sp, log)
+	var bsp balancer.Speaker // nil, not a nil *bgp.Speaker, without BGP
+	var asp admin.Speaker
+	if sp != nil {
+		bsp, asp = sp, sp
+	}
+	b, err := balancer.New(ctx, lb, balancer.Options{Iface: g.Iface, Meter: pm.Provider.Meter(meterScope), Speaker: bsp, Logger: log})
 	if err != nil {
 		return err
 	}
 	bal.Store(b)
-	b.iface = g.Iface
-	adopted(lb, b, log)
-	defer b.close()
+	b.Adopt()
+	defer b.Close()
 	if g.File != "" {
 		log.Info(fmt.Sprintf("attached to %s (%v), services from %s", g.Iface, lb.Mode(), g.File))
 	}
-	did, err := b.apply(svcs)
+	did, err := b.Apply(svcs)
 	if err != nil {
 		return err
 	}
-	if err := prune(lb, b, log); err != nil {
+	if err := b.Prune(); err != nil {
 		return err
 	}
 	var reload func() (string, error)
@@ -275,7 +281,7 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 				err = config.SameGlobal(g, ng)
 			}
 			if err == nil {
-				did, err = b.apply(nsvcs)
+				did, err = b.Apply(nsvcs)
 			}
 			if err != nil {
 				log.Warn(fmt.Sprintf("reload refused, the running configuration stays: %v", err))
@@ -307,7 +313,7 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 
 	if g.Admin != "" {
 		mux := http.NewServeMux()
-		b.register(mux, reload)
+		admin.Register(mux, b, asp, reload)
 		mux.Handle("/metrics", pm.Handler)
 		a, err := ops.ServeAdmin(g.Admin, mux)
 		if err != nil {
@@ -336,20 +342,11 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	}
 	stopDriver()
 	<-driverDone
-	b.close()
+	b.Close()
 	if retired {
 		return detach(lb, g.Iface, log) // out of service: the program and the pins go
 	}
 	return leave(lb, g.Iface, log) // the data plane stays, pinned, for the next l4lb
-}
-
-// by returns how packets reach the backends, for the first status line:
-// "" for -forward l2, " by ipip" or " by gue".
-func by(f xdpmaglev.ServiceOptions) string {
-	if f.Forward == xdpmaglev.ForwardL2 {
-		return ""
-	}
-	return " by " + f.Forward.String()
 }
 
 // forwardingOff returns a warning if the encapsulating mode f cannot route
@@ -373,3 +370,6 @@ func forwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) str
 	return fmt.Sprintf("-forward %v: %s is 0: the kernel's route lookup refuses, and %v's packets are dropped (forwarding_off); sysctl -w %s=1",
 		f, strings.ReplaceAll(key, "/", "."), svc, all)
 }
+
+// meterScope is the instrumentation scope of l4lb's own metrics.
+const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"

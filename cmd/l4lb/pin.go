@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -23,55 +21,6 @@ func loadError(err error, iface string) error {
 		return fmt.Errorf("%w: is another l4lb running on %s?", err, iface)
 	}
 	return err
-}
-
-// adopted says where the data plane is pinned, and whether it was
-// adopted; the balancer then keeps the adopted services where they are
-// until an apply takes them over (see balancer.kept).
-func adopted(lb *xdpmaglev.LB, b *balancer, log *slog.Logger) {
-	if lb.PinPath() == "" {
-		return
-	}
-	if !lb.Adopted() {
-		log.Info(fmt.Sprintf("pinned in %s", lb.PinPath()))
-		return
-	}
-	b.kept = map[xdpmaglev.Service]bool{}
-	for _, s := range lb.Services() {
-		b.kept[s] = true
-	}
-	log.Info(fmt.Sprintf("adopted the data plane pinned in %s: its connection tracking, tables and counters go on", lb.PinPath()))
-}
-
-// adoptedBackends returns the backends an earlier l4lb left in the data
-// plane for svc, sorted by address, Down ones included
-// (xdpmaglev.LB.Backends), as the pool that starts on them has them
-// applied: those that are not its members then drain, as they would have
-// had the earlier l4lb seen them leave, and those down start down.
-func adoptedBackends(lb *xdpmaglev.LB, svc xdpmaglev.Service) []xdpmaglev.Backend {
-	return lb.Backends(svc)
-}
-
-// prune deletes, once the first apply has succeeded, the services an
-// earlier l4lb left in the data plane that the configuration does not
-// hold.
-func prune(lb *xdpmaglev.LB, b *balancer, log *slog.Logger) error {
-	b.mu.Lock()
-	kept := slices.Collect(maps.Keys(b.kept))
-	b.kept = nil
-	b.mu.Unlock()
-	var gone []string
-	for _, s := range kept {
-		if err := lb.DeleteService(s); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-			return err
-		}
-		gone = append(gone, s.String())
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		log.Info(fmt.Sprintf("deleted %s, which an earlier l4lb left and the configuration does not hold", strings.Join(gone, ", ")))
-	}
-	return nil
 }
 
 // leave ends l4lb's part at SIGINT or SIGTERM: a pinned data plane is

@@ -20,9 +20,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -610,87 +608,4 @@ func TestDetachFunc(t *testing.T) {
 	if o := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
 		t.Errorf("a program is still attached to v0 after detach: %s", o)
 	}
-}
-
-// TestKeptOnFailedStart: a new l4lb whose configuration cannot start
-// (here, more backends than the pinned maps hold) leaves the service an
-// earlier l4lb left as it was, forwarding, for the next one; once a
-// configuration applies, services it does not hold are deleted.
-func TestKeptOnFailedStart(t *testing.T) {
-	need(t)
-	ns := vethNS(t, "l4keep")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
-	load := func() *xdpmaglev.LB {
-		t.Helper()
-		lb, err := inNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = lb.Close() })
-		return lb
-	}
-	service := func(vip string, n int) config.Service {
-		t.Helper()
-		file := fmt.Sprintf("iface: v0\nm: 251\nservices:\n  - name: default\n    vip: %s\n    backends:\n", vip)
-		for i := range n {
-			file += fmt.Sprintf("      - %s=02:00:00:00:00:%02x\n", beAddr(i), i)
-		}
-		_, svcs, err := config.Parse([]byte(file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svcs[0]
-	}
-	web, other := service(fleetVIP.String(), 2), service("198.19.0.2:80", 1)
-	lb := load()
-	for _, c := range []config.Service{web, other} {
-		if err := lb.SetService(c.Svc, c.Backends); err != nil {
-			t.Fatal(err)
-		}
-	}
-	digest := lb.Table(web.Svc).Digest()
-	if err := lb.Release(); err != nil {
-		t.Fatal(err)
-	}
-
-	lb = load()
-	var out strings.Builder
-	log := newLogger("text", &out) // its handler serializes the writes
-	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.iface = "v0"
-	adopted(lb, b, log)
-	if _, err := b.apply([]config.Service{service(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
-		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
-	}
-	if got := lb.Services(); len(got) != 2 || lb.Table(web.Svc) == nil || lb.Table(web.Svc).Digest() != digest {
-		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.Svc, out.String())
-	}
-	if _, err := b.apply([]config.Service{web}); err != nil {
-		t.Fatal(err)
-	}
-	if err := prune(lb, b, log); err != nil {
-		t.Fatal(err)
-	}
-	if got := lb.Services(); len(got) != 1 || got[0] != web.Svc {
-		t.Fatalf("after an apply of one service and prune: services %v", got)
-	}
-	if !strings.Contains(out.String(), `msg="deleted tcp/198.19.0.2:80, which an earlier l4lb left`) {
-		t.Fatalf("printed %q", out.String())
-	}
-	// Taken over, a service an apply drops leaves the data plane.
-	if _, err := b.apply([]config.Service{other}); err != nil {
-		t.Fatal(err)
-	}
-	if got := lb.Services(); len(got) != 1 || got[0] != other.Svc {
-		t.Fatalf("after an apply of the other service: services %v", got)
-	}
-	b.close()
 }

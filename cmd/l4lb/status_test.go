@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -12,11 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,101 +45,6 @@ func (l *logBuffer) await(t *testing.T, s string) string {
 	}
 	t.Fatalf("the log has no %q in 10 s:\n%s", s, l.String())
 	return ""
-}
-
-// TestUnresolvedStatus: a backend given without a MAC that nobody answers
-// ARP for is out of service, and says so: its update returns within the
-// data plane's wait (250 ms for all of them: it was 2 s each), its state
-// is unresolved (not live) in the admin API and in the metric
-// maglev.l4lb.backend.state, and the status line counts it unresolved, at
-// level WARN, naming it. Once the neighbour table has its MAC, the data
-// plane takes it back, and the pool says so in a status line, live.
-func TestUnresolvedStatus(t *testing.T) {
-	need(t)
-	ns := vethNS(t, "l4lbu")
-	var log logBuffer
-	logger := slog.New(slog.NewTextHandler(&log, nil))
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	var b *balancer
-	var mu sync.Mutex
-	lb, err := inNS(ns, func() (*xdpmaglev.LB, error) {
-		return xdpmaglev.Load("v0", xdpmaglev.Options{Changed: func(s xdpmaglev.Service) {
-			mu.Lock()
-			defer mu.Unlock()
-			b.resolved(s)
-		}})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
-	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	p := newPool(lb, svc, xdpmaglev.ServiceOptions{}, time.Second, nil, logger)
-	t.Cleanup(p.close)
-	mu.Lock()
-	if b, err = newBalancer(context.Background(), lb, mp, nil, logger); err != nil {
-		t.Fatal(err)
-	}
-	b.running[svc] = &running{cfg: config.Service{Name: "default", Svc: svc}, pool: p}
-	mu.Unlock()
-
-	// Three addresses on v0's segment that nothing holds.
-	members := map[netip.Addr]member{netip.MustParseAddr("198.18.0.11"): {weight: 1, hw: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}}
-	for _, last := range []byte{50, 51, 52} {
-		members[netip.AddrFrom4([4]byte{198, 18, 0, last})] = member{weight: 1}
-	}
-	start := time.Now()
-	if err := p.setMembers(members); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took > time.Second {
-		t.Errorf("the update with 3 unresolvable backends took %v", took)
-	}
-	out := log.await(t, "1 backends live, 0 draining, 3 unresolved, table digest ")
-	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "no MAC for 198.18.0.50, 198.18.0.51, 198.18.0.52") {
-		t.Errorf("status line:\n%s", out)
-	}
-	state := func() map[string]string {
-		t.Helper()
-		got := map[string]string{}
-		for _, be := range p.status().Backends {
-			got[be.Addr] = be.State
-		}
-		return got
-	}
-	if got := state(); got["198.18.0.11"] != "live" || got["198.18.0.50"] != "unresolved" {
-		t.Errorf("states %v", got)
-	}
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	gauge := map[string]string{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name != "maglev.l4lb.backend.state" {
-				continue
-			}
-			for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
-				be, _ := dp.Attributes.Value(attribute.Key("maglev.backend"))
-				st, _ := dp.Attributes.Value(attribute.Key("maglev.state"))
-				gauge[be.AsString()] = fmt.Sprintf("%s=%d", st.AsString(), dp.Value)
-			}
-		}
-	}
-	if gauge["198.18.0.11"] != "live=1" || gauge["198.18.0.50"] != "unresolved=1" || len(gauge) != 4 {
-		t.Errorf("maglev.l4lb.backend.state: %v", gauge)
-	}
-
-	// The neighbour table learns one: the data plane takes it back.
-	ip(t, "-n", ns, "neigh", "replace", "198.18.0.50", "lladdr", "02:00:00:00:00:50", "dev", "v0", "nud", "permanent")
-	log.await(t, "2 backends live, 0 draining, 2 unresolved, table digest ")
-	log.await(t, "(the neighbour table answered)")
-	if got := state(); got["198.18.0.50"] != "live" {
-		t.Errorf("states once resolved: %v", got)
-	}
 }
 
 // TestDriverWarning: frames the program sends by XDP_TX on a veth whose

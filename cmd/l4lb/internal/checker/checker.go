@@ -330,3 +330,6 @@ func (c *Checker) Close() {
 	c.wg.Wait()            // and with the probes, their connections are closed
 	_ = c.reg.Unregister() // its error is the SDK shut down already
 }
+
+// String describes the check, as Config.String does.
+func (c *Checker) String() string { return c.cfg.String() }

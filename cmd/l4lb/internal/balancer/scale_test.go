@@ -1,4 +1,4 @@
-package main
+package balancer
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -76,7 +77,7 @@ func kernelBytes(t testing.TB) int {
 // 100 services of 100 backends in CI; L4LB_SCALE=1000 runs the issue's
 // 1,000 (docs/l4lb.md has the figures).
 func TestScale(t *testing.T) {
-	need(t)
+	nstest.Need(t)
 	n, k, m := 100, 100, 10007
 	if s := os.Getenv("L4LB_SCALE"); s != "" {
 		var err error
@@ -106,12 +107,12 @@ func TestScale(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	loaded := time.Since(t0)
-	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, slog.New(slog.DiscardHandler))
+	b, err := New(context.Background(), lb, Options{Meter: noop.NewMeterProvider().Meter(""), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.close)
-	did, err := b.apply(svcs)
+	t.Cleanup(b.Close)
+	did, err := b.Apply(svcs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestScale(t *testing.T) {
 	svcs[n/2].Backends = append(svcs[n/2].Backends, xdpmaglev.Backend{Addr: netip.MustParseAddr("198.18.200.1"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0xc8, 1}})
 	svcs[n/2].Settings += "\x00-backend=198.18.200.1"
 	t1 := time.Now()
-	did, err = b.apply(svcs)
+	did, err = b.Apply(svcs)
 	if err != nil {
 		t.Fatal(err)
 	}
