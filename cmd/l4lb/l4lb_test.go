@@ -7,41 +7,19 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // need skips the test (fails it under CI=true) without root or ip.
-func need(t *testing.T) {
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root: attaching an XDP program needs CAP_BPF and CAP_NET_ADMIN"
-	} else if _, err := exec.LookPath("ip"); err != nil {
-		why = "ip is missing: install iproute2"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+func need(t *testing.T) { t.Helper(); nstest.Need(t) }
 
-func ip(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// ip runs ip with args, failing the test on an error, and returns its
+// output.
+func ip(t *testing.T, args ...string) string { t.Helper(); return nstest.IP(t, args...) }
 
 // TestCommand builds l4lb and runs it on a veth in a namespace of its own:
 // it prints the attach mode and its table's digest, serves /debug/maglev,
@@ -144,30 +122,8 @@ func TestCommand(t *testing.T) {
 	}
 }
 
-// inNS runs fn on a thread of its own in namespace ns.
-func inNS[T any](ns string, fn func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	c := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		var r result
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			r.err = err
-		} else {
-			defer func() { _ = h.Close() }()
-			if r.err = netns.Set(h); r.err == nil {
-				r.v, r.err = fn()
-			}
-		}
-		c <- r
-	}()
-	r := <-c
-	return r.v, r.err
-}
+// inNS runs fn on a thread of its own in namespace ns (nstest.InNS).
+func inNS[T any](ns string, fn func() (T, error)) (T, error) { return nstest.InNS(ns, fn) }
 
 // request sends an admin request to l4lb in namespace ns and returns the
 // body of a 2xx response (200 OK, or 202 Accepted for POST /drain-lb).

@@ -77,7 +77,7 @@ up() {
 	in_ns client ethtool -K eth0 tx off >/dev/null
 	# XDP_TX on a veth delivers to its peer only if the peer runs an XDP
 	# program too: one that passes every frame (xdpmaglev/bpf/pass.c).
-	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/pass_bpfel_test.o"
+	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/pass_bpfel_test.o" section xdp
 
 	for be in be1 be2; do
 		ip -n "$lab-$be" addr add "$vip/32" dev lo

@@ -59,7 +59,11 @@ func VethNS(tb testing.TB, tag string) string {
 	return ns
 }
 
-// InNS runs fn on a thread of its own in namespace ns.
+// InNS runs fn on a thread of its own in namespace ns. The thread goes
+// back to its namespace after fn, or, if it cannot, ends with its
+// goroutine: no thread of the test stays in ns (were it the process's
+// main thread, which never ends, the process would be in ns for ip netns
+// pids, and lab.sh down would end it).
 func InNS[T any](ns string, fn func() (T, error)) (T, error) {
 	type result struct {
 		v   T
@@ -67,18 +71,28 @@ func InNS[T any](ns string, fn func() (T, error)) (T, error) {
 	}
 	c := make(chan result, 1)
 	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
+		runtime.LockOSThread()
 		var r result
+		defer func() { c <- r }()
+		home, err := netns.Get()
+		if err != nil {
+			r.err = err
+			return // locked: the thread ends with the goroutine
+		}
+		defer func() { _ = home.Close() }()
 		h, err := netns.GetFromName(ns)
 		if err != nil {
 			r.err = err
-		} else {
-			defer func() { _ = h.Close() }()
-			if r.err = netns.Set(h); r.err == nil {
-				r.v, r.err = fn()
-			}
+			return
 		}
-		c <- r
+		defer func() { _ = h.Close() }()
+		if r.err = netns.Set(h); r.err != nil {
+			return
+		}
+		r.v, r.err = fn()
+		if netns.Set(home) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	r := <-c
 	return r.v, r.err
