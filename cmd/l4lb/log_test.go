@@ -88,10 +88,11 @@ func TestLogJSON(t *testing.T) {
 	}
 }
 
-// TestVersion runs the built l4lb -version, alone and with other flags
-// (even ones that would not start it): it prints "l4lb VERSION
-// (REVISION, GOVERSION)" on standard output, the revision the binary's
-// build info records (go version -m), and exits 0.
+// TestVersion runs the built l4lb version, and the form before commands,
+// -version, alone and with other flags (even ones that would not start
+// it): it prints "l4lb VERSION (REVISION, GOVERSION)" on standard output,
+// the revision the binary's build info records (go version -m), and
+// exits 0.
 func TestVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds l4lb: the run without -short covers it")
@@ -109,7 +110,7 @@ func TestVersion(t *testing.T) {
 		}
 	}
 	want := regexp.MustCompile(`^l4lb (\S+) \(` + regexp.QuoteMeta(rev) + `, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
-	for _, args := range [][]string{{"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
+	for _, args := range [][]string{{"version"}, {"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
 		cmd := exec.Command(bin, args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,7 +69,30 @@ func detach(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 	return nil
 }
 
-// runDetach is l4lb -detach: it removes what an l4lb left pinned for
+// cmdDetach is l4lb detach: the data plane removed for good.
+var cmdDetach = &command{
+	name:  "detach",
+	usage: "-iface DEV [-pin-dir DIR]",
+	short: "remove the program and the pins an l4lb left on an interface",
+	long: `Detach removes the program l4lb left attached to -iface and what it
+pinned for it in -pin-dir (the one l4lb ran with), prints each pin removed
+on standard output, and exits; it is refused while an l4lb runs on -iface.`,
+	flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+		vs := config.DetachFlags(fs)
+		return func(_ context.Context, args []string, stdout, _ io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
+			}
+			d, err := config.BuildDetach(vs, "l4lb detach")
+			if err != nil {
+				return err
+			}
+			return runDetach(d, stdout)
+		}
+	},
+}
+
+// runDetach is l4lb detach: it removes what an l4lb left pinned for
 // c.Iface, and says what on out (standard output: the command's output,
 // not log records).
 func runDetach(c config.Detach, out io.Writer) error {
