@@ -20,7 +20,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -572,40 +571,4 @@ func TestRestartHealth(t *testing.T) {
 	}
 	r.connect(want, ports)
 	t.Logf("%d connections in the 6 s after the restart, none to the backend down before it", ok)
-}
-
-// TestDetachFunc: detach, the end of a drain of the whole load balancer,
-// removes the program and the pins, where leave keeps them.
-func TestDetachFunc(t *testing.T) {
-	need(t)
-	ns := vethNS(t, "l4pin")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	dir := filepath.Join(mnt, "l4lb", "v0")
-	lb, err := inNS(ns, func() (*xdpmaglev.LB, error) {
-		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
-	if _, err := os.Stat(filepath.Join(dir, "link")); err != nil {
-		t.Fatalf("the link is not pinned: %v", err)
-	}
-	var out strings.Builder
-	if err := detach(lb, "v0", newLogger("text", &out)); err != nil {
-		t.Fatal(err)
-	}
-	if want := ` level=INFO msg="detached from v0, and removed the pins in ` + dir + "\"\n"; !strings.HasSuffix(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
-		t.Errorf("logged %q, want one record ending %q", out.String(), want)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("after detach, %s: %v", dir, err)
-	}
-	if o := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
-		t.Errorf("a program is still attached to v0 after detach: %s", o)
-	}
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/balancer"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/dataplane"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -76,7 +76,7 @@ type lbRun struct {
 // SIGINT or SIGTERM (ctx), or POST /drain-lb.
 func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slog.Logger) error {
 	for _, s := range svcs {
-		if w := forwardingOff(g.Iface, s.Svc, s.Fwd.Forward); w != "" {
+		if w := dataplane.ForwardingOff(g.Iface, s.Svc, s.Fwd.Forward); w != "" {
 			log.Warn(w)
 		}
 	}
@@ -89,7 +89,7 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	if err := r.load(ctx); err != nil {
 		return err
 	}
-	defer release(r.lb) // on an error; the normal path leaves it in wait
+	defer dataplane.Release(r.lb) // on an error; the normal path leaves it in wait
 	if r.sp != nil {
 		defer r.sp.StopServer(false) // on an error, with no drain; after Restart or Retire, nothing
 	}
@@ -130,12 +130,12 @@ func (r *lbRun) load(ctx context.Context) error {
 	}
 	var err error
 	if r.lb, err = xdpmaglev.Load(g.Iface, g.Opts); err != nil {
-		return loadError(err, g.Iface)
+		return dataplane.LoadError(err, g.Iface)
 	}
 	var bsp balancer.Speaker // nil, not a nil *bgp.Speaker, without BGP
 	if g.BGP.ASN != 0 {
 		if r.sp, err = bgp.New(g.BGP, r.pm.Provider.Meter(meterScope), r.log); err != nil {
-			release(r.lb)
+			dataplane.Release(r.lb)
 			return err
 		}
 		bsp = r.sp
@@ -145,7 +145,7 @@ func (r *lbRun) load(ctx context.Context) error {
 		if r.sp != nil {
 			r.sp.StopServer(false)
 		}
-		release(r.lb)
+		dataplane.Release(r.lb)
 		return err
 	}
 	bal.Store(r.b)
@@ -225,7 +225,7 @@ func (r *lbRun) wait(ctx context.Context) error {
 	driverDone := make(chan struct{})
 	go func() {
 		defer close(driverDone)
-		watchDriver(dctx, r.lb, r.g.Iface, driverEvery, r.log)
+		dataplane.WatchDriver(dctx, r.lb, r.g.Iface, dataplane.DriverEvery, r.log)
 	}()
 	defer func() { stopDriver(); <-driverDone }()
 	retired := false
@@ -241,9 +241,9 @@ func (r *lbRun) wait(ctx context.Context) error {
 	<-driverDone
 	r.b.Close()
 	if retired {
-		return detach(r.lb, r.g.Iface, r.log) // out of service: the program and the pins go
+		return dataplane.Detach(r.lb, r.g.Iface, r.log) // out of service: the program and the pins go
 	}
-	return leave(r.lb, r.g.Iface, r.log) // the data plane stays, pinned, for the next l4lb
+	return dataplane.Leave(r.lb, r.g.Iface, r.log) // the data plane stays, pinned, for the next l4lb
 }
 
 // logged logs err, if not nil, and returns it as a loggedError.
@@ -253,26 +253,4 @@ func logged(log *slog.Logger, err error) error {
 	}
 	log.Error(err.Error())
 	return loggedError{err}
-}
-
-// forwardingOff returns a warning if the encapsulating mode f cannot route
-// svc's packets out of iface because the kernel does not forward there
-// (bpf_fib_lookup then refuses, and the packets are dropped as
-// forwarding_off), or "".
-func forwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) string {
-	if f == xdpmaglev.ForwardL2 {
-		return ""
-	}
-	// IPv4 asks the receiving interface's setting, IPv6 the global one.
-	key := "net/ipv4/conf/" + iface + "/forwarding"
-	all := "net.ipv4.conf.all.forwarding"
-	if !svc.VIP.Addr().Unmap().Is4() {
-		key, all = "net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding"
-	}
-	b, err := os.ReadFile("/proc/sys/" + key)
-	if err != nil || strings.TrimSpace(string(b)) != "0" {
-		return "" // unknown, or on
-	}
-	return fmt.Sprintf("-forward %v: %s is 0: the kernel's route lookup refuses, and %v's packets are dropped (forwarding_off); sysctl -w %s=1",
-		f, strings.ReplaceAll(key, "/", "."), svc, all)
 }

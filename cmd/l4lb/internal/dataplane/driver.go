@@ -1,4 +1,4 @@
-package main
+package dataplane
 
 import (
 	"context"
@@ -12,15 +12,15 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
-// driverEvery is how often watchDriver reads the driver's counters.
-const driverEvery = 5 * time.Second
+// DriverEvery is how often l4lb run reads the driver's counters.
+const DriverEvery = 5 * time.Second
 
-// watchDriver reads the XDP counters of iface's driver (xdpmaglev.LB.Driver,
+// WatchDriver reads the XDP counters of iface's driver (xdpmaglev.LB.Driver,
 // as ethtool -S has them) every interval until ctx ends, and logs a
 // warning the first time each error counter rises: frames the program
 // sent on (counted forwarded) that the driver failed to send. It logs a
 // counter once: the metrics (maglev.xdp.driver) have the rest.
-func watchDriver(ctx context.Context, lb *xdpmaglev.LB, iface string, interval time.Duration, log *slog.Logger) {
+func WatchDriver(ctx context.Context, lb *xdpmaglev.LB, iface string, interval time.Duration, log *slog.Logger) {
 	last, err := lb.Driver()
 	if err != nil {
 		log.Warn(fmt.Sprintf("the driver's XDP counters of %s: %v", iface, err))
