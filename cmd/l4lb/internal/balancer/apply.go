@@ -9,6 +9,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
+	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -204,8 +205,10 @@ func (b *Balancer) announcer() pool.Announcer {
 
 // adopt gives r's pool what the data plane holds of its service, if an
 // earlier l4lb left it there: the backends that are not members drain
-// (the pool is not ready: its first apply writes), and those it held
-// down start down.
+// (the pool is not ready: its first apply writes), and the health check
+// starts from the data plane's record: a backend it held out of service
+// starts down, one it held in service up (health survives the restart;
+// a backend new to it is unknown until its first probe).
 func (b *Balancer) adopt(r *running) {
 	b.mu.Lock()
 	kept := b.kept[r.cfg.Svc]
@@ -218,14 +221,15 @@ func (b *Balancer) adopt(r *running) {
 	if r.health == nil {
 		return
 	}
-	var down []netip.Addr
+	states := map[netip.Addr]health.State{}
 	for _, be := range applied {
+		states[be.Addr] = health.Up
 		if be.Down {
-			down = append(down, be.Addr)
+			states[be.Addr] = health.Down
 			b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", prefix(r.cfg), be.Addr, r.cfg.Health.Rise))
 		}
 	}
-	r.health.StartDown(down)
+	r.health.Start(states)
 }
 
 // logStart logs a service's first status lines.
@@ -274,7 +278,7 @@ func (b *Balancer) change(r *running, c config.Service, stop func()) error {
 			return err
 		}
 		if r.health != nil {
-			h.StartDown(r.health.Downs()) // the new check starts from the old one's verdicts
+			h.Start(r.health.States()) // the new check starts from the old one's verdicts
 		}
 	}
 	var next pool.Health // nil, not a nil *checker.Checker, for none

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -60,12 +62,16 @@ func (h Config) String() string {
 }
 
 // A Checker probes the backends of one service, each on a schedule of its
-// own, and keeps each one's health: up or down, with the rise and fall
-// counts of Config. A new backend starts up, and goes down after
-// fall failed probes in a row; a down backend comes up after rise passes
-// in a row. A backend last known down (StartDown: by the data plane a
-// restart adopted, or by the checker this one replaces) starts down. On each transition the checker prints a status line and calls
-// changed, with no lock held; the caller (the pool) then asks IsDown.
+// own, and keeps each one's health by the rule of internal/health, with
+// the rise and fall of Config: a new backend is Unknown, in service, and
+// its first probe decides (passed, it is up; failed, it is down at once);
+// an up backend goes down after fall failed probes in a row, a down one
+// comes up after rise passes in a row. A backend whose health is known
+// from before (Start: the data plane a restart adopted, or the checker
+// this one replaces) starts in that state. On each change of a backend's
+// service (up or unknown to down, down to up) the checker prints a status
+// line and calls changed, with no lock held; the caller (the pool) then
+// asks IsDown.
 //
 // A backend's schedule is a timer, and a goroutine only while a probe is
 // under way: at 10,000 backends an idle goroutine each would hold more
@@ -95,7 +101,7 @@ type Checker struct {
 
 	mu       sync.Mutex // guards the fields below and the probed ones
 	backends map[netip.Addr]*probed
-	down     map[netip.Addr]bool // backends that start down when Set adds them (StartDown)
+	start    map[netip.Addr]health.State // the state a backend starts in when Set adds it (Start); else Unknown
 	closed   bool
 	wg       sync.WaitGroup // one for each timer armed and each probe under way
 }
@@ -104,14 +110,13 @@ type Checker struct {
 // guards the fields up to timer; the others are set before its first
 // probe, but for conn and unwatch.
 type probed struct {
-	up       bool
-	ok, fail int    // probes passed, failed, in a row (one of them is 0)
-	ups      int64  // transitions to up, for maglev.l4lb.health.transitions
-	downs    int64  // and to down
-	err      string // the last failed probe's error
-	probes   int    // probes done
-	stopped  bool   // no longer probed: its timer is not armed again
-	timer    *time.Timer
+	health  health.Machine // its state, and the probes passed and failed in a row
+	ups     int64          // transitions to up, for maglev.l4lb.health.transitions
+	downs   int64          // and to down
+	err     string         // the last failed probe's error
+	probes  int            // probes done
+	stopped bool           // no longer probed: its timer is not armed again
+	timer   *time.Timer
 
 	addr   netip.Addr
 	target string          // addr and the port probed, as the dialer takes them
@@ -147,7 +152,7 @@ func New(svc xdpmaglev.Service, cfg Config, meter metric.Meter, log *slog.Logger
 	c.failAttrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "fail")))
 	var errs []error
 	up, err := meter.Int64ObservableGauge("maglev.l4lb.health.up",
-		metric.WithDescription("1 if the backend passes its health check (up), 0 if it is down, by service and backend."))
+		metric.WithDescription("1 if the backend is in service by its health check (up, or not yet probed), 0 if it is down, by service and backend."))
 	errs = append(errs, err)
 	open, err := meter.Int64ObservableGauge("maglev.l4lb.health.fail_open",
 		metric.WithDescription("1 while every backend of the service is down and the service keeps its last table (fails open)."))
@@ -173,7 +178,7 @@ func New(svc xdpmaglev.Service, cfg Config, meter metric.Meter, log *slog.Logger
 		defer c.mu.Unlock()
 		for _, b := range c.backends {
 			v := int64(0)
-			if b.up {
+			if b.health.State().InService() {
 				v = 1
 			}
 			o.ObserveInt64(up, v, b.attrs)
@@ -225,40 +230,37 @@ func (c *Checker) Set(addrs []netip.Addr) {
 	}
 }
 
-// StartDown makes the backends at addrs start down when Set adds them, as
-// a backend last known down does: the data plane a restart adopted had
-// them out of service (Backend.Down), or the checker this one replaces
-// had them down. Each then needs rise passes to come up.
-func (c *Checker) StartDown(addrs []netip.Addr) {
+// Start makes the backends of states start in their state when Set adds
+// them, as a backend whose health is known from before: the data plane a
+// restart adopted had it in service (Up) or out of it (Down), or the
+// checker this one replaces had it so. A backend down needs rise passes
+// to come up; one up, fall failures to go down.
+func (c *Checker) Start(states map[netip.Addr]health.State) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.down == nil {
-		c.down = map[netip.Addr]bool{}
+	if c.start == nil {
+		c.start = map[netip.Addr]health.State{}
 	}
-	for _, a := range addrs {
-		c.down[a] = true
-	}
+	maps.Copy(c.start, states)
 }
 
-// Downs returns the backends that are down.
-func (c *Checker) Downs() []netip.Addr {
+// States returns the state of each backend probed.
+func (c *Checker) States() map[netip.Addr]health.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []netip.Addr
+	out := make(map[netip.Addr]health.State, len(c.backends))
 	for a, b := range c.backends {
-		if !b.up {
-			out = append(out, a)
-		}
+		out[a] = b.health.State()
 	}
 	return out
 }
 
-// newProbed returns the health of a backend at a not yet probed: up, or
-// down if StartDown said so, with no timer. c.mu is held.
+// newProbed returns the health of a backend at a not yet probed: the
+// state Start gave it, else Unknown, with no timer. c.mu is held.
 func (c *Checker) newProbed(a netip.Addr) *probed {
-	up := !c.down[a]
-	delete(c.down, a)
-	b := &probed{up: up, addr: a, target: netip.AddrPortFrom(a, c.port).String(),
+	start := c.start[a]
+	delete(c.start, a)
+	b := &probed{health: health.New(c.cfg.Rise, c.cfg.Fall, start), addr: a, target: netip.AddrPortFrom(a, c.port).String(),
 		attrs: metric.WithAttributeSet(attribute.NewSet(c.svcAttr, attribute.String("maglev.backend", a.String())))}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	if c.cfg.Kind == "http" {
@@ -287,12 +289,12 @@ func (c *Checker) IsDown(a netip.Addr) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	b := c.backends[a]
-	return b != nil && !b.up
+	return b != nil && b.health.State() == health.Down
 }
 
-// Health returns what the admin API shows of a's health: "up" or "down"
-// (or "" if a is not probed), the last failed probe's error, and the
-// probes passed and failed in a row.
+// Health returns what the admin API shows of a's health: "up", "down" or
+// "unknown" (not yet probed; "" if a is not probed at all), the last
+// failed probe's error, and the probes passed and failed in a row.
 func (c *Checker) Health(a netip.Addr) (state, lastErr string, ok, fail int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -300,11 +302,7 @@ func (c *Checker) Health(a netip.Addr) (state, lastErr string, ok, fail int) {
 	if b == nil {
 		return "", "", 0, 0
 	}
-	state = "down"
-	if b.up {
-		state = "up"
-	}
-	return state, b.err, b.ok, b.fail
+	return b.health.State().String(), b.err, b.health.Passed(), b.health.Failed()
 }
 
 // SetFailOpen records whether the service fails open (every backend

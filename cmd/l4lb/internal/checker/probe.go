@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/maglevlb/maglev/internal/health"
 )
 
 // run is a probe of b's, in a goroutine of its own (its timer's): it
@@ -37,8 +39,10 @@ func (c *Checker) run(b *probed) {
 	}
 }
 
-// record counts a probe of b's: its result, and a transition if its rise
-// or fall count is reached, printed and passed to changed.
+// record counts a probe of b's: its result in b's health, and a change
+// of service if there is one (to down, or back up; not a new backend's
+// first pass, which was in service already), printed and passed to
+// changed.
 func (c *Checker) record(b *probed, err error, took time.Duration) {
 	outcome := c.okAttrs
 	if err != nil {
@@ -51,29 +55,26 @@ func (c *Checker) record(b *probed, err error, took time.Duration) {
 		return
 	}
 	b.probes++
-	var to string
-	if err == nil {
-		b.ok, b.fail = b.ok+1, 0
-		if !b.up && b.ok >= c.cfg.Rise {
-			b.up, to = true, "up"
-			b.ups++
-		}
-	} else {
-		b.ok, b.fail, b.err = 0, b.fail+1, err.Error()
-		if b.up && b.fail >= c.cfg.Fall {
-			b.up, to = false, "down"
-			b.downs++
-		}
+	if err != nil {
+		b.err = err.Error()
 	}
+	was := b.health.State()
+	state, _ := b.health.Record(err == nil)
 	line, level := "", slog.LevelInfo
-	switch to {
-	case "up":
-		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.ok)
-	case "down":
-		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.fail, b.err), slog.LevelWarn
+	switch {
+	case was.InService() == state.InService():
+	case state == health.Up:
+		b.ups++
+		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.health.Passed())
+	case was == health.Unknown:
+		b.downs++
+		line, level = fmt.Sprintf("health: %v down: its first probe failed: %s", b.addr, b.err), slog.LevelWarn
+	default:
+		b.downs++
+		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.health.Failed(), b.err), slog.LevelWarn
 	}
 	c.mu.Unlock()
-	if to == "" {
+	if line == "" {
 		return
 	}
 	c.log.Log(context.Background(), level, line)

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -80,11 +82,7 @@ func probesOf(c *Checker, a netip.Addr) (probes int, state, lastErr string) {
 	if b == nil {
 		return 0, "", ""
 	}
-	state = "down"
-	if b.up {
-		state = "up"
-	}
-	return b.probes, state, b.err
+	return b.probes, b.health.State().String(), b.err
 }
 
 // TestHealthKeepAlive: HTTP probes of a real server reuse one connection
@@ -173,4 +171,88 @@ func TestHealthStopEndsProbe(t *testing.T) {
 	if transitions.Load() != 0 {
 		t.Errorf("%d transitions, want 0: a stopped probe is not a failure", transitions.Load())
 	}
+}
+
+// TestFirstProbeDecides: the rule of internal/health, in the checker, by
+// TCP against 127.0.0.1: a new backend is unknown, in service, until its
+// first probe, which decides (passed, up with no transition; failed, down
+// at once, logged and changed called); a backend started up (Start)
+// needs fall failures to go down, one started down rise passes to come
+// up; States gives each state.
+func TestFirstProbeDecides(t *testing.T) {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	// The same port on other addresses of lo: nothing listens there.
+	live, dead, wasUp, wasDown := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.1")
+	var transitions atomic.Int64
+	var log syncBuffer
+	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	cfg := Config{Kind: "tcp", Port: port, Interval: 30 * time.Millisecond, Timeout: 25 * time.Millisecond, Rise: 2, Fall: 3}
+	c, err := New(svc, cfg, noop.NewMeterProvider().Meter(""), slog.New(slog.NewTextHandler(&log, nil)), func() { transitions.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	c.Set([]netip.Addr{live, dead})
+	if st := c.States(); st[live] != health.Unknown || st[dead] != health.Unknown || c.IsDown(dead) {
+		t.Fatalf("before a probe: %v, IsDown(dead) %v; want both unknown, in service", st, c.IsDown(dead))
+	}
+	waitFor(t, "the first probes", func() bool { n1, _, _ := probesOf(c, live); n2, _, _ := probesOf(c, dead); return n1 >= 1 && n2 >= 1 })
+	if n, state, _ := probesOf(c, dead); state != "down" || !c.IsDown(dead) {
+		t.Errorf("dead after %d probes: %s, want down after its first", n, state)
+	}
+	if _, state, _ := probesOf(c, live); state != "up" {
+		t.Errorf("live after its first probe: %s, want up", state)
+	}
+	waitFor(t, "the transition's call", func() bool { return transitions.Load() == 1 })
+	if !strings.Contains(log.String(), "health: 127.0.0.2 down: its first probe failed: dial tcp 127.0.0.2:") {
+		t.Errorf("log:\n%s", log.String())
+	}
+
+	// Known states: up needs fall failures, down rise passes.
+	c.Set(nil)
+	c.Start(map[netip.Addr]health.State{wasUp: health.Up, wasDown: health.Down})
+	c.Set([]netip.Addr{wasUp, wasDown})
+	waitFor(t, "wasDown up", func() bool { _, state, _ := probesOf(c, wasDown); return state == "up" })
+	if n, _, _ := probesOf(c, wasDown); n < cfg.Rise {
+		t.Errorf("started down, up after %d probes, want %d", n, cfg.Rise)
+	}
+	waitFor(t, "wasUp down", func() bool { _, state, _ := probesOf(c, wasUp); return state == "down" })
+	if n, _, _ := probesOf(c, wasUp); n < cfg.Fall {
+		t.Errorf("started up, down after %d probes, want %d", n, cfg.Fall)
+	}
+	if !strings.Contains(log.String(), "health: 127.0.0.3 down: 3 probes failed in a row, the last: ") || !strings.Contains(log.String(), "health: 127.0.0.1 up: 2 probes passed in a row") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+// syncBuffer is a log for a test, safe for the checker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -512,7 +513,7 @@ func TestHealthScaleChild(t *testing.T) {
 			r.Failing++
 			r.FirstErr = b.err
 		}
-		if !b.up {
+		if b.health.State() == health.Down {
 			r.Down++
 		}
 	}
