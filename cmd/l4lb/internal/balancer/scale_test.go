@@ -78,6 +78,7 @@ func kernelBytes(t testing.TB) int {
 // 1,000 (docs/l4lb.md has the figures).
 func TestScale(t *testing.T) {
 	nstest.Need(t)
+	nstest.Exclusive(t) // its times are measured, and it loads the kernel
 	n, k, m := 100, 100, 10007
 	if s := os.Getenv("L4LB_SCALE"); s != "" {
 		var err error

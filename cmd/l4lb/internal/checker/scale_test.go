@@ -370,6 +370,7 @@ func rss(t *testing.T) uint64 {
 // (CPU, heap) are logged; BenchmarkHealthScale reports them at 10,000.
 func TestHealthScale(t *testing.T) {
 	ns := scaleNS(t, 1000)
+	nstest.Exclusive(t) // it loads the CPUs: no test that times the built l4lb meanwhile
 	for _, kind := range []string{"tcp", "http"} {
 		cfg := scaleConfig{Kind: kind, N: 1000, Interval: time.Second, Timeout: 500 * time.Millisecond, Warm: 1, Window: 3}
 		r := runScale(t, ns, cfg)
@@ -407,6 +408,7 @@ func BenchmarkHealthScale(b *testing.B) {
 		for _, n := range scaleSizes {
 			b.Run(fmt.Sprintf("kind=%s/backends=%d", kind, n), func(b *testing.B) {
 				ns := scaleNS(b, n)
+				nstest.Exclusive(b)
 				cfg := scaleConfig{Kind: kind, N: n, Interval: time.Second, Timeout: 500 * time.Millisecond, Warm: 3, Window: b.N}
 				if p := os.Getenv(scaleProfileEnv); p != "" {
 					cfg.Profile = fmt.Sprintf("%s.%s.%d", p, kind, n)

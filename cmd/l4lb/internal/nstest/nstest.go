@@ -1,14 +1,18 @@
 // Package nstest is what l4lb's tests that need network namespaces share:
 // the check that they may run (root, ip), a namespace with a veth pair,
-// and running a func in a namespace. It is for tests only.
+// running a func in a namespace, and a lock across test processes that
+// keeps a test that loads the CPUs apart from those that time the built
+// l4lb. It is for tests only.
 package nstest
 
 import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vishvananda/netns"
@@ -96,4 +100,31 @@ func InNS[T any](ns string, fn func() (T, error)) (T, error) {
 	}()
 	r := <-c
 	return r.v, r.err
+}
+
+// lockPath is the lock l4lb's test processes share, one per machine.
+var lockPath = filepath.Join(os.TempDir(), "maglev-l4lb-tests.lock")
+
+// Exclusive holds the tests' lock for tb's duration, alone: for a test
+// that loads the machine's CPUs (the health checker at scale), so that no
+// test that runs the built l4lb and measures its timing (Shared) runs
+// meanwhile in another package's test process (go test runs packages in
+// parallel).
+func Exclusive(tb testing.TB) { lock(tb, syscall.LOCK_EX) }
+
+// Shared holds the tests' lock for tb's duration, with the other Shared
+// holders: a test whose timing an Exclusive one would upset.
+func Shared(tb testing.TB) { lock(tb, syscall.LOCK_SH) }
+
+func lock(tb testing.TB, how int) {
+	tb.Helper()
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), how); err != nil {
+		_ = f.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = f.Close() }) // the lock goes with the file
 }
