@@ -94,7 +94,7 @@ up() {
 lab $lab is up: client 198.18.0.2, load balancer 198.18.0.3 (eth0 of namespace $lab-lb),
 backends 198.18.0.11 (be1) and 198.18.0.12 (be2) serving HTTP on the VIP $vip:80.
 Run l4lb in it:
-  ip netns exec $lab-lb go run ./cmd/l4lb -iface eth0 -vip $vip:80 -backend 198.18.0.11 -backend 198.18.0.12
+  ip netns exec $lab-lb go run ./cmd/l4lb run -iface eth0 -vip $vip:80 -backend 198.18.0.11 -backend 198.18.0.12
 and, from another shell:
   ip netns exec $lab-client curl -s http://$vip/     # be1 or be2
   ip netns exec $lab-lb curl -s http://127.0.0.1:9180/debug/maglev/backends
