@@ -24,7 +24,9 @@ type command struct {
 	// they are ("l4lb: ..."), not logged.
 	plain bool
 	// flags defines the command's flags on fs, and returns what runs
-	// it, with the arguments left after the flags.
+	// it, with the arguments left after the flags. fs's name is the
+	// command as its errors name it: "l4lb decap", or "-decap" in the
+	// form before commands.
 	flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, out, errOut io.Writer) error
 }
 
@@ -70,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	name, rest := args[0], args[1:]
+	fsName := "l4lb " + name // the command, as its errors name it
 	if strings.HasPrefix(name, "-") {
 		fs := flag.NewFlagSet("l4lb", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -78,6 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if name, rest, err = config.Legacy(args, fs); err != nil {
 			return err
 		}
+		fsName = "-" + name // its errors name it as that form did: "-decap needs -decap-sources"
 	}
 	c := lookup(name)
 	if c == nil {
@@ -85,7 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printCommands(stderr)
 		return errUsage
 	}
-	fs := flag.NewFlagSet("l4lb "+c.name, flag.ContinueOnError)
+	fs := flag.NewFlagSet(fsName, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printUsage(stderr, c, false) }
 	runCmd := c.flags(fs)

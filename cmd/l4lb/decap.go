@@ -26,7 +26,7 @@ VIP held on no interface and about strict rp_filter.`,
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			d, err := config.BuildDecap(vs, "l4lb decap")
+			d, err := config.BuildDecap(vs, fs.Name())
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ on standard output, and exits; it is refused while an l4lb runs on -iface.`,
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			d, err := config.BuildDetach(vs, "l4lb detach")
+			d, err := config.BuildDetach(vs, fs.Name())
 			if err != nil {
 				return err
 			}
