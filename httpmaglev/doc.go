@@ -39,8 +39,12 @@
 // Active health checks (Config.HealthPath, every HealthInterval, Fall and
 // Rise) and passive ejection (EjectAfter consecutive backend faults, or
 // Consecutive5xx answers with a 5xx status, backing off as Envoy's outlier
-// detection does) take backends out of service and put them back. A
-// failure is not a membership change: the backend stays configured, and
+// detection does) take backends out of service and put them back. The
+// active checks follow the rule of every health check of this repository
+// (cmd/l4lb's too): a new backend is in service until its first probe,
+// which decides (passed, it is up; failed, it is out at once); after
+// that, Fall failed probes in a row take it out and Rise passed ones put
+// it back. A failure is not a membership change: the backend stays configured, and
 // the Transport routes by the table without it (maglev.Table.Without), in
 // which only its keys moved; once readmitted it takes back exactly those.
 // Only the backend's faults count: a failed dial or TLS handshake, the

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/maglevlb/maglev/internal/health"
 )
 
 // A backend's life cycle, in one place: where a configured backend is
@@ -60,8 +62,9 @@ const (
 // weight changes: a new member starts serving.
 //
 // Locking, the one discipline for a backend's health:
-//   - Every change of phase, and the active checks' memory (known, fails,
-//     passes), happen with Transport.lifeMu held.
+//   - Every change of phase, and the active checks' memory (checks, the
+//     rise and fall state machine of internal/health), happen with
+//     Transport.lifeMu held.
 //   - A phase is immutable and replaced whole, so everyone else (RoundTrip,
 //     State, the metrics, a rebuild) reads it with one atomic load and no
 //     lock.
@@ -79,10 +82,10 @@ type life struct {
 	fives   atomic.Int32          // consecutive answers with a 5xx status, counted with Consecutive5xx on
 	removed atomic.Bool           // no longer configured: its probes and failures are ignored
 
-	// The active checks' memory, guarded by Transport.lifeMu.
-	known  bool // probed at least once
-	fails  int  // consecutive failed probes
-	passes int  // consecutive passed probes since the last ejection
+	// The active checks' memory, guarded by Transport.lifeMu: the
+	// backend's health (Unknown until its first probe) with its passed and
+	// failed probes in a row, the passes counted since the last ejection.
+	checks health.Machine
 }
 
 // A phase is a backend's health at one moment. It is immutable: a change
@@ -100,8 +103,12 @@ type phase struct {
 // Phases are immutable, so all share it.
 var fresh = new(phase)
 
-// init starts l serving.
-func (l *life) init() { l.phase.Store(fresh) }
+// init starts l serving, its health Unknown until its first probe, which
+// rise passes in a row or fall failures in a row change after.
+func (l *life) init(rise, fall int) {
+	l.phase.Store(fresh)
+	l.checks = health.New(rise, fall, health.Unknown)
+}
 
 // status says where m, a member of ms, is at now (Unix nanoseconds): the
 // one function the table (serving or not), State and the metrics read a
@@ -212,7 +219,7 @@ func (t *Transport) eject(m *member, reason Reason, n int32, cause error) {
 	streak++
 	q := *p
 	q.ejected, q.at, q.until, q.streak = reason, now, now+int64(t.ejectionTime(streak)), streak
-	l.passes = 0 // probes passed before the ejection do not end it
+	l.checks.ForgetPasses() // probes passed before the ejection do not end it
 	l.phase.Store(&q)
 	t.lifeMu.Unlock()
 
@@ -256,34 +263,28 @@ const (
 )
 
 // observeLocked records the result of a probe of m at now and returns its
-// verdict. Call it with lifeMu held. The first probe of a backend decides
-// its health; later, Fall consecutive failures take it out and Rise
-// consecutive passes put it back, and also end a passive ejection whose
-// time is over.
+// verdict. Call it with lifeMu held. The backend's health is
+// internal/health's machine: the first probe of a backend decides its
+// health; later, Fall consecutive failures take it out and Rise
+// consecutive passes put it back. Rise passes also end a passive ejection
+// whose time is over.
 func (t *Transport) observeLocked(m *member, err error, now int64) verdict {
 	l := &m.life
-	if err == nil {
-		l.fails, l.passes = 0, l.passes+1
-	} else {
-		l.fails, l.passes = l.fails+1, 0
-	}
+	was := l.checks.State()
+	state, changed := l.checks.Record(err == nil)
 	p := l.phase.Load()
 	q := *p
-	v := verdict{fails: l.fails, passes: l.passes}
+	q.down = state == health.Down
+	v := verdict{fails: l.checks.Failed(), passes: l.checks.Passed()}
 	switch {
-	case !l.known:
-		l.known, q.down = true, err != nil
-		if err != nil {
-			v.did |= downFirst
-		}
-	case !p.down && err != nil && l.fails >= t.cfg.Fall:
-		q.down = true
+	case changed && was == health.Unknown && state == health.Down:
+		v.did |= downFirst
+	case changed && state == health.Down:
 		v.did |= wentDown
-	case p.down && err == nil && l.passes >= t.cfg.Rise:
-		q.down = false
+	case changed && was == health.Down:
 		v.did |= cameUp
 	}
-	if p.ejected != "" && err == nil && l.passes >= t.cfg.Rise && now >= p.until {
+	if p.ejected != "" && err == nil && l.checks.Passed() >= t.cfg.Rise && now >= p.until {
 		readmit(&q, l, now)
 		v.did |= readmitted
 	}

@@ -141,7 +141,7 @@ func (t *Transport) newMember(b Backend) *member {
 	b.URL = &url.URL{Scheme: b.URL.Scheme, Host: b.URL.Host}
 	m := &member{b: b, weight: b.weight()}
 	m.b.Weight = &m.weight
-	m.life.init()
+	m.life.init(t.cfg.Rise, t.cfg.Fall)
 	m.mm.init(b.Name)
 	if t.cfg.HealthPath != "" {
 		m.health = b.URL.String() + t.cfg.HealthPath

@@ -20,10 +20,10 @@ import (
 )
 
 // TestMetricsEndpoint runs the built l4lb on a veth in a namespace of its
-// own, sends 5 TCP SYNs to the VIP and 3 to another port into the veth's
-// peer as raw frames, and GETs /metrics from the admin listener: the
-// Prometheus text has xdpmaglev's counters with those counts, per
-// backend and by reason, l4lb_build_info, a target_info naming l4lb and
+// own, sends 5 TCP SYNs to the VIP and 3 to another port of it into the
+// veth's peer as raw frames, and GETs /metrics from the admin listener:
+// the Prometheus text has xdpmaglev's counters with those counts, per
+// backend and by reason (the 3 dropped by the loop guard), l4lb_build_info, a target_info naming l4lb and
 // its version, and the Go runtime's and the process's metrics.
 func TestMetricsEndpoint(t *testing.T) {
 	need(t)
@@ -126,9 +126,10 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("/metrics has no series %s", strings.TrimSpace(w))
 		}
 	}
-	// The 3 frames to port 81 of the VIP are dropped as vip_no_service
-	// (the loop guard); other frames the kernel sends on v1 (IPv6
-	// neighbour discovery) may add to other reasons.
+	// The 3 frames to port 81 of the VIP, which no service takes, are
+	// dropped as vip_no_service (the data plane's loop guard: docs/xdp.md);
+	// other frames the kernel sends on v1 (IPv6 neighbour discovery) may
+	// add to other reasons.
 	var noService string
 	for l := range strings.Lines(body) {
 		if strings.HasPrefix(l, `maglev_xdp_dropped_total{maglev_reason="vip_no_service"`) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -17,92 +16,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 )
-
-// TestParseBGP: the BGP flags, parsed; -bgp-peer takes ADDR,ASN, the
-// form documented, and ADDR@ASN, the form of earlier versions.
-func TestParseBGP(t *testing.T) {
-	for _, tc := range []struct {
-		args string
-		want bgpConfig
-	}{
-		{"", bgpConfig{}},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 9 * time.Second, restart: 120 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@65000",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 9 * time.Second, restart: 120 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
-		{"-bgp-asn 4200000000 -bgp-router-id 10.0.0.1 -bgp-peer 198.18.0.1,65000 -bgp-peer 198.18.0.2@4200000001 -bgp-peer ::ffff:198.18.0.4,1 -bgp-listen-port -1 -bgp-hold 0s -bgp-restart-time 0s -bgp-drain 0s",
-			bgpConfig{asn: 4200000000, routerID: netip.MustParseAddr("10.0.0.1"), listenPort: -1,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}, {netip.MustParseAddr("198.18.0.2"), 4200000001}, {netip.MustParseAddr("198.18.0.4"), 1}}}},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-restart-time 4095s -bgp-hold 3s",
-			bgpConfig{asn: 65001, routerID: netip.MustParseAddr("198.18.0.3"), listenPort: 179, hold: 3 * time.Second, restart: 4095 * time.Second, drain: 2 * time.Second,
-				peers: []bgpPeer{{netip.MustParseAddr("198.18.0.1"), 65000}}}},
-	} {
-		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
-		if err != nil {
-			t.Errorf("%q: %v", tc.args, err)
-			continue
-		}
-		if fmt.Sprint(c.bgp) != fmt.Sprint(tc.want) || c.bgp.listenPort != tc.want.listenPort {
-			t.Errorf("%q: %+v, want %+v", tc.args, c.bgp, tc.want)
-		}
-	}
-	c, err := parse(strings.Fields("-iface eth0 -vip [2001:db8::1]:80 -backend 2001:db8::11 -bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::ff,65000 -bgp-peer 2001:db8::fe@65002"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := c.bgp.String(), "AS 65001 (router ID 198.18.0.3) to 2001:db8::ff (AS 65000), 2001:db8::fe (AS 65002), hold 9s, graceful restart 120s, drain 2s"; got != want {
-		t.Errorf("IPv6 peers: %q, want %q", got, want)
-	}
-}
-
-// TestParseBGPRefused: each bad value or combination of the BGP flags is
-// refused with an error that names the flag.
-func TestParseBGPRefused(t *testing.T) {
-	ok := " -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000"
-	for _, tc := range []struct{ args, want string }{
-		{"-bgp-peer 198.18.0.1,65000", "-bgp-peer needs -bgp-asn"},
-		{"-bgp-drain 1s", "-bgp-drain needs -bgp-asn"},
-		{"-bgp-asn 0" + ok, `-bgp-asn: AS "0": not a number in [1, 4294967295]`},
-		{"-bgp-asn 4294967296" + ok, `-bgp-asn: AS "4294967296": not a number`},
-		{"-bgp-asn AS65001" + ok, `-bgp-asn: AS "AS65001": not a number`},
-		{"-bgp-asn 65001 -bgp-peer 198.18.0.1,65000", `-bgp-router-id "": an IPv4 address`},
-		{"-bgp-asn 65001 -bgp-router-id 2001:db8::1 -bgp-peer 198.18.0.1,65000", `-bgp-router-id "2001:db8::1": an IPv4 address`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3", "-bgp-asn needs a -bgp-peer ADDR,ASN"},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1", `invalid value "198.18.0.1" for flag -bgp-peer: "198.18.0.1": ADDR,ASN (198.18.0.1,65000)`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1:65000", `invalid value "198.18.0.1:65000" for flag -bgp-peer: "198.18.0.1:65000": ADDR,ASN`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,0", `invalid value "198.18.0.1,0" for flag -bgp-peer: AS "0"`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@0", `invalid value "198.18.0.1@0" for flag -bgp-peer: AS "0"`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,", `invalid value "198.18.0.1," for flag -bgp-peer: AS ""`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000,65001", `invalid value "198.18.0.1,65000,65001" for flag -bgp-peer: AS "65000,65001"`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer router,65000", `invalid value "router,65000" for flag -bgp-peer: `},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer router@65000", `invalid value "router@65000" for flag -bgp-peer: `},
-		{"-bgp-asn 65001" + ok + " -bgp-peer 198.18.0.1,65002", `invalid value "198.18.0.1,65002" for flag -bgp-peer: 198.18.0.1: given twice`},
-		{"-bgp-asn 65001" + ok + " -bgp-peer ::ffff:198.18.0.1@65002", `invalid value "::ffff:198.18.0.1@65002" for flag -bgp-peer: 198.18.0.1: given twice`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::1,65000", "-bgp-peer 2001:db8::1 (AS 65000): not of the VIP's family (198.19.0.1)"},
-		{"-bgp-asn 65001" + ok + " -bgp-listen-port 0", "-bgp-listen-port 0: a port in [1, 65535], or -1 for none"},
-		{"-bgp-asn 65001" + ok + " -bgp-listen-port 65536", "-bgp-listen-port 65536: a port in [1, 65535], or -1 for none"},
-		{"-bgp-asn 65001" + ok + " -bgp-hold 2s", "-bgp-hold 2s: 0 or whole seconds in [3s, 65535s]"},
-		{"-bgp-asn 65001" + ok + " -bgp-hold 3500ms", "-bgp-hold 3.5s: 0 or whole seconds in [3s, 65535s]"},
-		{"-bgp-asn 65001" + ok + " -bgp-drain -1s", "-bgp-drain -1s: must not be negative"},
-		{"-bgp-restart-time 60s", "-bgp-restart-time needs -bgp-asn"},
-		{"-bgp-asn 65001" + ok + " -bgp-restart-time -1s", "-bgp-restart-time -1s: 0 (no graceful restart) or whole seconds in [1s, 4095s]"},
-		{"-bgp-asn 65001" + ok + " -bgp-restart-time 500ms", "-bgp-restart-time 0.5s: 0 (no graceful restart) or whole seconds"},
-		{"-bgp-asn 65001" + ok + " -bgp-restart-time 1.5s", "-bgp-restart-time 1.5s: 0 (no graceful restart) or whole seconds"},
-		{"-bgp-asn 65001" + ok + " -bgp-restart-time 4096s", "-bgp-restart-time 4096s: 0 (no graceful restart) or whole seconds in [1s, 4095s] (RFC 4724's 12 bits)"},
-	} {
-		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
-		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
-		}
-	}
-	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -bgp-asn 65001 -bgp-peer 198.18.0.1,65000"), io.Discard)
-	if want := "-decap cannot be used with -bgp-asn, -bgp-peer: "; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("-decap -bgp-asn: %v; want %q...", err, want)
-	}
-}
 
 // needBird skips the test (fails it under CI=true) without bird and
 // birdc.
@@ -320,7 +236,7 @@ protocol bgp lb {
 		t.Errorf("the router's route: %q, want via 198.18.1.3 on r1, AS path 65001", got)
 	}
 	st := lbStatus(t, lbNS).BGP
-	if len(st.Peers) != 1 || st.Peers[0] != (peerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
+	if len(st.Peers) != 1 || st.Peers[0] != (bgp.PeerStatus{Addr: "198.18.1.1", ASN: 65000, State: "established"}) ||
 		len(st.VIPs) != 1 || st.VIPs[0].Prefix != prefix || !st.VIPs[0].Announced || st.ASN != 65001 || st.RouterID != "198.18.1.3" ||
 		st.RestartTime != "120s" || st.Leaving != "" {
 		t.Errorf("/debug/maglev's bgp: %+v", st)
@@ -670,7 +586,7 @@ protocol bgp lb {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st bgpStatus
+	var st bgp.Status
 	if err := json.Unmarshal(body, &st); err != nil {
 		t.Fatalf("%v: %s", err, body)
 	}

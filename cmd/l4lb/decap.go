@@ -2,107 +2,36 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
-	"net/netip"
-	"os"
-	"strings"
+	"flag"
+	"io"
 
-	"github.com/maglevlb/maglev/cmd/internal/ops"
-	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/dataplane"
 )
 
-// runDecap is l4lb -decap: the decapsulator of -forward ipip and gue
-// attached to c.iface for the VIPs, until ctx ends; then it logs the
-// counters and detaches.
-func runDecap(ctx context.Context, c config, log *slog.Logger) error {
-	for _, w := range decapWarnings(c) {
-		log.Warn(w)
-	}
-	d, err := xdpmaglev.AttachDecap(c.iface, c.dopts)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }() // on an error; the normal path closes it below
-	vips := make([]string, len(c.dopts.VIPs))
-	for i, a := range c.dopts.VIPs {
-		vips[i] = a.String()
-	}
-	log.Info(fmt.Sprintf("decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s",
-		c.dopts.GUEPort, strings.Join(vips, ","), c.iface, d.Mode(), sourcesString(c.dopts.Sources)))
-	if c.admin != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/debug/maglev", decapHandler(d, c))
-		a, err := ops.ServeAdmin(c.admin, mux)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = a.Close() }()
-		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
-	}
-	<-ctx.Done()
-	st, serr := d.Stats()
-	if serr == nil {
-		log.Info(fmt.Sprintf("%d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted))
-	}
-	if err := d.Close(); err != nil {
-		return errors.Join(serr, err)
-	}
-	log.Info(fmt.Sprintf("detached from %s", c.iface))
-	return serr
-}
-
-// sourcesString returns the trusted sources as -decap-sources takes them.
-func sourcesString(ps []netip.Prefix) string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		if p.Bits() == 0 {
-			return "any source"
-		}
-		out[i] = p.String()
-	}
-	return strings.Join(out, ",")
-}
-
-// decapWarnings returns what is likely wrong with this host as a backend
-// of the encapsulating modes: a VIP on no interface (the kernel drops the
-// decapsulated packets), and strict reverse path filtering on the
-// interface (it may drop them: their source is the client, not the load
-// balancer). A check that cannot be made is skipped.
-func decapWarnings(c config) []string {
-	var out []string
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		held := map[netip.Addr]bool{}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok {
-					held[ip.Unmap()] = true
-				}
+// cmdDecap is l4lb decap: the backends' decapsulator.
+var cmdDecap = &command{
+	name:  "decap",
+	usage: "-iface DEV -vip VIP[,VIP...] -decap-sources PREFIX[,PREFIX...] [flags]",
+	short: "run the backends' decapsulator of forward ipip and gue",
+	long: `Decap attaches the decapsulator of -forward ipip and gue to -iface, for
+the -vip addresses, taking encapsulated packets only from the load
+balancers' outer sources (-decap-sources; "any" must be said), until
+SIGINT or SIGTERM; then it logs its counters, detaches and exits 0. It
+serves its counters at /debug/maglev on -admin, and warns at start about a
+VIP held on no interface and about strict rp_filter.`,
+	flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
+		vs := config.DecapFlags(fs)
+		return func(ctx context.Context, args []string, _, stderr io.Writer) error {
+			if err := noArgs(args); err != nil {
+				return err
 			}
-		}
-		for _, v := range c.dopts.VIPs {
-			if !held[v] {
-				out = append(out, fmt.Sprintf("-decap: VIP %v is on no interface: the kernel drops the decapsulated packets (ip addr add %v/%d dev lo)", v, v, v.BitLen()))
+			d, err := config.BuildDecap(vs, fs.Name())
+			if err != nil {
+				return err
 			}
+			log := newLogger(d.LogFormat, stderr)
+			return logged(log, dataplane.RunDecap(ctx, d, log))
 		}
-	}
-	// The kernel filters with the higher of all's and the interface's
-	// settings: 1 is strict.
-	rp := 0
-	for _, dev := range []string{"all", c.iface} {
-		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
-		if err != nil {
-			continue
-		}
-		if v := strings.TrimSpace(string(b)); v == "1" || v == "2" {
-			rp = max(rp, int(v[0]-'0'))
-		}
-	}
-	if rp == 1 {
-		out = append(out, fmt.Sprintf("-decap: rp_filter on %s is strict (1): decapsulated packets from clients routed elsewhere are dropped; sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.%s.rp_filter=2", c.iface, c.iface))
-	}
-	return out
+	},
 }

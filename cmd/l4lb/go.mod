@@ -150,6 +150,9 @@ replace (
 replace (
 	github.com/maglevlb/maglev/etcdmaglev => ../../etcdmaglev
 	github.com/maglevlb/maglev/etcdmaglev/etcdtest => ../../etcdmaglev/etcdtest
+	// Not built by l4lb (.ci/run checks go list -deps): in its module
+	// graph through etcdmaglev's go.mod, whose tests use it, so that
+	// the graph resolves alone (release/modules check).
 	github.com/maglevlb/maglev/httpmaglev => ../../httpmaglev
 	github.com/maglevlb/maglev/k8smaglev => ../../k8smaglev
 )

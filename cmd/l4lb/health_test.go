@@ -234,6 +234,11 @@ func TestHealthTCP(t *testing.T) {
 		t.Fatalf("all up: %+v", st)
 	}
 	wantSlots(t, lbNS, base)
+	// A new backend is unknown, in service, until its first probe, which
+	// decides: each passes it, up.
+	for _, a := range addrs {
+		awaitHealth(t, lbNS, a, "up", rise, fall)
+	}
 
 	// One backend's listener stops: down after fall failures, out of the
 	// table by Without.

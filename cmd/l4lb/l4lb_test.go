@@ -3,91 +3,23 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
-	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/xdpmaglev"
-	"github.com/vishvananda/netns"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
-func TestParse(t *testing.T) {
-	c, err := parse(strings.Fields("-iface eth1 -vip [2001:db8::1]:53 -proto udp -backend 2001:db8::11 -backend 2001:db8::12=02:00:00:00:00:12 -m 251 -seed 7 -mode generic -admin :0"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.iface != "eth1" || c.svc.String() != "udp/[2001:db8::1]:53" || c.fwd.M != 251 || c.opts.Seed != 7 ||
-		c.opts.Mode != xdpmaglev.AttachGeneric || c.admin != ":0" || len(c.backends) != 2 ||
-		c.backends[0].HW != nil || c.backends[1].HW.String() != "02:00:00:00:00:12" || c.backends[1].Weight != 1 {
-		t.Errorf("parsed %+v", c)
-	}
-	for _, bad := range []string{
-		"-vip 198.19.0.1:80",
-		"-iface eth0",
-		"-iface eth0 -vip 198.19.0.1",
-		"-iface eth0 -vip 198.19.0.1:80 -proto sctp",
-		"-iface eth0 -vip 198.19.0.1:80 -mode offload",
-		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.300",
-		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3=02:00",
-		"-iface eth0 -vip 198.19.0.1:80 extra",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd-prefix svc",
-		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -backend 198.18.0.3",
-		"-iface eth0 -vip 198.19.0.1:80 -drain 198.18.0.300",
-		"-iface eth0 -vip 198.19.0.1:80 -drain-timeout -1s",
-	} {
-		if _, err := parse(strings.Fields(bad), io.Discard); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -etcd http://a:2379,http://b:2379 -etcd-prefix services/l4 -drain 198.18.0.11 -drain 198.18.0.12 -drain-timeout 5s"), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.src.String() != "etcd prefix services/l4" || len(c.drained) != 2 ||
-		c.drained[1] != netip.MustParseAddr("198.18.0.12") || c.timeout != 5*time.Second {
-		t.Errorf("parsed %+v", c)
-	}
-	if _, err := parse([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
-		t.Errorf("-h: %v", err)
-	}
-}
-
 // need skips the test (fails it under CI=true) without root or ip.
-func need(t *testing.T) {
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root: attaching an XDP program needs CAP_BPF and CAP_NET_ADMIN"
-	} else if _, err := exec.LookPath("ip"); err != nil {
-		why = "ip is missing: install iproute2"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
+func need(t *testing.T) { t.Helper(); nstest.Need(t) }
 
-func ip(t *testing.T, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
+// ip runs ip with args, failing the test on an error, and returns its
+// output.
+func ip(t *testing.T, args ...string) string { t.Helper(); return nstest.IP(t, args...) }
 
 // TestCommand builds l4lb and runs it on a veth in a namespace of its own:
 // it prints the attach mode and its table's digest, serves /debug/maglev,
@@ -190,30 +122,8 @@ func TestCommand(t *testing.T) {
 	}
 }
 
-// inNS runs fn on a thread of its own in namespace ns.
-func inNS[T any](ns string, fn func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	c := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		var r result
-		h, err := netns.GetFromName(ns)
-		if err != nil {
-			r.err = err
-		} else {
-			defer func() { _ = h.Close() }()
-			if r.err = netns.Set(h); r.err == nil {
-				r.v, r.err = fn()
-			}
-		}
-		c <- r
-	}()
-	r := <-c
-	return r.v, r.err
-}
+// inNS runs fn on a thread of its own in namespace ns (nstest.InNS).
+func inNS[T any](ns string, fn func() (T, error)) (T, error) { return nstest.InNS(ns, fn) }
 
 // request sends an admin request to l4lb in namespace ns and returns the
 // body of a 2xx response (200 OK, or 202 Accepted for POST /drain-lb).

@@ -77,7 +77,7 @@ up() {
 	in_ns client ethtool -K eth0 tx off >/dev/null
 	# XDP_TX on a veth delivers to its peer only if the peer runs an XDP
 	# program too: one that passes every frame (xdpmaglev/bpf/pass.c).
-	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/pass_bpfel_test.o"
+	ip -n "$lab-sw" link set dev p-lb xdpdrv object "$here/../../xdpmaglev/pass_bpfel_test.o" section xdp
 
 	for be in be1 be2; do
 		ip -n "$lab-$be" addr add "$vip/32" dev lo
@@ -94,7 +94,7 @@ up() {
 lab $lab is up: client 198.18.0.2, load balancer 198.18.0.3 (eth0 of namespace $lab-lb),
 backends 198.18.0.11 (be1) and 198.18.0.12 (be2) serving HTTP on the VIP $vip:80.
 Run l4lb in it:
-  ip netns exec $lab-lb go run ./cmd/l4lb -iface eth0 -vip $vip:80 -backend 198.18.0.11 -backend 198.18.0.12
+  ip netns exec $lab-lb go run ./cmd/l4lb run -iface eth0 -vip $vip:80 -backend 198.18.0.11 -backend 198.18.0.12
 and, from another shell:
   ip netns exec $lab-client curl -s http://$vip/     # be1 or be2
   ip netns exec $lab-lb curl -s http://127.0.0.1:9180/debug/maglev/backends

@@ -38,7 +38,7 @@ func labUp(t *testing.T) *lab {
 	if err != nil {
 		t.Fatalf("lab.sh up: %v: %s", err, out)
 	}
-	if !strings.Contains(string(out), "ip netns exec "+l.name+"-lb go run ./cmd/l4lb -iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11 -backend 198.18.0.12") {
+	if !strings.Contains(string(out), "ip netns exec "+l.name+"-lb go run ./cmd/l4lb run -iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11 -backend 198.18.0.12") {
 		t.Errorf("lab.sh up does not say how to run l4lb in it:\n%s", out)
 	}
 	return l
@@ -91,7 +91,7 @@ func TestLab(t *testing.T) {
 	need(t)
 	bin := build(t)
 	l := labUp(t)
-	p := start(t, l.ns("lb"), bin, "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12")
+	p := start(t, l.ns("lb"), bin, "run", "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12")
 	p.await("2 backends live, 0 draining, table digest ")
 	p.await("admin on")
 	if got := l.get(t, 40); got["be1"]+got["be2"] != 40 || got["be1"] == 0 || got["be2"] == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"log/slog"
 )
@@ -20,22 +19,3 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 type loggedError struct{ error }
 
 func (e loggedError) Unwrap() error { return e.error }
-
-// minLevel is a handler that passes on the records of min and above, for
-// a library whose Info records would repeat l4lb's own (GoBGP's).
-type minLevel struct {
-	slog.Handler
-	min slog.Leveler
-}
-
-func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= h.min.Level() && h.Handler.Enabled(ctx, l)
-}
-
-func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
-	return minLevel{h.Handler.WithAttrs(as), h.min}
-}
-
-func (h minLevel) WithGroup(name string) slog.Handler {
-	return minLevel{h.Handler.WithGroup(name), h.min}
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"os/exec"
 	"regexp"
 	"runtime"
@@ -89,10 +88,11 @@ func TestLogJSON(t *testing.T) {
 	}
 }
 
-// TestVersion runs the built l4lb -version, alone and with other flags
-// (even ones that would not start it): it prints "l4lb VERSION
-// (REVISION, GOVERSION)" on standard output, the revision the binary's
-// build info records (go version -m), and exits 0.
+// TestVersion runs the built l4lb version, and the form before commands,
+// -version, alone and with other flags (even ones that would not start
+// it): it prints "l4lb VERSION (REVISION, GOVERSION)" on standard output,
+// the revision the binary's build info records (go version -m), and
+// exits 0.
 func TestVersion(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds l4lb: the run without -short covers it")
@@ -110,7 +110,7 @@ func TestVersion(t *testing.T) {
 		}
 	}
 	want := regexp.MustCompile(`^l4lb (\S+) \(` + regexp.QuoteMeta(rev) + `, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
-	for _, args := range [][]string{{"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
+	for _, args := range [][]string{{"version"}, {"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
 		cmd := exec.Command(bin, args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
@@ -118,28 +118,5 @@ func TestVersion(t *testing.T) {
 		if err != nil || !want.Match(out) || stderr.Len() != 0 {
 			t.Errorf("l4lb %s: %v, standard output %q (want %v), standard error %q", strings.Join(args, " "), err, out, want, stderr.String())
 		}
-	}
-}
-
-// TestParseLogFormat: -log-format takes text and json, and a file's
-// log-format key the same; a reload may not change it.
-func TestParseLogFormat(t *testing.T) {
-	for _, f := range []string{"text", "json"} {
-		c, err := parse([]string{"-iface", "eth0", "-vip", "198.19.0.1:80", "-log-format", f}, io.Discard)
-		if err != nil || c.logFmt != f {
-			t.Errorf("-log-format %s: %q, %v", f, c.logFmt, err)
-		}
-	}
-	if _, err := parse([]string{"-iface", "eth0", "-vip", "198.19.0.1:80", "-log-format", "logfmt"}, io.Discard); err == nil || err.Error() != `-log-format "logfmt": text or json` {
-		t.Errorf("-log-format logfmt: %v", err)
-	}
-	g, _, err := parseFile([]byte("iface: eth0\nlog-format: json\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n"))
-	if err != nil || g.logFmt != "json" {
-		t.Fatalf("log-format: json in a file: %q, %v", g.logFmt, err)
-	}
-	text := g
-	text.logFmt = "text"
-	if err := sameGlobal(text, g); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "log-format: json, running with text") {
-		t.Errorf("a reload changing log-format: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // build returns the path of the command, built once per test binary into
@@ -37,6 +39,9 @@ func build(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its timing is measured: no test of another package that loads the
+	// CPUs runs meanwhile.
+	nstest.Shared(t)
 	return bin
 }
 
@@ -68,20 +73,8 @@ func TestMain(m *testing.M) {
 }
 
 // vethNS creates the namespace tag-PID with a veth pair, v0 (198.18.0.3/24)
-// and v1, and lo, all up, removed at the end of the test; it returns the
-// namespace's name.
-func vethNS(t *testing.T, tag string) string {
-	t.Helper()
-	ns := fmt.Sprintf("%s-%d", tag, os.Getpid())
-	ip(t, "netns", "add", ns)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(t, "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ip(t, "-n", ns, "addr", "add", "198.18.0.3/24", "dev", "v0")
-	for _, dev := range []string{"lo", "v0", "v1"} {
-		ip(t, "-n", ns, "link", "set", dev, "up")
-	}
-	return ns
-}
+// and v1, and lo, all up, removed at the end of the test (nstest.VethNS).
+func vethNS(t *testing.T, tag string) string { t.Helper(); return nstest.VethNS(t, tag) }
 
 // A process is the command running in a namespace (see start).
 type process struct {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,11 +15,6 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/etcdmaglev"
-	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
-	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.etcd.io/etcd/client/v3/naming/endpoints"
-	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // TestReload runs l4lb -config with three services, then changes the file
@@ -160,81 +153,6 @@ func TestReload(t *testing.T) {
 	}
 	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
 	p.stop()
-}
-
-// TestReloadSource changes a service's etcd prefix by a reload: the
-// members become the new prefix's, the old prefix's changes count no
-// more, and the new one's do.
-func TestReloadSource(t *testing.T) {
-	need(t)
-	srv := etcdtest.Start(t)
-	cli := srv.Client(t)
-	reg := func(prefix string, i int) {
-		t.Helper()
-		ep := endpoints.Endpoint{Addr: fmt.Sprintf("198.18.0.%d:80", 10+i)}
-		if _, err := etcdmaglev.Register(context.Background(), cli, prefix, ep, etcdmaglev.RegisterOptions{TTL: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg("svc/a", 1)
-	reg("svc/a", 2)
-	reg("svc/b", 3)
-	path := filepath.Join(t.TempDir(), "l4lb.yaml")
-	load := func(prefix string) []serviceConfig {
-		t.Helper()
-		file := fmt.Sprintf("iface: v0\nm: 251\netcd: %s\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    forward: ipip\n    encap-src: 198.18.0.3\n    etcd-prefix: %s\n", srv.Endpoint(), prefix)
-		if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, svcs, err := loadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return svcs
-	}
-	lb, err := xdpmaglev.Load("", xdpmaglev.Options{MeterProvider: noop.NewMeterProvider()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
-	b, err := newBalancer(context.Background(), lb, noop.NewMeterProvider(), nil, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.close)
-	svcs := load("svc/a")
-	if _, err := b.apply(svcs); err != nil {
-		t.Fatal(err)
-	}
-	// backends waits up to 5 s for the service's table to hold want, of
-	// weight > 0 (members that left drain, with weight 0, for the drain
-	// timeout).
-	backends := func(want ...string) {
-		t.Helper()
-		var got []string
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			tb := lb.Table(svcs[0].svc)
-			got = nil
-			for i, name := range tb.Backends() {
-				if tb.Weights()[i] > 0 {
-					got = append(got, name)
-				}
-			}
-			if slices.Equal(got, want) {
-				return
-			}
-		}
-		t.Fatalf("backends %v, want %v", got, want)
-	}
-	backends("198.18.0.11", "198.18.0.12")
-	did, err := b.apply(load("svc/b"))
-	if err != nil || did != "1 services: added none, changed web, removed none, 0 unchanged" {
-		t.Fatalf("reload: %q, %v", did, err)
-	}
-	backends("198.18.0.13")
-	reg("svc/a", 4) // the old prefix: no longer the service's
-	reg("svc/b", 5)
-	backends("198.18.0.13", "198.18.0.15")
 }
 
 // TestReloadMetrics runs l4lb -config with two services, each with a

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -21,8 +20,6 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/xdpmaglev"
-	"go.opentelemetry.io/otel/metric/noop"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -574,123 +571,4 @@ func TestRestartHealth(t *testing.T) {
 	}
 	r.connect(want, ports)
 	t.Logf("%d connections in the 6 s after the restart, none to the backend down before it", ok)
-}
-
-// TestDetachFunc: detach, the end of a drain of the whole load balancer,
-// removes the program and the pins, where leave keeps them.
-func TestDetachFunc(t *testing.T) {
-	need(t)
-	ns := vethNS(t, "l4pin")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	dir := filepath.Join(mnt, "l4lb", "v0")
-	lb, err := inNS(ns, func() (*xdpmaglev.LB, error) {
-		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
-	if _, err := os.Stat(filepath.Join(dir, "link")); err != nil {
-		t.Fatalf("the link is not pinned: %v", err)
-	}
-	var out strings.Builder
-	if err := detach(lb, "v0", newLogger("text", &out)); err != nil {
-		t.Fatal(err)
-	}
-	if want := ` level=INFO msg="detached from v0, and removed the pins in ` + dir + "\"\n"; !strings.HasSuffix(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
-		t.Errorf("logged %q, want one record ending %q", out.String(), want)
-	}
-	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("after detach, %s: %v", dir, err)
-	}
-	if o := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
-		t.Errorf("a program is still attached to v0 after detach: %s", o)
-	}
-}
-
-// TestKeptOnFailedStart: a new l4lb whose configuration cannot start
-// (here, more backends than the pinned maps hold) leaves the service an
-// earlier l4lb left as it was, forwarding, for the next one; once a
-// configuration applies, services it does not hold are deleted.
-func TestKeptOnFailedStart(t *testing.T) {
-	need(t)
-	ns := vethNS(t, "l4keep")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
-	load := func() *xdpmaglev.LB {
-		t.Helper()
-		lb, err := inNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = lb.Close() })
-		return lb
-	}
-	config := func(vip string, n int) serviceConfig {
-		t.Helper()
-		args := []string{"-iface", "v0", "-vip", vip, "-m", "251"}
-		for i := range n {
-			args = append(args, "-backend", fmt.Sprintf("%s=02:00:00:00:00:%02x", beAddr(i), i))
-		}
-		c, err := parse(args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.serviceConfig
-	}
-	web, other := config(fleetVIP.String(), 2), config("198.19.0.2:80", 1)
-	lb := load()
-	for _, c := range []serviceConfig{web, other} {
-		if err := lb.SetService(c.svc, c.backends); err != nil {
-			t.Fatal(err)
-		}
-	}
-	digest := lb.Table(web.svc).Digest()
-	if err := lb.Release(); err != nil {
-		t.Fatal(err)
-	}
-
-	lb = load()
-	var out strings.Builder
-	log := newLogger("text", &out) // its handler serializes the writes
-	b, err := newBalancer(t.Context(), lb, noop.NewMeterProvider(), nil, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.iface = "v0"
-	adopted(lb, b, log)
-	if _, err := b.apply([]serviceConfig{config(fleetVIP.String(), 5)}); !errors.Is(err, xdpmaglev.ErrFull) {
-		t.Fatalf("5 backends in maps of 4: %v, want ErrFull", err)
-	}
-	if got := lb.Services(); len(got) != 2 || lb.Table(web.svc) == nil || lb.Table(web.svc).Digest() != digest {
-		t.Fatalf("after a failed start: services %v; want both, and %v's table, as the earlier l4lb left them\n%s", got, web.svc, out.String())
-	}
-	if _, err := b.apply([]serviceConfig{web}); err != nil {
-		t.Fatal(err)
-	}
-	if err := prune(lb, b, log); err != nil {
-		t.Fatal(err)
-	}
-	if got := lb.Services(); len(got) != 1 || got[0] != web.svc {
-		t.Fatalf("after an apply of one service and prune: services %v", got)
-	}
-	if !strings.Contains(out.String(), `msg="deleted tcp/198.19.0.2:80, which an earlier l4lb left`) {
-		t.Fatalf("printed %q", out.String())
-	}
-	// Taken over, a service an apply drops leaves the data plane.
-	if _, err := b.apply([]serviceConfig{other}); err != nil {
-		t.Fatal(err)
-	}
-	if got := lb.Services(); len(got) != 1 || got[0] != other.svc {
-		t.Fatalf("after an apply of the other service: services %v", got)
-	}
-	b.close()
 }

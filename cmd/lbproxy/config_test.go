@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
+	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,7 +86,7 @@ func TestParseFlags(t *testing.T) {
 // at its zero value.
 func TestFlagsCoverConfig(t *testing.T) {
 	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001",
-		"-health-path", "/up", "-health-interval", "3s", "-health-timeout", "1s", "-fall", "4", "-rise", "5",
+		"-health-path", "/up", "-health-interval", "3s", "-health-timeout", "1s", "-health-fall", "4", "-health-rise", "5",
 		"-eject-after", "6", "-consecutive-5xx", "9", "-ejection-time", "7s", "-max-ejection-time", "70s", "-max-retry-body", "8",
 		"-no-retries", "-trust-forwarded-for", "-m", "65537", "-balance-factor", "1.5"})
 	if err != nil {
@@ -102,4 +106,48 @@ func TestFlagsCoverConfig(t *testing.T) {
 	if !reflect.DeepEqual(o.cfg.HTTP, want) {
 		t.Errorf("config %+v, want %+v", o.cfg.HTTP, want)
 	}
+}
+
+// TestHealthFlagNames: the health check's rise and fall are -health-rise
+// and -health-fall, as l4lb's; -rise and -fall, their names before, still
+// set them, and -h says they are deprecated.
+func TestHealthFlagNames(t *testing.T) {
+	for _, args := range [][]string{{"-health-fall", "4", "-health-rise", "5"}, {"-fall", "4", "-rise", "5"}} {
+		o, err := parseFlags(append([]string{"-backend", "http://127.0.0.1:9001"}, args...))
+		if err != nil || o.cfg.HTTP.Fall != 4 || o.cfg.HTTP.Rise != 5 {
+			t.Errorf("%q: fall %d, rise %d, %v; want 4, 5", args, o.cfg.HTTP.Fall, o.cfg.HTTP.Rise, err)
+		}
+	}
+	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001"})
+	if err != nil || o.cfg.HTTP.Fall != 2 || o.cfg.HTTP.Rise != 2 {
+		t.Errorf("defaults: fall %d, rise %d, %v; want 2, 2", o.cfg.HTTP.Fall, o.cfg.HTTP.Rise, err)
+	}
+	help := helpText(t)
+	for _, want := range []string{"\n  -health-fall int\n", "\n  -health-rise int\n", "\n  -fall int\n    \tdeprecated: -health-fall", "\n  -rise int\n    \tdeprecated: -health-rise"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("-h lacks %q:\n%s", want, help)
+		}
+	}
+}
+
+// helpText returns what lbproxy -h prints.
+func helpText(t *testing.T) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w // the flag set's output, read when it prints
+	_, perr := parseFlags([]string{"-h"})
+	os.Stderr = stderr
+	_ = w.Close()
+	help, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(perr, flag.ErrHelp) {
+		t.Fatalf("-h: %v", perr)
+	}
+	return string(help)
 }

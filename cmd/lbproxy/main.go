@@ -43,14 +43,17 @@
 // client IP.
 //
 // A health checker GETs each backend's -health-path every -health-interval,
-// all backends at once. -fall consecutive failures (a non-2xx answer, no
-// answer within -health-timeout, or no connection) drop a backend from the
-// table; -rise consecutive passes put it back. A backend that dies is
-// dropped by the -fall-th round after its death: with the default -fall 2,
-// within two intervals if it refuses connections, plus one -health-timeout
-// if it hangs. Passive ejection drops it sooner under traffic: -eject-after
-// consecutive failed requests (3 by default; -1 turns it off) eject it
-// until -rise checks pass. Each change rebuilds the table off the request
+// all backends at once. A new backend is in service until its first
+// check, which decides (the rule of l4lb's health checks too); then
+// -health-fall consecutive failures (a non-2xx answer, no answer within
+// -health-timeout, or no connection) drop a backend from the table, and
+// -health-rise consecutive passes put it back. The flags are named as
+// l4lb's; -fall and -rise, their names before, are kept for this release.
+// A backend that dies is dropped by the -health-fall-th round after its
+// death: with the default 2, within two intervals if it refuses
+// connections, plus one -health-timeout if it hangs. Passive ejection drops
+// it sooner under traffic: -eject-after consecutive failed requests (3 by
+// default; -1 turns it off) eject it until -health-rise checks pass. Each change rebuilds the table off the request
 // path, publishes it atomically and logs how many slots moved.
 //
 // Until its backend is dropped, a request whose backend fails before
@@ -136,11 +139,13 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.cfg.HTTP.HealthPath, "health-path", "/healthz", "`path` of the backends' health check")
 	fs.DurationVar(&o.cfg.HTTP.HealthInterval, "health-interval", time.Second, "time between health checks")
 	fs.DurationVar(&o.cfg.HTTP.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
-	fs.IntVar(&o.cfg.HTTP.Fall, "fall", 2, "consecutive failed checks that drop a backend")
-	fs.IntVar(&o.cfg.HTTP.Rise, "rise", 2, "consecutive passed checks that re-add a backend")
-	fs.IntVar(&o.cfg.HTTP.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -rise checks pass; -1 for off")
+	fs.IntVar(&o.cfg.HTTP.Fall, "health-fall", 2, "consecutive failed checks that drop a backend (a new backend's first check decides)")
+	fs.IntVar(&o.cfg.HTTP.Rise, "health-rise", 2, "consecutive passed checks that re-add a backend")
+	fs.IntVar(&o.cfg.HTTP.Fall, "fall", 2, "deprecated: -health-fall, the name l4lb has too (removed in the next release)")
+	fs.IntVar(&o.cfg.HTTP.Rise, "rise", 2, "deprecated: -health-rise, the name l4lb has too (removed in the next release)")
+	fs.IntVar(&o.cfg.HTTP.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -health-rise checks pass; -1 for off")
 	fs.IntVar(&o.cfg.HTTP.Consecutive5xx, "consecutive-5xx", 0, "consecutive answers with a 5xx status that eject a backend, as Envoy's consecutive_5xx; 0 for off")
-	fs.DurationVar(&o.cfg.HTTP.EjectionTime, "ejection-time", 10*time.Second, "the base of an ejection's backoff: the n-th ejection in a row lasts at least (n-1) times it, and until -rise checks pass")
+	fs.DurationVar(&o.cfg.HTTP.EjectionTime, "ejection-time", 10*time.Second, "the base of an ejection's backoff: the n-th ejection in a row lasts at least (n-1) times it, and until -health-rise checks pass")
 	fs.DurationVar(&o.cfg.HTTP.MaxEjectionTime, "max-ejection-time", 300*time.Second, "the longest one ejection's backoff lasts; at least -ejection-time")
 	fs.Int64Var(&o.cfg.HTTP.MaxRetryBody, "max-retry-body", 1<<20, "the largest request body, in `bytes`, buffered so that an idempotent request can be retried on another backend; -1 buffers none")
 	fs.BoolVar(&o.cfg.HTTP.DisableRetries, "no-retries", false, "send every request once: no retry on another backend")

@@ -278,66 +278,15 @@ func (c *compareConfig) gcdWeights() []uint32 {
 // -weights, the added one from -add (or the default) and the removed one
 // from -remove (or the first). weights is the -weights flag, for errors.
 func (c *compareConfig) checkBackends(weights string) error {
-	var l *backendList
-	source := fmt.Sprintf("the %d backends", c.n) // where the names are, in messages
-	if c.backendsFile != "" {
-		f, err := os.Open(c.backendsFile)
-		if err != nil {
-			return err
-		}
-		l, err = readBackends(c.backendsFile, f)
-		_ = f.Close() // read only: nothing to lose
-		if err != nil {
-			return err
-		}
-		source = c.backendsFile
-		n := len(l.backends)
-		if n < 2 {
-			return fmt.Errorf("%s: 1 backend: compare removes one, so give at least 2", c.backendsFile)
-		}
-		if n+1 > c.m {
-			return fmt.Errorf("%s: %d backends: a table of -m %d slots holds at most %d, and compare adds one", c.backendsFile, n, c.m, c.m)
-		}
-	} else {
-		l = &backendList{line: make(map[string]int, c.n), weighted: c.weights != nil}
-		for i := range c.n {
-			b := maglev.Backend{Name: backendName(i), Weight: c.weight(i)}
-			l.backends = append(l.backends, b)
-			l.line[b.Name] = 0
-		}
+	l, source, err := c.baseBackends()
+	if err != nil {
+		return err
 	}
-	n := len(l.backends)
 	c.weighted = l.weighted
-
-	added := maglev.Backend{Name: backendName(n), Weight: c.weight(n)}
-	if c.backendsFile != "" {
-		// The first synthetic name not taken, among n+1 (distinct unless
-		// there are more than 2^24 backends).
-		added = maglev.Backend{Weight: 1}
-		for i := n; i <= 2*n && added.Name == ""; i++ {
-			if _, taken := l.line[backendName(i)]; !taken {
-				added.Name = backendName(i)
-			}
-		}
-		if added.Name == "" && !c.set["add"] {
-			return fmt.Errorf("%s: no free name for the joining backend: give one with -add", c.backendsFile)
-		}
+	added, err := c.addedBackend(l, source)
+	if err != nil {
+		return err
 	}
-	if c.set["add"] {
-		b, hasWeight, err := parseBackend(c.add)
-		if err != nil {
-			return fmt.Errorf("-add %q: %v", c.add, err)
-		}
-		if line, taken := l.line[b.Name]; taken {
-			if line > 0 {
-				return fmt.Errorf("-add %q: already a backend (%s:%d)", b.Name, source, line)
-			}
-			return fmt.Errorf("-add %q: already one of %s", b.Name, source)
-		}
-		added = b
-		c.weighted = c.weighted || hasWeight
-	}
-
 	c.removed = 0
 	if c.set["remove"] {
 		if c.remove == "" {
@@ -370,6 +319,73 @@ func (c *compareConfig) checkBackends(weights string) error {
 		return fmt.Errorf("-weights %q: backends 2 to %d would all be drained", weights, c.n)
 	}
 	return fmt.Errorf("-weights %q: every backend left after removing %q would be drained", weights, gone)
+}
+
+// baseBackends returns the base set, from -backends or -n and -weights,
+// and where their names are, for messages.
+func (c *compareConfig) baseBackends() (*backendList, string, error) {
+	if c.backendsFile == "" {
+		l := &backendList{line: make(map[string]int, c.n), weighted: c.weights != nil}
+		for i := range c.n {
+			b := maglev.Backend{Name: backendName(i), Weight: c.weight(i)}
+			l.backends = append(l.backends, b)
+			l.line[b.Name] = 0
+		}
+		return l, fmt.Sprintf("the %d backends", c.n), nil
+	}
+	f, err := os.Open(c.backendsFile)
+	if err != nil {
+		return nil, "", err
+	}
+	l, err := readBackends(c.backendsFile, f)
+	_ = f.Close() // read only: nothing to lose
+	if err != nil {
+		return nil, "", err
+	}
+	n := len(l.backends)
+	if n < 2 {
+		return nil, "", fmt.Errorf("%s: 1 backend: compare removes one, so give at least 2", c.backendsFile)
+	}
+	if n+1 > c.m {
+		return nil, "", fmt.Errorf("%s: %d backends: a table of -m %d slots holds at most %d, and compare adds one", c.backendsFile, n, c.m, c.m)
+	}
+	return l, c.backendsFile, nil
+}
+
+// addedBackend returns the backend that joins the base set l: -add's, or
+// the default, the first synthetic name not taken; source is where l's
+// names are, for messages.
+func (c *compareConfig) addedBackend(l *backendList, source string) (maglev.Backend, error) {
+	n := len(l.backends)
+	added := maglev.Backend{Name: backendName(n), Weight: c.weight(n)}
+	if c.backendsFile != "" {
+		// The first synthetic name not taken, among n+1 (distinct unless
+		// there are more than 2^24 backends).
+		added = maglev.Backend{Weight: 1}
+		for i := n; i <= 2*n && added.Name == ""; i++ {
+			if _, taken := l.line[backendName(i)]; !taken {
+				added.Name = backendName(i)
+			}
+		}
+		if added.Name == "" && !c.set["add"] {
+			return added, fmt.Errorf("%s: no free name for the joining backend: give one with -add", c.backendsFile)
+		}
+	}
+	if !c.set["add"] {
+		return added, nil
+	}
+	b, hasWeight, err := parseBackend(c.add)
+	if err != nil {
+		return added, fmt.Errorf("-add %q: %v", c.add, err)
+	}
+	if line, taken := l.line[b.Name]; taken {
+		if line > 0 {
+			return added, fmt.Errorf("-add %q: already a backend (%s:%d)", b.Name, source, line)
+		}
+		return added, fmt.Errorf("-add %q: already one of %s", b.Name, source)
+	}
+	c.weighted = c.weighted || hasWeight
+	return b, nil
 }
 
 // openKeys returns the stream of keys c asks for, and a function that

@@ -54,8 +54,7 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 	for i, b := range c.backends {
 		index[b.Name] = int32(i)
 	}
-	base, added := c.backends[:n], c.backends
-	removed := slices.Concat(base[:c.removed], base[c.removed+1:])
+	base := c.backends[:n]
 	var total uint64
 	for _, b := range base {
 		total += uint64(b.Weight)
@@ -76,32 +75,9 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 
 	var rows []*row
 	for _, alg := range algs {
-		rw := &row{alg: alg, counts: make([]int64, n)}
-		rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes,
-			BalanceFactor: alg.factor, InFlight: alg.inflight}
-		p.say("%s: building", alg.name)
-		l, err := measureBuild(&rw.res, alg, base)
+		rw, err := buildRow(c, alg, index, p)
 		if err != nil {
 			return nil, err
-		}
-		rw.l, rw.base = l, newRouter(alg, l, index)
-		p.say("%s: building with a backend added and one removed", alg.name)
-		if rw.add, err = buildRouter(alg, added, index); err != nil {
-			return nil, err
-		}
-		if rw.rm, err = buildRouter(alg, removed, index); err != nil {
-			return nil, err
-		}
-		if alg.fail == nil { // a failure is a removal, through a router of its own
-			if rw.fail, err = buildRouter(alg, removed, index); err != nil {
-				return nil, err
-			}
-		} else {
-			f, err := alg.fail(l, c.backends[c.removed].Name)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %v", alg.name, err)
-			}
-			rw.fail = newRouter(alg, f, index)
 		}
 		rows = append(rows, rw)
 	}
@@ -129,19 +105,63 @@ func compare(c *compareConfig, algs []algorithm, ks keyStream, p *progress) (*re
 		r.HotKeyShare = 1 / zipfNorm(k, c.zipf)
 	}
 	for _, rw := range rows {
-		res := &rw.res
-		res.loads = loads(rw.counts, base, total, k)
-		res.LoadMax, res.LoadMin, res.LoadStddev = loadStats(res.loads)
-		res.Add = moves{Moved: frac(rw.addMoved, k), Ideal: addIdeal, Excess: frac(rw.addEx, k)}
-		res.Remove = moves{Moved: frac(rw.rmMoved, k), Ideal: removeIdeal, Excess: frac(rw.rmEx, k)}
-		res.Fail = moves{Moved: frac(rw.flMoved, k), Ideal: removeIdeal, Excess: frac(rw.flEx, k)}
-		if s, ok := rw.base.(interface{ spilled() int64 }); ok {
-			f := frac(s.spilled(), k)
-			res.Spilled = &f
-		}
-		r.Rows = append(r.Rows, *res)
+		r.Rows = append(r.Rows, rw.result(base, total, k, addIdeal, removeIdeal))
 	}
 	return r, nil
+}
+
+// buildRow builds the row of alg: its table of the base set, timed, and
+// its routers of the base set, with a backend added, with one removed, and
+// with one failed.
+func buildRow(c *compareConfig, alg algorithm, index map[string]int32, p *progress) (*row, error) {
+	n := len(c.backends) - 1
+	base, added := c.backends[:n], c.backends
+	removed := slices.Concat(base[:c.removed], base[c.removed+1:])
+	rw := &row{alg: alg, counts: make([]int64, n)}
+	rw.res = result{Name: alg.name, Algorithm: alg.kind, M: alg.m, Vnodes: alg.vnodes,
+		BalanceFactor: alg.factor, InFlight: alg.inflight}
+	p.say("%s: building", alg.name)
+	l, err := measureBuild(&rw.res, alg, base)
+	if err != nil {
+		return nil, err
+	}
+	rw.l, rw.base = l, newRouter(alg, l, index)
+	p.say("%s: building with a backend added and one removed", alg.name)
+	if rw.add, err = buildRouter(alg, added, index); err != nil {
+		return nil, err
+	}
+	if rw.rm, err = buildRouter(alg, removed, index); err != nil {
+		return nil, err
+	}
+	if alg.fail == nil { // a failure is a removal, through a router of its own
+		if rw.fail, err = buildRouter(alg, removed, index); err != nil {
+			return nil, err
+		}
+		return rw, nil
+	}
+	f, err := alg.fail(l, c.backends[c.removed].Name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", alg.name, err)
+	}
+	rw.fail = newRouter(alg, f, index)
+	return rw, nil
+}
+
+// result returns the row's result once k keys were routed: the loads of
+// the base set (of total weight) and the keys each change moved, against
+// the ideal shares of the added and the removed backend.
+func (rw *row) result(base []maglev.Backend, total uint64, k int, addIdeal, removeIdeal float64) result {
+	res := rw.res
+	res.loads = loads(rw.counts, base, total, k)
+	res.LoadMax, res.LoadMin, res.LoadStddev = loadStats(res.loads)
+	res.Add = moves{Moved: frac(rw.addMoved, k), Ideal: addIdeal, Excess: frac(rw.addEx, k)}
+	res.Remove = moves{Moved: frac(rw.rmMoved, k), Ideal: removeIdeal, Excess: frac(rw.rmEx, k)}
+	res.Fail = moves{Moved: frac(rw.flMoved, k), Ideal: removeIdeal, Excess: frac(rw.flEx, k)}
+	if s, ok := rw.base.(interface{ spilled() int64 }); ok {
+		f := frac(s.spilled(), k)
+		res.Spilled = &f
+	}
+	return res
 }
 
 // frac returns n over k.

@@ -2,12 +2,11 @@ package ops
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/membership"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -41,50 +40,55 @@ func EtcdClient(urls []string) (*clientv3.Client, error) {
 // registered under the prefix in etcd's gRPC naming format, as
 // etcdmaglev.Register writes them.
 type etcdSource struct {
-	urls   urlList
-	prefix string
+	urls   setting.ListOf[string]
+	prefix setting.Of[string]
 }
 
-// urlList collects -etcd's URLs: comma-separated, and the flag repeated.
-type urlList []string
+func newEtcdSource() *etcdSource {
+	return &etcdSource{
+		urls: setting.NewList(setting.Setting{Name: "etcd", Scope: setting.Source, Needs: "etcd-prefix", Reload: true,
+			Doc: "etcd client `URLs`, comma-separated or the flag repeated: the backends are the endpoints registered under -etcd-prefix"}, urlList),
+		prefix: setting.New(setting.Setting{Name: "etcd-prefix", Scope: setting.Source, Own: true, Reload: true,
+			Doc: "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it"}, "", setting.String),
+	}
+}
 
-func (l *urlList) String() string { return strings.Join(*l, ",") }
-
-func (l *urlList) Set(v string) error {
+// urlList parses -etcd's URLs: comma-separated, and the flag repeated.
+func urlList(v string) ([]string, error) {
+	var out []string
 	for _, u := range strings.Split(v, ",") {
 		if u = strings.TrimSpace(u); u != "" {
-			*l = append(*l, u)
+			out = append(out, u)
 		}
 	}
-	return nil
+	return out, nil
 }
 
-func (e *etcdSource) register(fs *flag.FlagSet) {
-	fs.Var(&e.urls, "etcd", "etcd client `URLs`, comma-separated or the flag repeated: the backends are the endpoints registered under -etcd-prefix")
-	fs.StringVar(&e.prefix, "etcd-prefix", "", "the etcd key `prefix` (service name) the backends register under, as etcd's gRPC naming writes it")
+func (e *etcdSource) settings() []*setting.Setting {
+	return []*setting.Setting{e.urls.Setting, e.prefix.Setting}
 }
 
-func (e *etcdSource) given() bool  { return len(e.urls) > 0 }
-func (e *etcdSource) name() string { return "-etcd" }
+func (e *etcdSource) given(vs *setting.Values) bool { return len(e.urls.Get(vs)) > 0 }
+func (e *etcdSource) name(*setting.Values) string   { return "-etcd" }
 
-func (e *etcdSource) String() string { return "etcd prefix " + e.prefix }
+func (e *etcdSource) String(vs *setting.Values) string { return "etcd prefix " + e.prefix.Get(vs) }
 
-func (e *etcdSource) check() error {
-	switch {
-	case len(e.urls) > 0 && strings.Trim(e.prefix, "/") == "":
-		return errors.New("-etcd needs -etcd-prefix")
-	case len(e.urls) == 0 && e.prefix != "":
-		return errors.New("-etcd-prefix needs -etcd")
+func (e *etcdSource) check(vs *setting.Values) error {
+	switch urls, prefix := e.urls.Get(vs), e.prefix.Get(vs); {
+	case len(urls) > 0 && strings.Trim(prefix, "/") == "":
+		return setting.Errorf(e.urls.Setting, "-etcd needs -etcd-prefix")
+	case len(urls) == 0 && prefix != "":
+		return setting.Errorf(e.prefix.Setting, "-etcd-prefix needs -etcd")
 	}
 	return nil
 }
 
-func (e *etcdSource) watch(ctx context.Context, set func([]membership.Endpoint) error, opts WatchOptions) (func(), error) {
-	c, err := EtcdClient(e.urls)
+func (e *etcdSource) watch(ctx context.Context, vs *setting.Values, set func([]membership.Endpoint) error, opts WatchOptions) (func(), error) {
+	c, err := EtcdClient(e.urls.Get(vs))
 	if err != nil {
 		return nil, err
 	}
-	w, err := etcdmaglev.Watch(ctx, c, e.prefix, set, etcdmaglev.WatchOptions{Logger: opts.Logger})
+	w, err := etcdmaglev.Watch(ctx, c, e.prefix.Get(vs), set, etcdmaglev.WatchOptions{Logger: opts.Logger})
 	if err != nil {
 		_ = c.Close() // the Watch error is the one to report
 		return nil, err

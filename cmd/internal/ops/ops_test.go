@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 )
 
 // TestCheck: the source flags' rules, each broken once, and the ones
@@ -180,5 +182,53 @@ func TestAdminMetricsJSON(t *testing.T) {
 	}
 	if _, err := (&http.Client{Timeout: time.Second}).Get("http://" + a.Addr().String() + "/j"); err == nil {
 		t.Error("the listener still answers after Close")
+	}
+}
+
+// TestCheckNamesSetting: each of Check's errors is a setting.Error of
+// the setting at fault (for a configuration file's line), and the
+// sources read the values With gives them, as a file's reader sets them.
+func TestCheckNamesSetting(t *testing.T) {
+	s := NewSources("", AddrSources)
+	byName := map[string]*setting.Setting{}
+	for _, st := range s.Settings() {
+		byName[st.Name] = st
+		if st.Scope != setting.Source || !st.Reload {
+			t.Errorf("%s: scope %q, reload %v: a source's setting, which a reload may change", st.Name, st.Scope, st.Reload)
+		}
+	}
+	if byName["dns-srv"] != nil || byName["etcd-prefix"] == nil || !byName["k8s-service"].Own || byName["kubeconfig"].Needs != "k8s-service" {
+		t.Fatalf("AddrSources' settings: %v", byName)
+	}
+	for _, c := range []struct {
+		set    map[string]string
+		static string
+		want   string // the setting the error names
+	}{
+		{map[string]string{"etcd": "http://e:2379"}, "", "etcd"},
+		{map[string]string{"etcd-prefix": "p"}, "", "etcd-prefix"},
+		{map[string]string{"kubeconfig": "k"}, "", "kubeconfig"},
+		{map[string]string{"k8s-service": "web"}, "", "k8s-service"},
+		{map[string]string{"dns": "web"}, "", "dns"},
+		{map[string]string{"dns": "web:80", "dns-interval": "0s"}, "", "dns-interval"},
+		{map[string]string{"dns": "web:80", "k8s-service": "prod/web:http"}, "", "dns"},
+		{map[string]string{"k8s-service": "prod/web:http"}, "-backend", "k8s-service"},
+	} {
+		var vs setting.Values
+		for k, v := range c.set {
+			if err := vs.Set(byName[k], v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := s.With(&vs).Check(c.static)
+		if st := setting.SettingOf(err); st == nil || st.Name != c.want || !errors.Is(err, ErrSources) {
+			t.Errorf("%v %q: %v names %v, want %s", c.set, c.static, err, st, c.want)
+		}
+	}
+	var vs setting.Values
+	_ = vs.Set(byName["etcd"], "http://a:2379,http://b:2379")
+	_ = vs.Set(byName["etcd-prefix"], "services/web")
+	if w := s.With(&vs); w.Check("") != nil || !w.Dynamic() || w.String() != "etcd prefix services/web" || w.Name() != "-etcd" || s.Dynamic() {
+		t.Errorf("With: %v %v %q %q; the declarations' own values: %v", w.Check(""), w.Dynamic(), w.String(), w.Name(), s.Dynamic())
 	}
 }

@@ -1,0 +1,129 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// fakeAPI serves the answers of a running l4lb of two services, web (two
+// backends, one draining) and dns (one, down by its health check), with
+// BGP, and records the drains asked of it.
+func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
+	t.Helper()
+	var drains []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
+		st := Status{Attach: "native", Services: []ServiceStatus{
+			{Name: "dns", Service: "udp/198.19.0.1:53", Forward: "gue", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.13", Weight: 1, Slots: 0}}}},
+			{Name: "web", Service: "tcp/198.19.0.1:80", Forward: "l2", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.11", Weight: 1, Slots: 251}, {Addr: "198.18.0.12", Weight: 0, Slots: 0}}}},
+		}, BGP: &bgp.Status{ASN: 65001, Peers: []bgp.PeerStatus{{Addr: "198.18.1.1", ASN: 65000, State: "established"}},
+			VIPs: []bgp.RouteStatus{{Prefix: "198.19.0.1/32", Announced: true}}}}
+		st.Stats.Services = []xdpmaglev.ServiceStats{{Name: "tcp/198.19.0.1:80", Packets: 12, Backends: []xdpmaglev.BackendStats{
+			{Addr: netip.MustParseAddr("198.18.0.11"), Packets: 10}, {Addr: netip.MustParseAddr("198.18.0.12"), Packets: 2}}}}
+		ops.WriteJSON(w, st)
+	})
+	mux.HandleFunc("GET /debug/maglev/services", func(w http.ResponseWriter, r *http.Request) {
+		ops.WriteJSON(w, []pool.Status{
+			{Name: "dns", Service: "udp/198.19.0.1:53", Digest: "d1", Health: "tcp connect", FailOpen: true, Backends: []pool.BackendStatus{
+				{Addr: "198.18.0.13", Weight: 1, State: "down", Member: true, Health: "down", HealthFailed: 3}}},
+			{Name: "web", Service: "tcp/198.19.0.1:80", Digest: "d2", Health: "none", Backends: []pool.BackendStatus{
+				{Addr: "198.18.0.11", Weight: 1, State: "live", Member: true},
+				{Addr: "198.18.0.12", Weight: 0, State: "draining", DrainLeft: "59s", Member: true, Drained: true}}},
+		})
+	})
+	for path, on := range map[string]string{"POST /drain": "drain", "POST /undrain": "undrain"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			drains = append(drains, on+" "+r.FormValue("addr")+" "+r.FormValue("service"))
+			switch r.FormValue("addr") {
+			case "198.18.0.99":
+				http.Error(w, "l4lb: 198.18.0.99 is no backend of any service (looked in dns, web): not a member, nor draining", http.StatusNotFound)
+			case "198.18.0.11":
+				ops.WriteJSON(w, pool.Status{Name: "web"})
+			default:
+				ops.WriteJSON(w, []pool.Status{{Name: "dns"}, {Name: "web"}})
+			}
+		})
+	}
+	mux.HandleFunc("POST /reload", func(w http.ResponseWriter, r *http.Request) {
+		ops.WriteJSON(w, map[string]string{"reloaded": "2 services: added none, changed web, removed none, 1 unchanged"})
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv, &drains
+}
+
+// TestReportTable: the report joins the two pages by service (slots from
+// the table in use, packets from the data plane's counters), and the
+// table shows each service and backend in aligned columns, and BGP.
+func TestReportTable(t *testing.T) {
+	srv, _ := fakeAPI(t)
+	c := &Client{Addr: strings.TrimPrefix(srv.URL, "http://")}
+	r, err := c.Report(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Services) != 2 || r.Services[1].Name != "web" || r.Services[1].Packets != 12 || r.Services[1].Backends[0].Slots != 251 ||
+		r.Services[1].Backends[1].Packets != 2 || r.Services[0].Forward != "gue" || !r.Services[0].FailOpen || r.BGP == nil {
+		t.Fatalf("report %+v", r)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := "attach native, 2 services\n" +
+		"SERVICE            NAME                 FORWARD  TABLE  HEALTH CHECK\n" +
+		"  -> BACKEND       STATE                WEIGHT   SLOTS  HEALTH                      PACKETS\n" +
+		"udp/198.19.0.1:53  dns                  gue      251    tcp connect (FAILING OPEN)\n" +
+		"  -> 198.18.0.13   down                 1        0      down 0/3                    0\n" +
+		"tcp/198.19.0.1:80  web                  l2       251    none\n" +
+		"  -> 198.18.0.11   live                 1        251    -                           10\n" +
+		"  -> 198.18.0.12   draining (59s left)  0        0      -                           2\n" +
+		"bgp AS 65001: peers 198.18.1.1 (AS 65000) established; routes 198.19.0.1/32 announced\n"
+	if b.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
+	}
+	for _, w := range []string{"draining (59s left)", "down 0/3", "tcp connect (FAILING OPEN)", "  -> 198.18.0.12"} {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("the table lacks %q:\n%s", w, b.String())
+		}
+	}
+}
+
+// TestClientDrainReload: Drain asks the right path with addr and
+// service, reads one service's answer or several, and a 404 is an
+// APIError with the API's message; Reload returns what was done.
+func TestClientDrainReload(t *testing.T) {
+	srv, drains := fakeAPI(t)
+	c := &Client{Addr: strings.TrimPrefix(srv.URL, "http://")}
+	ctx := context.Background()
+	if got, err := c.Drain(ctx, "198.18.0.11", "web", true); err != nil || len(got) != 1 || got[0].Name != "web" {
+		t.Errorf("drain in web: %+v, %v", got, err)
+	}
+	if got, err := c.Drain(ctx, "198.18.0.12", "", false); err != nil || len(got) != 2 {
+		t.Errorf("undrain everywhere: %+v, %v", got, err)
+	}
+	_, err := c.Drain(ctx, "198.18.0.99", "", true)
+	var apiErr *APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || err.Error() != "l4lb: 198.18.0.99 is no backend of any service (looked in dns, web): not a member, nor draining" {
+		t.Errorf("drain of no backend: %v", err)
+	}
+	if got := strings.Join(*drains, "; "); got != "drain 198.18.0.11 web; undrain 198.18.0.12 ; drain 198.18.0.99 " {
+		t.Errorf("requests %q", got)
+	}
+	if did, err := c.Reload(ctx); err != nil || did != "2 services: added none, changed web, removed none, 1 unchanged" {
+		t.Errorf("reload: %q, %v", did, err)
+	}
+	if _, err := (&Client{Addr: "127.0.0.1:1"}).Reload(ctx); err == nil || !strings.Contains(err.Error(), "the admin API of l4lb at 127.0.0.1:1") {
+		t.Errorf("no l4lb: %v", err)
+	}
+}

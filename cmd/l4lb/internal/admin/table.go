@@ -1,0 +1,83 @@
+package admin
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteTable writes r as l4lb status shows it, a table in the manner of
+// ipvsadm -Ln: a line per service (its name, PROTO/VIP:PORT, forwarding,
+// table size, health check), under it a line per backend (its state,
+// weight, slots in the table in use, health, and the packets forwarded to
+// it), then BGP's peers and routes. The data plane counts packets, not
+// connections: a backend's packets since it joined the service are what
+// the table shows, and what a drain's progress can be judged by.
+func WriteTable(w io.Writer, r Report) error {
+	var buf strings.Builder
+	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "attach %s, %d services\n", r.Attach, len(r.Services))
+	fmt.Fprintln(tw, "SERVICE\tNAME\tFORWARD\tTABLE\tHEALTH CHECK\t")
+	fmt.Fprintln(tw, "  -> BACKEND\tSTATE\tWEIGHT\tSLOTS\tHEALTH\tPACKETS")
+	for _, s := range r.Services {
+		health := s.Health
+		if s.FailOpen {
+			health += " (FAILING OPEN)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", s.Service, s.Name, s.Forward, s.TableSize, health)
+		for _, b := range s.Backends {
+			state := b.State
+			if b.DrainLeft != "" {
+				state += " (" + b.DrainLeft + " left)"
+			}
+			fmt.Fprintf(tw, "  -> %s\t%s\t%d\t%d\t%s\t%d\n", b.Addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
+		}
+		if s.Error != "" {
+			fmt.Fprintf(tw, "  the last update failed: %s\n", s.Error)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for l := range strings.Lines(buf.String()) { // the cells that end a line are padded too
+		if _, err := io.WriteString(w, strings.TrimRight(l, " \n")+"\n"); err != nil {
+			return err
+		}
+	}
+	return writeBGP(w, r)
+}
+
+// healthOf is a backend's health for the table: "-" with no check, else
+// its state and the probes in a row ("up 2/0": passed 2, failed 0).
+func healthOf(state string, ok, failed int) string {
+	if state == "" {
+		return "-"
+	}
+	return state + " " + strconv.Itoa(ok) + "/" + strconv.Itoa(failed)
+}
+
+// writeBGP writes the BGP speaker's peers and routes, if it has one.
+func writeBGP(w io.Writer, r Report) error {
+	if r.BGP == nil {
+		return nil
+	}
+	b := r.BGP
+	var peers, routes []string
+	for _, p := range b.Peers {
+		peers = append(peers, fmt.Sprintf("%s (AS %d) %s", p.Addr, p.ASN, p.State))
+	}
+	for _, v := range b.VIPs {
+		state := "withdrawn"
+		if v.Announced {
+			state = "announced"
+		}
+		routes = append(routes, fmt.Sprintf("%s %s", v.Prefix, state))
+	}
+	_, err := fmt.Fprintf(w, "bgp AS %d: peers %s; routes %s\n", b.ASN, strings.Join(peers, ", "), strings.Join(routes, ", "))
+	if err == nil && b.Leaving != "" {
+		_, err = fmt.Fprintf(w, "bgp: leaving: %s\n", b.Leaving)
+	}
+	return err
+}

@@ -1,0 +1,151 @@
+package bgp
+
+import (
+	"bytes"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// TestParsePeer: a peer is ADDR,ASN or ADDR@ASN, its address unmapped;
+// anything else is refused, saying what is wanted.
+func TestParsePeer(t *testing.T) {
+	for s, want := range map[string]string{
+		"198.18.0.1,65000":       "198.18.0.1 (AS 65000)",
+		"198.18.0.1@65000":       "198.18.0.1 (AS 65000)",
+		"::ffff:198.18.0.4,1":    "198.18.0.4 (AS 1)",
+		"2001:db8::1,4294967295": "2001:db8::1 (AS 4294967295)",
+		"198.18.0.1":             `"198.18.0.1": ADDR,ASN (198.18.0.1,65000)`,
+		"198.18.0.1:65000":       `"198.18.0.1:65000": ADDR,ASN`,
+		"198.18.0.1,0":           `AS "0": not a number in [1, 4294967295]`,
+		"198.18.0.1,4294967296":  `AS "4294967296": not a number`,
+		"198.18.0.1,65000,65001": `AS "65000,65001"`,
+		"router,65000":           `ParseAddr("router")`,
+		"198.18.0.1,":            `AS ""`,
+	} {
+		p, err := ParsePeer(s)
+		got := p.String()
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("%q: %q, want %q...", s, got, want)
+		}
+	}
+}
+
+// TestConfigString: the status line of a speaker.
+func TestConfigString(t *testing.T) {
+	c := Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+		Peers: []Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}, {Addr: netip.MustParseAddr("198.18.0.2"), ASN: 65002}}}
+	if got, want := c.String(), "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), 198.18.0.2 (AS 65002), hold 9s, graceful restart 120s, drain 2s"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	c.Restart = 0
+	if got := c.String(); !strings.Contains(got, ", no graceful restart,") {
+		t.Errorf("no graceful restart: %q", got)
+	}
+}
+
+// syncBuffer is a log for a test, safe for the speaker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestSpeakerVIPs runs a speaker (GoBGP in the test's process, no peer)
+// and tells it the health of two services of one VIP and one of another:
+// a VIP is announced while any service of it has a healthy backend, and
+// withdrawn when none has, with the reasons of the services that decide;
+// a VIP no service has any more is forgotten; Retire withdraws every VIP
+// and keeps them withdrawn, and closes OutOfService.
+func TestSpeakerVIPs(t *testing.T) {
+	var log syncBuffer
+	sp, err := New(Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: -1}, noop.NewMeterProvider().Meter(""), slog.New(slog.NewTextHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.StopServer(false) })
+	if err := sp.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	web := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	tls := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:443")}
+	dns := xdpmaglev.Service{Proto: xdpmaglev.UDP, VIP: netip.MustParseAddrPort("[2001:db8::53]:53")}
+	await := func(what string, want map[string]bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			got := map[string]bool{}
+			for _, r := range sp.Status().VIPs {
+				got[r.Prefix] = r.Announced
+			}
+			if len(got) == len(want) && func() bool {
+				for k, v := range want {
+					if a, ok := got[k]; !ok || a != v {
+						return false
+					}
+				}
+				return true
+			}() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: VIPs %v, want %v\n%s", what, got, want, log.String())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	sp.Set(web, true, "2 backends in service")
+	sp.Set(tls, false, "no backend in service (none of weight > 0 up)")
+	sp.Set(dns, true, "1 backends in service")
+	await("web healthy, tls not, dns healthy", map[string]bool{"198.19.0.1/32": true, "2001:db8::53/128": true})
+	sp.Set(web, false, "failing open: every backend is down by its health check")
+	await("neither web nor tls healthy", map[string]bool{"198.19.0.1/32": false, "2001:db8::53/128": true})
+	for _, r := range sp.Status().VIPs {
+		if r.Prefix == "198.19.0.1/32" && (!strings.Contains(r.Reason, "tcp/198.19.0.1:80: failing open") || !strings.Contains(r.Reason, "tcp/198.19.0.1:443: no backend")) {
+			t.Errorf("the reason names each service that decides: %q", r.Reason)
+		}
+	}
+	sp.Set(tls, true, "1 backends in service")
+	await("tls healthy", map[string]bool{"198.19.0.1/32": true, "2001:db8::53/128": true})
+	sp.Forget(web)
+	sp.Forget(tls)
+	await("web and tls stopped", map[string]bool{"2001:db8::53/128": true})
+	if !sp.Retire() || sp.Retire() {
+		t.Error("Retire: true the first time, false after")
+	}
+	select {
+	case <-sp.OutOfService():
+	case <-time.After(5 * time.Second):
+		t.Fatal("OutOfService not closed 5 s after Retire, with a drain of 0")
+	}
+	sp.Set(dns, true, "1 backends in service")
+	st := sp.Status()
+	if st.Leaving != "l4lb is out of service (POST /drain-lb)" || len(st.VIPs) != 1 || st.VIPs[0].Announced || st.VIPs[0].Reason != st.Leaving {
+		t.Errorf("after Retire: %+v", st)
+	}
+	for _, want := range []string{"bgp: announcing 198.19.0.1/32: ", "bgp: withdrew 198.19.0.1/32: ", "bgp: withdrew 2001:db8::53/128: l4lb is out of service"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, log.String())
+		}
+	}
+}

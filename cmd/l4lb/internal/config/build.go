@@ -1,0 +1,437 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// The builders: Global, Service and Decap of the settings given, checked.
+// A command line and a configuration file build through them alike; each
+// error is a setting.Error of the setting at fault, its text naming it as
+// its flag ("-health-rise 0: at least 1").
+
+// buildGlobal returns the load balancer's settings of vs.
+func buildGlobal(vs *setting.Values) (Global, error) {
+	g := Global{Iface: iface.Get(vs), Admin: admin.Get(vs), LogFormat: logFormat.Get(vs), vals: vs}
+	if g.LogFormat != "text" && g.LogFormat != "json" {
+		return g, setting.Errorf(logFormat.Setting, "-log-format %q: text or json", g.LogFormat)
+	}
+	g.Pin = Pin{Dir: pinDir.Get(vs), Explicit: vs.Given(pinDir.Setting), Rebuild: rebuild.Get(vs)}
+	if g.Pin.Rebuild && g.Pin.Dir == "" {
+		return g, setting.Errorf(rebuild.Setting, "-rebuild needs a -pin-dir")
+	}
+	var err error
+	if g.Opts.Mode, err = attachMode(vs); err != nil {
+		return g, err
+	}
+	g.Opts.Seed, g.Opts.FloodRate = seed.Get(vs), floodRate.Get(vs)
+	if g.Opts.FloodRate < -1 || g.Opts.FloodRate > 1<<31 {
+		return g, setting.Errorf(floodRate.Setting, "-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", g.Opts.FloodRate)
+	}
+	for _, s := range []struct {
+		o *setting.Of[int]
+		v *int
+	}{{&conntrackSize, &g.Opts.ConntrackSize}, {&maxServices, &g.Opts.MaxServices}, {&maxBackends, &g.Opts.MaxBackends}} {
+		*s.v = s.o.Get(vs)
+		if vs.Given(s.o.Setting) && (*s.v < 1 || *s.v > 1<<24) {
+			return g, setting.Errorf(s.o.Setting, "-%s %d: not in [1, 16777216]", s.o.Name, *s.v)
+		}
+	}
+	g.BGP, err = buildBGP(vs)
+	return g, err
+}
+
+// attachMode returns the attach mode of vs.
+func attachMode(vs *setting.Values) (xdpmaglev.AttachMode, error) {
+	switch m := mode.Get(vs); m {
+	case "auto":
+		return xdpmaglev.AttachAuto, nil
+	case "native":
+		return xdpmaglev.AttachNative, nil
+	case "generic":
+		return xdpmaglev.AttachGeneric, nil
+	default:
+		return 0, setting.Errorf(mode.Setting, "-mode %q: auto, native or generic", m)
+	}
+}
+
+// bgpSettings are the settings of the BGP speaker besides bgp-asn.
+var bgpSettings = []*setting.Setting{bgpRouterID.Setting, bgpPeer.Setting, bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting}
+
+// buildBGP returns the BGP speaker's settings of vs; without bgp-asn no
+// other bgp-* setting may be given. The peers' family is the services'
+// to check (checkPeers).
+func buildBGP(vs *setting.Values) (bgp.Config, error) {
+	if !vs.Given(bgpASN.Setting) {
+		for _, s := range bgpSettings {
+			if vs.Given(s) {
+				return bgp.Config{}, setting.Errorf(s, "-%s needs -bgp-asn", s.Name)
+			}
+		}
+		return bgp.Config{}, nil
+	}
+	b := bgp.Config{ListenPort: bgpListenPort.Get(vs), Hold: bgpHold.Get(vs), Restart: bgpRestartTime.Get(vs), Drain: bgpDrain.Get(vs)}
+	n, err := bgp.ParseASN(bgpASN.Get(vs))
+	if err != nil {
+		return b, setting.Errorf(bgpASN.Setting, "-bgp-asn: %v", err)
+	}
+	b.ASN = n
+	if b.RouterID, err = netip.ParseAddr(bgpRouterID.Get(vs)); err != nil || !b.RouterID.Is4() {
+		return b, setting.Errorf(bgpRouterID.Setting, "-bgp-router-id %q: an IPv4 address (the BGP identifier, often the load balancer's address)", bgpRouterID.Get(vs))
+	}
+	if b.Peers = bgpPeer.Get(vs); len(b.Peers) == 0 {
+		return b, setting.Errorf(bgpASN.Setting, "-bgp-asn needs a -bgp-peer ADDR,ASN to announce to")
+	}
+	switch {
+	case b.ListenPort != -1 && (b.ListenPort < 1 || b.ListenPort > 65535):
+		return b, setting.Errorf(bgpListenPort.Setting, "-bgp-listen-port %d: a port in [1, 65535], or -1 for none", b.ListenPort)
+	case b.Hold != 0 && (b.Hold < 3*time.Second || b.Hold > 65535*time.Second || b.Hold%time.Second != 0):
+		return b, setting.Errorf(bgpHold.Setting, "-bgp-hold %v: 0 or whole seconds in [3s, 65535s] (RFC 4271)", b.Hold)
+	case b.Restart != 0 && (b.Restart < time.Second || b.Restart > bgp.MaxRestartTime || b.Restart%time.Second != 0):
+		return b, setting.Errorf(bgpRestartTime.Setting, "-bgp-restart-time %gs: 0 (no graceful restart) or whole seconds in [1s, %gs] (RFC 4724's 12 bits)", b.Restart.Seconds(), bgp.MaxRestartTime.Seconds())
+	case b.Drain < 0:
+		return b, setting.Errorf(bgpDrain.Setting, "-bgp-drain %v: must not be negative", b.Drain)
+	}
+	return b, nil
+}
+
+// checkPeers checks that b's peers are of the family of the service's
+// VIP: the next hop announced is l4lb's address on the session.
+func checkPeers(b bgp.Config, vip netip.Addr) error {
+	for _, p := range b.Peers {
+		if p.Addr.Is4() != vip.Unmap().Is4() {
+			return setting.Errorf(bgpPeer.Setting, "-bgp-peer %v: not of the VIP's family (%v): the next hop announced is l4lb's address on the session", p, vip)
+		}
+	}
+	return nil
+}
+
+// buildService returns the service of vs named svcName, of the load
+// balancer g, and the warnings it gives.
+func buildService(vs *setting.Values, g Global, svcName string) (Service, []string, error) {
+	c := Service{Name: svcName, Src: sources.With(vs), Drained: drain.Get(vs), Timeout: drainTimeout.Get(vs)}
+	c.Settings, c.SrcSettings = identity(vs)
+	if g.Iface == "" || vip.Get(vs) == "" {
+		at := vip.Setting // a file's line: the vip's, or the service's
+		if g.Iface == "" {
+			at = iface.Setting
+		}
+		return c, nil, setting.Errorf(at, "-iface and -vip are required")
+	}
+	if p := guePort.Get(vs); p < 1 || p > 65535 {
+		return c, nil, setting.Errorf(guePort.Setting, "-gue-port %d: not a port in [1, 65535]", p)
+	}
+	static := ""
+	if len(backends.Get(vs)) > 0 {
+		static = "-backend"
+	}
+	if err := c.Src.Check(static); err != nil {
+		return c, nil, err
+	}
+	if err := checkService(vs); err != nil {
+		return c, nil, err
+	}
+	var err error
+	if c.Health, err = buildHealth(vs); err != nil {
+		return c, nil, err
+	}
+	if c.Svc.VIP, err = netip.ParseAddrPort(vip.Get(vs)); err != nil {
+		return c, nil, setting.Errorf(vip.Setting, "-vip: %v", err)
+	}
+	if err := checkPeers(g.BGP, c.Svc.VIP.Addr()); err != nil {
+		return c, nil, err
+	}
+	var warnings []string
+	switch p := proto.Get(vs); p {
+	case "tcp":
+		c.Svc.Proto = xdpmaglev.TCP
+	case "udp":
+		c.Svc.Proto = xdpmaglev.UDP
+		warnings = append(warnings, fmt.Sprintf("-proto udp: TCP packets to %v pass to the kernel", c.Svc.VIP))
+	default:
+		return c, nil, setting.Errorf(proto.Setting, "-proto %q: tcp or udp", p)
+	}
+	if c.Fwd, err = buildForward(vs, c.Svc.VIP.Addr()); err != nil {
+		return c, nil, err
+	}
+	if c.Backends, err = checkBackends(vs, c.Fwd.Forward, c.Svc.VIP.Addr()); err != nil {
+		return c, nil, err
+	}
+	c.Fwd.M = tableSize.Get(vs)
+	return c, warnings, nil
+}
+
+// checkService checks the drain timeout and the table size.
+func checkService(vs *setting.Values) error {
+	if drainTimeout.Get(vs) < 0 {
+		return setting.Errorf(drainTimeout.Setting, "-drain-timeout must not be negative")
+	}
+	if m := tableSize.Get(vs); vs.Given(tableSize.Setting) && maglev.CheckSize(m) != nil {
+		return setting.Errorf(tableSize.Setting, "-m %d: %v", m, maglev.CheckSize(m))
+	}
+	return nil
+}
+
+// identity returns the text of the service's settings given, and of its
+// membership source's: equal texts are equal services.
+func identity(vs *setting.Values) (all, src string) {
+	var a, s []string
+	for _, st := range table {
+		if st.FlagOnly || st.KeyOnly || !vs.Given(st) || (st.Scope != setting.Service && st.Scope != setting.Source && st.Scope != setting.Health) {
+			continue
+		}
+		v := st.Name + "=" + vs.Format(st)
+		a = append(a, v)
+		if st.Scope == setting.Source {
+			s = append(s, v)
+		}
+	}
+	return strings.Join(a, "\x00"), strings.Join(s, "\x00")
+}
+
+// checkBackends returns the backends of vs, each given once, and of the
+// VIP's family with no MAC for an encapsulating forward.
+func checkBackends(vs *setting.Values, f xdpmaglev.Forward, vipAddr netip.Addr) ([]xdpmaglev.Backend, error) {
+	bs := backends.Get(vs)
+	seen := make(map[netip.Addr]bool, len(bs))
+	for _, b := range bs {
+		a := b.Addr.Unmap()
+		if seen[a] {
+			return nil, setting.Errorf(backends.Setting, "-backend %v: given twice", a)
+		}
+		seen[a] = true
+		if f == xdpmaglev.ForwardL2 {
+			continue
+		}
+		if b.HW != nil {
+			return nil, setting.Errorf(backends.Setting, "-backend %v=%v: a MAC is for -forward l2; -forward %v sends to the backend's next hop by the routing table", a, b.HW, f)
+		}
+		if a.Is4() != vipAddr.Unmap().Is4() {
+			return nil, setting.Errorf(backends.Setting, "-backend %v: -forward %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", a, f, vipAddr)
+		}
+	}
+	return bs, nil
+}
+
+// buildForward returns how the service's packets reach its backends:
+// forward, encap-src and gue-port, for a VIP at vipAddr.
+func buildForward(vs *setting.Values, vipAddr netip.Addr) (xdpmaglev.ServiceOptions, error) {
+	var o xdpmaglev.ServiceOptions
+	f, err := xdpmaglev.ParseForward(forward.Get(vs))
+	if err != nil {
+		return o, setting.Errorf(forward.Setting, "-forward %q: l2, ipip or gue", forward.Get(vs))
+	}
+	o.Forward = f
+	if vs.Given(guePort.Setting) && f != xdpmaglev.ForwardGUE {
+		return o, setting.Errorf(guePort.Setting, "-gue-port needs -forward gue (or l4lb decap), not -forward %v", f)
+	}
+	if f == xdpmaglev.ForwardGUE {
+		o.GUEPort = uint16(guePort.Get(vs))
+	}
+	src := encapSrc.Get(vs)
+	if src == "" {
+		return o, nil
+	}
+	if f == xdpmaglev.ForwardL2 {
+		return o, setting.Errorf(encapSrc.Setting, "-encap-src needs -forward ipip or gue")
+	}
+	o.Source, o.SourceBits, err = parseEncapSrc(src, vipAddr.Unmap())
+	return o, err
+}
+
+// parseEncapSrc parses encap-src, an address or a prefix of at most
+// 2^xdpmaglev.MaxSourceBits addresses, of the family of vip.
+func parseEncapSrc(s string, vip netip.Addr) (netip.Addr, uint8, error) {
+	bits := 0 // of the source that vary per flow
+	var src netip.Addr
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src: %v", err)
+		}
+		src, bits = p.Addr().Unmap(), p.Addr().BitLen()-p.Bits()
+		switch {
+		case p.Masked() != p:
+			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not a prefix's first address (%v)", p, p.Masked())
+		case bits > xdpmaglev.MaxSourceBits:
+			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: a prefix of at most %d addresses (/%d for %v)", p, 1<<xdpmaglev.MaxSourceBits, src.BitLen()-xdpmaglev.MaxSourceBits, src)
+		}
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src: %v", err)
+		}
+		src = a.Unmap()
+	}
+	switch {
+	case src.Zone() != "":
+		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: an address without a zone", src)
+	case !src.IsGlobalUnicast():
+		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not a unicast address", src)
+	case src.Is4() != vip.Is4():
+		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not of the VIP's family (%v): IPv4 is encapsulated in IPv4, IPv6 in IPv6", src, vip)
+	}
+	return src, uint8(bits), nil
+}
+
+// healthSettings are the settings of the health check besides health.
+var healthSettings = []*setting.Setting{healthPath.Setting, healthStatus.Setting, healthPort.Setting, healthInterval.Setting, healthTimeout.Setting, healthRise.Setting, healthFall.Setting}
+
+// buildHealth returns the health check of vs; with health none, no
+// health-* setting may be given.
+func buildHealth(vs *setting.Values) (checker.Config, error) {
+	h := checker.Config{Path: healthPath.Get(vs), Status: healthStatus.Get(vs), Interval: healthInterval.Get(vs),
+		Timeout: healthTimeout.Get(vs), Rise: healthRise.Get(vs), Fall: healthFall.Get(vs)}
+	switch kind := healthKind.Get(vs); kind {
+	case "none":
+		for _, s := range healthSettings {
+			if vs.Given(s) {
+				return checker.Config{}, setting.Errorf(s, "-%s needs -health tcp or http", s.Name)
+			}
+		}
+		return checker.Config{}, nil
+	case "tcp":
+		for _, s := range []*setting.Setting{healthPath.Setting, healthStatus.Setting} {
+			if vs.Given(s) {
+				return h, setting.Errorf(s, "-%s needs -health http, not -health tcp", s.Name)
+			}
+		}
+		h.Path, h.Status = "", 0
+	case "http":
+		if err := checkHTTP(h); err != nil {
+			return h, err
+		}
+	default:
+		return h, setting.Errorf(healthKind.Setting, "-health %q: none, tcp or http", kind)
+	}
+	h.Kind = healthKind.Get(vs)
+	port := healthPort.Get(vs)
+	switch {
+	case vs.Given(healthPort.Setting) && (port < 1 || port > 65535):
+		return h, setting.Errorf(healthPort.Setting, "-health-port %d: not a port in [1, 65535]", port)
+	case h.Interval <= 0:
+		return h, setting.Errorf(healthInterval.Setting, "-health-interval %v: must be positive", h.Interval)
+	case h.Timeout <= 0:
+		return h, setting.Errorf(healthTimeout.Setting, "-health-timeout %v: must be positive", h.Timeout)
+	case h.Timeout > h.Interval:
+		return h, setting.Errorf(healthTimeout.Setting, "-health-timeout %v: at most -health-interval (%v), so that a backend's probes never overlap", h.Timeout, h.Interval)
+	case h.Rise < 1:
+		return h, setting.Errorf(healthRise.Setting, "-health-rise %d: at least 1", h.Rise)
+	case h.Fall < 1:
+		return h, setting.Errorf(healthFall.Setting, "-health-fall %d: at least 1", h.Fall)
+	}
+	h.Port = uint16(port)
+	return h, nil
+}
+
+// checkHTTP checks an http check's path and status.
+func checkHTTP(h checker.Config) error {
+	if !strings.HasPrefix(h.Path, "/") {
+		return setting.Errorf(healthPath.Setting, "-health-path %q: a path, starting with /", h.Path)
+	}
+	if u, err := url.Parse(h.Path); err != nil || u.Path == "" || u.Host != "" || u.Scheme != "" || u.Fragment != "" {
+		return setting.Errorf(healthPath.Setting, "-health-path %q: not a URL path (and query)", h.Path)
+	}
+	if h.Status < 100 || h.Status > 599 {
+		return setting.Errorf(healthStatus.Setting, "-health-status %d: not an HTTP status in [100, 599]", h.Status)
+	}
+	return nil
+}
+
+// Decap is l4lb decap's configuration: the decapsulator on Iface.
+type Decap struct {
+	Iface, Admin, LogFormat string
+	Opts                    xdpmaglev.DecapOptions // VIPs, Sources, GUEPort, Mode
+}
+
+// buildDecap returns the decapsulator's settings of vs, for the command
+// cmd ("l4lb decap", or "-decap" in the form before subcommands), which
+// its errors name.
+func buildDecap(vs *setting.Values, cmd string) (Decap, error) {
+	d := Decap{Iface: iface.Get(vs), Admin: admin.Get(vs), LogFormat: logFormat.Get(vs)}
+	if d.LogFormat != "text" && d.LogFormat != "json" {
+		return d, setting.Errorf(logFormat.Setting, "-log-format %q: text or json", d.LogFormat)
+	}
+	if d.Iface == "" || decapVIP.Get(vs) == "" {
+		return d, setting.Errorf(decapVIP.Setting, "-iface and -vip are required")
+	}
+	var err error
+	if d.Opts.Mode, err = attachMode(vs); err != nil {
+		return d, err
+	}
+	p := guePort.Get(vs)
+	if p < 1 || p > 65535 {
+		return d, setting.Errorf(guePort.Setting, "-gue-port %d: not a port in [1, 65535]", p)
+	}
+	d.Opts.GUEPort = uint16(p)
+	if d.Opts.VIPs, err = decapVIPs(decapVIP.Get(vs), cmd); err != nil {
+		return d, err
+	}
+	d.Opts.Sources, err = parseSources(decapSources.Get(vs), cmd)
+	return d, err
+}
+
+// decapVIPs parses decap's vip: addresses, comma-separated.
+func decapVIPs(vips, cmd string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, s := range strings.Split(vips, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil {
+			if _, perr := netip.ParseAddrPort(s); perr == nil {
+				return nil, setting.Errorf(decapVIP.Setting, "-vip %q: %s takes addresses, without a port", s, cmd)
+			}
+			return nil, setting.Errorf(decapVIP.Setting, "-vip %q: %v", s, err)
+		}
+		a = a.Unmap()
+		if a.Zone() != "" {
+			return nil, setting.Errorf(decapVIP.Setting, "-vip %v: an address without a zone", a)
+		}
+		if seen[a] {
+			return nil, setting.Errorf(decapVIP.Setting, "-vip %v: given twice", a)
+		}
+		seen[a] = true
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// parseSources parses decap-sources: prefixes (or addresses, each its own
+// /32 or /128), comma-separated, or "any", every source.
+func parseSources(s, cmd string) ([]netip.Prefix, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, setting.Errorf(decapSources.Setting, "%s needs -decap-sources: the prefixes of the load balancers' outer source addresses (their -encap-src), or \"any\" to trust every source, which lets anyone who can reach this host send packets to the VIPs from any source address", cmd)
+	}
+	if strings.TrimSpace(s) == "any" {
+		return []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, nil
+	}
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return nil, setting.Errorf(decapSources.Setting, "-decap-sources %q: neither a prefix nor an address", f)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		if p.Addr().Zone() != "" {
+			return nil, setting.Errorf(decapSources.Setting, "-decap-sources %v: a prefix without a zone", p)
+		}
+		if p.Masked() != p {
+			return nil, setting.Errorf(decapSources.Setting, "-decap-sources %v: not a prefix's first address (%v)", p, p.Masked())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,104 @@
+// Package config is l4lb's configuration: its settings, each declared once
+// (settings.go: flag, file key, scope, type, default, whether a reload may
+// change it, doc), the command lines of l4lb run, decap and detach that
+// set them, and the configuration file (YAML) of many services. A command
+// line and a file go through one code path: their settings are parsed
+// into a setting.Values, from which Global (the load balancer's own),
+// Service (one service's) and Decap are built and checked; an error is a
+// setting.Error of the setting at fault, so a file's error names the line
+// that gave it. SameGlobal is what a reload may not change. The table of
+// docs/l4lb.md's "Settings" is setting.Table(Settings()), which
+// TestDocsTable keeps in step.
+//
+// It holds no lock and starts nothing: everything it returns is a value.
+package config
+
+//go:generate go test -run ^TestDocsTable$ -write
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// Global are the settings of the whole load balancer.
+type Global struct {
+	Iface     string
+	Opts      xdpmaglev.Options // Mode, Seed, FloodRate, ConntrackSize, MaxServices, MaxBackends
+	Admin     string            // the admin address; "": none
+	BGP       bgp.Config        // bgp-asn and bgp-*: ASN 0 for no BGP
+	Pin       Pin               // pin-dir, -rebuild
+	File      string            // the configuration file the services come from; "" for the flags' one service
+	LogFormat string            // text or json
+	Warnings  []string          // logged at start: legal, but likely not what the operator meant
+
+	vals *setting.Values // the settings given, for SameGlobal
+}
+
+// Pin is where the data plane is pinned so that it outlives l4lb
+// (xdpmaglev.Options.PinPath), one directory per interface.
+type Pin struct {
+	Dir      string // pin-dir, cleaned; "": nothing pinned
+	Explicit bool   // pin-dir given: a directory outside a BPF filesystem is an error, not a warning
+	Rebuild  bool   // -rebuild
+}
+
+// Service is one service: where its backends come from, how its packets
+// reach them, and how they are checked.
+type Service struct {
+	Name     string // in the configuration file; "default" for the flags' one service
+	Svc      xdpmaglev.Service
+	Backends []xdpmaglev.Backend
+	Src      *ops.Sources // etcd, dns, k8s-service...: where the backends come from, if not backends
+	Drained  []netip.Addr // drain
+	Timeout  time.Duration
+	Fwd      xdpmaglev.ServiceOptions // forward, encap-src, gue-port, m
+	Health   checker.Config           // health and health-*
+	// Settings are the service's settings given, as text: two services of
+	// the same Settings are the same; SrcSettings those of its membership
+	// source.
+	Settings, SrcSettings string
+}
+
+// Err returns err of the service s: "service NAME: err", or err for the
+// flags' one service.
+func (s Service) Err(err error) error {
+	if s.Name == "default" {
+		return err
+	}
+	return fmt.Errorf("service %q: %w", s.Name, err)
+}
+
+// ErrConfig is wrapped by every error of Load and SameGlobal.
+var ErrConfig = errors.New("bad configuration file")
+
+// SameGlobal returns an error naming the first of the load balancer's own
+// settings (those a reload may not change) that differs between the
+// running configuration a and the file read again, b: those take a
+// restart.
+func SameGlobal(a, b Global) error {
+	for _, s := range table {
+		if s.Scope != setting.LB || s.FlagOnly || s.Reload {
+			continue
+		}
+		if x, y := format(a.vals, s), format(b.vals, s); x != y {
+			return fmt.Errorf("%w: %s: %v, running with %v: the load balancer's own settings take a restart", ErrConfig, s.KeyName(), y, x)
+		}
+	}
+	return nil
+}
+
+// format is vs.Format(s), a nil vs holding no value.
+func format(vs *setting.Values, s *setting.Setting) string {
+	if vs == nil {
+		vs = &setting.Values{}
+	}
+	return vs.Format(s)
+}

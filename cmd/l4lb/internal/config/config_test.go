@@ -1,0 +1,182 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+)
+
+// TestConfigExample loads example.yaml, the file docs/l4lb.md shows: the
+// top's settings are the load balancer's, a service's key at the top is
+// every service's default, and a source's default serves only the
+// services of that source.
+func TestConfigExample(t *testing.T) {
+	g, svcs, err := Load("../../example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Iface != "eth0" || g.Opts.Seed != 7 || g.Admin != "127.0.0.1:9180" || g.Opts.MaxServices != 64 ||
+		g.BGP.ASN != 65001 || len(g.BGP.Peers) != 1 || g.BGP.Peers[0] != (bgp.Peer{Addr: netip.MustParseAddr("10.0.0.1"), ASN: 65000}) ||
+		g.BGP.Restart != 120*time.Second || g.File != "../../example.yaml" {
+		t.Errorf("global %+v", g)
+	}
+	if len(svcs) != 4 {
+		t.Fatalf("%d services, want 4", len(svcs))
+	}
+	web, tls, api, dns := svcs[0], svcs[1], svcs[2], svcs[3]
+	if web.Name != "web" || web.Svc.String() != "tcp/203.0.113.1:80" || len(web.Backends) != 3 ||
+		web.Backends[1].Weight != 2 || web.Backends[0].Weight != 1 || web.Backends[2].HW.String() != "02:00:00:00:00:13" ||
+		web.Health.Kind != "tcp" || web.Health.Interval != 2*time.Second || web.Timeout != time.Minute || web.Src.Dynamic() {
+		t.Errorf("web: %+v", web)
+	}
+	if tls.Fwd.M != 251 || tls.Health.Kind != "http" || tls.Health.Port != 8080 || tls.Health.Path != "/healthz" || web.Fwd.M != 0 {
+		t.Errorf("web-tls: %+v", tls)
+	}
+	if api.Fwd.Forward != xdpmaglev.ForwardIPIP || api.Src.String() != "etcd prefix services/api" {
+		t.Errorf("api: %+v", api)
+	}
+	if dns.Svc.Proto != xdpmaglev.UDP || dns.Health.Kind != "" || dns.Src.Name() != "-k8s-service" {
+		t.Errorf("dns: %+v (the top's etcd must not reach a Kubernetes service)", dns)
+	}
+	if web.Settings == tls.Settings || api.SrcSettings == "" || web.SrcSettings != "" {
+		t.Error("settings do not tell services apart")
+	}
+}
+
+// TestConfigErrors: a bad file is refused with an error that wraps
+// ErrConfig and names the line, the service and the setting.
+func TestConfigErrors(t *testing.T) {
+	const svc = "services:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+	for _, tc := range []struct {
+		file string
+		want []string // in the error
+	}{
+		{"iface: eth0\n" + svc + "    health-interval: 0s\n    health: tcp\n", []string{":6:", `service "web"`, "-health-interval 0s"}},
+		{"iface: eth0\n" + svc + "    colour: blue\n", []string{":6:", `unknown key "colour"`}},
+		{"iface: eth0\ncolour: blue\n" + svc, []string{":2:", `unknown key "colour"`}},
+		{"iface: eth0\n" + svc + "  - name: web\n    vip: 198.19.0.2:80\n    backends: [198.18.0.11]\n", []string{":6:", `service "web": the name of the service at line 3`}},
+		{"iface: eth0\n" + svc + "  - name: web2\n    vip: 198.19.0.1:80\n    backends: [198.18.0.12]\n", []string{":6:", `tcp/198.19.0.1:80 is service "web"'s too`}},
+		{"iface: eth0\nvip: 198.19.0.1:80\n" + svc, []string{":2:", "vip is a service's own"}},
+		{"iface: eth0\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    seed: 3\n    backends: [198.18.0.11]\n", []string{":5:", "seed is the load balancer's"}},
+		{"iface: eth0\nservices:\n  - vip: 198.19.0.1:80\n", []string{":3:", "needs a name"}},
+		{"iface: eth0\nservices:\n  - name: a b\n", []string{":3:", `name "a b"`}},
+		{"iface: eth0\n", []string{":1:", "services: a list of at least one service"}},
+		{"iface: eth0\nservices: []\n", []string{":2:", "services: a list"}},
+		{"iface: [eth0, eth1]\n" + svc, []string{":1:", "iface: one value, not a list"}},
+		{"iface: eth0\n" + svc + "    m: 1000\n", []string{":6:", `service "web"`, "-m 1000"}},
+		{"iface: eth0\nservices:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [{addr: 198.18.0.11, colour: red}]\n", []string{":5:", `backends: unknown key "colour"`}},
+		{"iface: eth0\n" + svc + "    etcd-prefix: x\n", []string{":6:", `service "web"`, "-etcd-prefix needs -etcd"}},
+		{"iface: eth0\n\tservices:\n", []string{":2:", "tab"}},
+		// yaml.v3 counts its parser's lines from 0, its scanner's from 1:
+		// each error is at the line that has it.
+		{"iface: eth0\n" + svc + "   drain: 198.18.0.12\n", []string{":6:", "did not find expected '-' indicator"}},
+		{"iface: eth0\n" + svc + "    drain: [198.18.0.12]]\n", []string{":6:", "did not find expected key"}},
+		{"iface: eth0\nseed: 7\nadmin: {x: 1\n" + svc, []string{":3:", "did not find expected ',' or '}'"}},
+		{"iface: eth0\nservices:\n  - name: web\n    backends: [198.18.0.11\n    vip: 198.19.0.1:80\n", []string{":4:", "did not find expected ',' or ']'"}},
+		{"iface: eth0\nservices:\n  - name: web\n - name: api\n", []string{":4:", "did not find expected key"}},
+		{"iface: eth0\n" + svc + "    vip: @x\n", []string{":6:", "found character that cannot start any token"}},
+		{"iface: eth0\n" + svc + "    name: \"web\n", []string{":6:", "found unexpected end of stream"}},
+		{"", []string{":1:", "empty"}},
+		{"iface: eth0\nhealth-interval: 0s\nhealth: tcp\n" + svc, []string{":2:", `service "web"`, "-health-interval 0s"}},
+		{"iface: eth0\n" + svc + "    proto: sctp\n", []string{":6:", `-proto "sctp"`}},
+	} {
+		path := filepath.Join(t.TempDir(), "l4lb.yaml")
+		if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := Load(path)
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%q: %v, want ErrConfig", tc.file, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: %v, want %q in it", tc.file, err, w)
+			}
+		}
+	}
+}
+
+// TestConfigBGP: the BGP keys of a file, a peer in each of its forms.
+func TestConfigBGP(t *testing.T) {
+	const file = `iface: eth0
+bgp-asn: 65001
+bgp-router-id: 198.18.0.3
+bgp-peer:
+  - 198.18.0.1,65000
+  - 198.18.0.2@65002
+  - {addr: 198.18.0.4, asn: 65004}
+bgp-restart-time: 30s
+bgp-drain: 1s
+services:
+  - name: web
+    vip: 198.19.0.1:80
+    backends: [198.18.0.11]
+`
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, _, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), 198.18.0.2 (AS 65002), 198.18.0.4 (AS 65004), hold 9s, graceful restart 30s, drain 1s"
+	if got := g.BGP.String(); got != want {
+		t.Errorf("bgp: %q, want %q", got, want)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(file, "30s", "5000s", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-restart-time 5000s") {
+		t.Errorf("bgp-restart-time 5000s: %v", err)
+	}
+}
+
+// TestConfigFlag: -config takes no other flag.
+func TestConfigFlag(t *testing.T) {
+	if _, err := parse([]string{"-config", "x.yaml", "-iface", "eth0"}, nil); err == nil || !strings.Contains(err.Error(), "-config takes no other flag") {
+		t.Errorf("-config with -iface: %v", err)
+	}
+	c, err := parse([]string{"-config", "x.yaml"}, nil)
+	if err != nil || c.File != "x.yaml" {
+		t.Errorf("-config alone: %+v, %v", c, err)
+	}
+}
+
+// TestSameGlobal: a reload refuses a change of the load balancer's own
+// settings, naming it; a service's settings, at the top too, may change.
+func TestSameGlobal(t *testing.T) {
+	const svc = "services:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+	const bgpTop = "bgp-asn: 65001\nbgp-router-id: 198.18.0.3\n"
+	load := func(top string) Global {
+		t.Helper()
+		g, _, err := Parse([]byte("iface: eth0\nadmin: :9180\n" + top + svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	a := load("")
+	if err := SameGlobal(a, load("drain-timeout: 5s\nhealth: tcp\n")); err != nil {
+		t.Fatalf("a service's settings at the top changed: %v", err)
+	}
+	if err := SameGlobal(a, load("seed: 9\n")); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "seed: 9, running with 0") {
+		t.Errorf("seed changed: %v", err)
+	}
+	a = load(bgpTop + "bgp-peer: [\"198.18.0.1,1\"]\n")
+	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.2,1\"]\n")); err == nil || !strings.Contains(err.Error(), "bgp-peer: [198.18.0.2 (AS 1)], running with [198.18.0.1 (AS 1)]") {
+		t.Errorf("bgp changed: %v", err)
+	}
+	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.1@1\"]\n")); err != nil {
+		t.Errorf("the same peer, written otherwise: %v", err)
+	}
+}

@@ -1,0 +1,246 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// TestParseForward: -forward, -encap-src, -gue-port and -flood-rate
+// reach the options the pool and Load get.
+func TestParseForward(t *testing.T) {
+	for _, tc := range []struct {
+		args  string
+		want  xdpmaglev.ServiceOptions
+		flood int
+	}{
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11", xdpmaglev.ServiceOptions{}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11=02:00:00:00:00:11 -forward l2", xdpmaglev.ServiceOptions{}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3 -flood-rate -1",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, -1},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward gue", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, GUEPort: 6080}, 0},
+		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -gue-port 7000 -encap-src 2001:db8::3 -flood-rate 1000",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8::3"), GUEPort: 7000}, 1000},
+		{"-vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -forward gue -encap-src ::ffff:198.18.0.3",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("198.18.0.3"), GUEPort: 6080}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.200.0/24",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.200.0"), SourceBits: 8}, 0},
+		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -encap-src 2001:db8:c8::/112",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8:c8::"), SourceBits: 16, GUEPort: 6080}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3/32",
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, 0},
+	} {
+		c, err := parse(append([]string{"-iface", "eth0"}, strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if c.Service.Fwd != tc.want || c.Opts.FloodRate != tc.flood || c.isDecap {
+			t.Errorf("%q: options %+v, flood rate %d; want %+v, %d", tc.args, c.Service.Fwd, c.Opts.FloodRate, tc.want, tc.flood)
+		}
+	}
+}
+
+// TestParseRefused: each bad value or combination of the new flags, and
+// the careless operator's repeated -backend, is refused with an error
+// that names the flag.
+func TestParseRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-forward vxlan", `-forward "vxlan": l2, ipip or gue`},
+		{"-forward IPIP", `-forward "IPIP": l2, ipip or gue`},
+		{"-encap-src 198.18.0.3", "-encap-src needs -forward ipip or gue"},
+		{"-forward l2 -encap-src 198.18.0.3", "-encap-src needs -forward ipip or gue"},
+		{"-forward ipip -encap-src 198.18.0.300", "-encap-src: ParseAddr"},
+		{"-forward ipip -encap-src 2001:db8::3", "-encap-src 2001:db8::3: not of the VIP's family (198.19.0.1)"},
+		{"-forward gue -encap-src 0.0.0.0", "-encap-src 0.0.0.0: not a unicast address"},
+		{"-forward gue -encap-src 224.0.0.1", "-encap-src 224.0.0.1: not a unicast address"},
+		{"-forward gue -encap-src 127.0.0.1", "-encap-src 127.0.0.1: not a unicast address"},
+		{"-forward ipip -encap-src 198.18.200.1/24", "-encap-src 198.18.200.1/24: not a prefix's first address (198.18.200.0/24)"},
+		{"-forward ipip -encap-src 198.18.0.0/15", "-encap-src 198.18.0.0/15: a prefix of at most 65536 addresses (/16 for 198.18.0.0)"},
+		{"-forward ipip -encap-src 198.18.200.0/33", "-encap-src: netip.ParsePrefix"},
+		{"-forward gue -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
+		{"-forward gue -gue-port 65536", "-gue-port 65536: not a port in [1, 65535]"},
+		{"-forward gue -gue-port -1", "-gue-port -1: not a port in [1, 65535]"},
+		{"-forward ipip -gue-port 7000", "-gue-port needs -forward gue (or l4lb decap), not -forward ipip"},
+		{"-gue-port 6080", "-gue-port needs -forward gue (or l4lb decap), not -forward l2"},
+		{"-flood-rate -2", "-flood-rate -2: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
+		{"-flood-rate 4294967296", "-flood-rate 4294967296: -1 (off), 0 (the default) or a rate in [1, 2^31]"},
+		{"-flood-rate many", `invalid value "many" for flag -flood-rate`},
+		{"-backend 198.18.0.11 -backend 198.18.0.12 -backend 198.18.0.11", "-backend 198.18.0.11: given twice"},
+		{"-backend 198.18.0.11 -backend ::ffff:198.18.0.11", "-backend 198.18.0.11: given twice"},
+		{"-backend 198.18.0.11=02:00:00:00:00:11 -backend 198.18.0.11=02:00:00:00:00:12", "-backend 198.18.0.11: given twice"},
+		{"-forward ipip -backend 198.18.0.11=02:00:00:00:00:11", "-backend 198.18.0.11=02:00:00:00:00:11: a MAC is for -forward l2"},
+		{"-forward gue -backend 2001:db8::11", "-backend 2001:db8::11: -forward gue encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is 198.19.0.1"},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestParseUDPWarning: -proto udp starts, with a warning that TCP to the
+// VIP is not balanced; -proto tcp has none.
+func TestParseUDPWarning(t *testing.T) {
+	c, err := parse(strings.Fields("-iface eth0 -vip 198.19.0.1:53 -proto udp -backend 198.18.0.11"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "-proto udp: TCP packets to 198.19.0.1:53 pass to the kernel"; len(c.Warnings) != 1 || c.Warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", c.Warnings, want)
+	}
+	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:53 -backend 198.18.0.11"), io.Discard)
+	if err != nil || len(c.Warnings) != 0 {
+		t.Errorf("-proto tcp: warnings %q, %v", c.Warnings, err)
+	}
+}
+
+// TestParseDecap: -decap takes -iface, addresses in -vip, the trusted
+// -decap-sources (required), -gue-port, -mode and -admin, and refuses the
+// load balancer's flags.
+func TestParseDecap(t *testing.T) {
+	c, err := parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -decap-sources 198.18.2.0/24,2001:db8:2::/64,198.18.9.9 -gue-port 7000 -mode generic -admin :0"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("198.18.255.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("198.18.255.2")}
+	d := c.decap
+	if !c.isDecap || d.Iface != "eth1" || d.Admin != ":0" || d.Opts.GUEPort != 7000 || d.Opts.Mode != xdpmaglev.AttachGeneric ||
+		len(d.Opts.VIPs) != 3 || d.Opts.VIPs[0] != want[0] || d.Opts.VIPs[1] != want[1] || d.Opts.VIPs[2] != want[2] || len(d.Opts.Hosts) != 0 ||
+		fmt.Sprint(d.Opts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
+		t.Errorf("parsed %+v", c)
+	}
+	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1 -decap-sources any"), io.Discard)
+	if d := c.decap.Opts; err != nil || d.GUEPort != xdpmaglev.DefaultGUEPort || d.Mode != xdpmaglev.AttachAuto || len(d.VIPs) != 1 ||
+		fmt.Sprint(d.Sources) != "[0.0.0.0/0 ::/0]" {
+		t.Errorf("defaults: %+v, %v", c.decap.Opts, err)
+	}
+
+	for _, tc := range []struct{ args, want string }{
+		{"-decap -iface eth0 -vip 198.18.255.1", "-decap needs -decap-sources: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.1/24", "-decap-sources 198.18.2.1/24: not a prefix's first address (198.18.2.0/24)"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.0/24,lb1", `-decap-sources "lb1": neither a prefix nor an address`},
+		{"-iface eth0 -vip 198.18.255.1:80 -decap-sources any", "-decap-sources needs -decap"},
+		{"-decap -vip 198.18.255.1", "-iface and -vip are required"},
+		{"-decap -iface eth0", "-iface and -vip are required"},
+		{"-decap -iface eth0 -vip 198.18.255.1:80", `-vip "198.18.255.1:80": -decap takes addresses, without a port`},
+		{"-decap -iface eth0 -vip 198.18.255.1,[2001:db8::1]:80", `-vip "[2001:db8::1]:80": -decap takes addresses, without a port`},
+		{"-decap -iface eth0 -vip 198.18.255.1,", `-vip "": ParseAddr`},
+		{"-decap -iface eth0 -vip 198.18.255.300", `-vip "198.18.255.300": ParseAddr`},
+		{"-decap -iface eth0 -vip 198.18.255.1,198.18.255.1", "-vip 198.18.255.1: given twice"},
+		{"-decap -iface eth0 -vip fe80::1%eth0", "-vip fe80::1%eth0: an address without a zone"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -mode offload", `-mode "offload": auto, native or generic`},
+		{"-decap -iface eth0 -vip 198.18.255.1 -backend 198.18.0.11", "-decap cannot be used with -backend: a backend's decapsulator does not load-balance"},
+		{"-decap -iface eth0 -vip 198.18.255.1 -forward ipip", "-decap cannot be used with -forward: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -forward l2", "-decap cannot be used with -forward: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -encap-src 198.18.0.3", "-decap cannot be used with -encap-src: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -etcd http://127.0.0.1:2379 -etcd-prefix svc", "-decap cannot be used with -etcd, -etcd-prefix: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -k8s-service prod/web:http -kubeconfig /tmp/kc", "-decap cannot be used with -k8s-service, -kubeconfig: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -flood-rate -1", "-decap cannot be used with -flood-rate: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -proto udp -seed 7 -m 251", "-decap cannot be used with -m, -proto, -seed: "},
+		{"-decap -iface eth0 -vip 198.18.255.1 -drain 198.18.0.11 -drain-timeout 5s", "-decap cannot be used with -drain, -drain-timeout: "},
+	} {
+		_, err := parse(strings.Fields(tc.args), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestParseHealth: -health and the -health-* flags reach the service's
+// health check, with their defaults; -health none (the default) checks
+// nothing.
+func TestParseHealth(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want checker.Config
+	}{
+		{"", checker.Config{}},
+		{"-health none", checker.Config{}},
+		{"-health tcp", checker.Config{Kind: "tcp", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3}},
+		{"-health http", checker.Config{Kind: "http", Path: "/healthz", Status: 200, Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3}},
+		{"-health http -health-path /ready?deep=1 -health-status 204 -health-port 8080 -health-interval 500ms -health-timeout 500ms -health-rise 1 -health-fall 5",
+			checker.Config{Kind: "http", Path: "/ready?deep=1", Status: 204, Port: 8080, Interval: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 5}},
+		{"-health tcp -health-port 22 -health-interval 10s -health-timeout 3s -health-rise 4 -health-fall 1",
+			checker.Config{Kind: "tcp", Port: 22, Interval: 10 * time.Second, Timeout: 3 * time.Second, Rise: 4, Fall: 1}},
+	} {
+		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if c.Service.Health != tc.want {
+			t.Errorf("%q: %+v, want %+v", tc.args, c.Service.Health, tc.want)
+		}
+	}
+}
+
+// TestParseHealthRefused: each bad value or combination of the health
+// flags is refused with an error that names the flag.
+func TestParseHealthRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-health udp", `-health "udp": none, tcp or http`},
+		{"-health HTTP", `-health "HTTP": none, tcp or http`},
+		{"-health-path /ready", "-health-path needs -health tcp or http"},
+		{"-health none -health-interval 1s", "-health-interval needs -health tcp or http"},
+		{"-health-port 8080", "-health-port needs -health tcp or http"},
+		{"-health-fall 2", "-health-fall needs -health tcp or http"},
+		{"-health tcp -health-path /ready", "-health-path needs -health http, not -health tcp"},
+		{"-health tcp -health-status 204", "-health-status needs -health http, not -health tcp"},
+		{"-health http -health-path ready", `-health-path "ready": a path, starting with /`},
+		{"-health http -health-path /a#b", `-health-path "/a#b": not a URL path (and query)`},
+		{"-health http -health-path /%zz", `-health-path "/%zz": not a URL path (and query)`},
+		{"-health http -health-status 99", "-health-status 99: not an HTTP status in [100, 599]"},
+		{"-health http -health-status 600", "-health-status 600: not an HTTP status in [100, 599]"},
+		{"-health http -health-status ok", `invalid value "ok" for flag -health-status`},
+		{"-health tcp -health-port 0", "-health-port 0: not a port in [1, 65535]"},
+		{"-health tcp -health-port 65536", "-health-port 65536: not a port in [1, 65535]"},
+		{"-health tcp -health-interval 0s", "-health-interval 0s: must be positive"},
+		{"-health tcp -health-interval -1s", "-health-interval -1s: must be positive"},
+		{"-health tcp -health-interval 2", `invalid value "2" for flag -health-interval`},
+		{"-health tcp -health-timeout 0s", "-health-timeout 0s: must be positive"},
+		{"-health tcp -health-timeout 3s", "-health-timeout 3s: at most -health-interval (2s)"},
+		{"-health tcp -health-interval 100ms -health-timeout 101ms", "-health-timeout 101ms: at most -health-interval (100ms)"},
+		{"-health tcp -health-rise 0", "-health-rise 0: at least 1"},
+		{"-health tcp -health-fall 0", "-health-fall 0: at least 1"},
+		{"-health tcp -health-fall -3", "-health-fall -3: at least 1"},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -health tcp -health-fall 2"), io.Discard)
+	if want := "-decap cannot be used with -health, -health-fall: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("-decap -health tcp -health-fall 2: %v; want %q...", err, want)
+	}
+}
+
+// TestHelpSources: l4lb -h lists the membership sources it takes, and
+// not -dns-srv, whose SRV targets are names where the data plane needs
+// addresses (lbproxy takes it: cmd/lbproxy's TestHelpDNSSRV).
+func TestHelpSources(t *testing.T) {
+	var out strings.Builder
+	if _, err := parse([]string{"-h"}, &out); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	help := out.String()
+	for _, f := range []string{"\n  -etcd ", "\n  -etcd-prefix ", "\n  -dns ", "\n  -dns-interval ", "\n  -k8s-service ", "\n  -kubeconfig "} {
+		if !strings.Contains(help, f) {
+			t.Errorf("-h lacks %q", strings.TrimSpace(f))
+		}
+	}
+	if strings.Contains(help, "dns-srv") {
+		t.Errorf("-h lists -dns-srv, which l4lb does not take:\n%s", help)
+	}
+}

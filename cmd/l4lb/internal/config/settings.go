@@ -1,0 +1,242 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops"
+	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/xdpmaglev"
+)
+
+// The settings of l4lb, each declared once: its flag, its key in a
+// configuration file (the flag's name, unless Key says otherwise), its
+// scope, type, default, whether a reload may change it, and its doc. The
+// flags of l4lb run and l4lb decap, the keys of a file, the rules of a
+// reload (SameGlobal) and the table of docs/l4lb.md ("Settings") come
+// from here and from the membership sources' own settings (sources).
+// table lists them in the order of -h and the docs.
+var (
+	// The load balancer's own: in a file, at the top.
+	iface = setting.New(setting.Setting{Name: "iface", Scope: setting.LB, Also: setting.Decap,
+		Doc: "the `interface` to attach to (required)"}, "", setting.String)
+	mode = setting.New(setting.Setting{Name: "mode", Scope: setting.LB, Also: setting.Decap,
+		Doc: "the attach `mode`: auto, native or generic"}, "auto", setting.String)
+	seed = setting.New(setting.Setting{Name: "seed", Scope: setting.LB,
+		Doc: "the flow hash `seed` (load balancers that should agree share it)"}, uint64(0), setting.Uint64)
+	floodRate = setting.New(setting.Setting{Name: "flood-rate", Scope: setting.LB,
+		Doc: "the most connection tracking entries written a second, over all CPUs: new flows beyond it are routed by the table without one, so that no flood evicts idle flows' entries faster; an idle entry outlives any flood for conntrack-size/flood-rate - 10 seconds (0: conntrack-size/130, two minutes; -1: no limit)"}, 0, setting.Int)
+	conntrackSize = setting.New(setting.Setting{Name: "conntrack-size", Scope: setting.LB, Default: "262144",
+		Doc: "the flows connection tracking holds, per address family (the default: 54 MiB of kernel memory for both)"}, 0, setting.Int)
+	maxServices = setting.New(setting.Setting{Name: "max-services", Scope: setting.LB, Default: "64",
+		Doc: "the most services the data plane holds"}, 0, setting.Int)
+	maxBackends = setting.New(setting.Setting{Name: "max-backends", Scope: setting.LB, Default: "4096",
+		Doc: "the most backends of all services together the data plane holds"}, 0, setting.Int)
+	admin = setting.New(setting.Setting{Name: "admin", Scope: setting.LB, Also: setting.Decap,
+		Doc: "the admin `address` serving /debug/maglev, /metrics and the admin API (empty: none)"}, "127.0.0.1:9180", setting.String)
+	pinDir = setting.New(setting.Setting{Name: "pin-dir", Scope: setting.LB,
+		Doc: "the `directory`, in a BPF filesystem, where the data plane is pinned (in a subdirectory named after -iface) so that it outlives l4lb: SIGINT and SIGTERM leave the program attached and forwarding, and the next l4lb adopts it (connection tracking, tables, counters) and replaces the program without a gap; empty: nothing pinned, and a restart detaches and forgets connection tracking"},
+		DefaultPinDir, cleanPath)
+	logFormat = setting.New(setting.Setting{Name: "log-format", Scope: setting.LB, Also: setting.Decap,
+		Doc: "the log records' `format` on standard error: text (key=value) or json, each with its time, level and message"}, "text", setting.String)
+	bgpASN = setting.New(setting.Setting{Name: "bgp-asn", Scope: setting.LB,
+		Doc: "announce the VIP by BGP from this `AS`: a /32 or /128 to each -bgp-peer while the service has a healthy backend, withdrawn when it has none and first when the load balancer is taken out of service (POST /drain-lb) (default: no BGP)"}, "", setting.String)
+	bgpRouterID = setting.New(setting.Setting{Name: "bgp-router-id", Scope: setting.LB,
+		Doc: "the BGP identifier, an IPv4 `address` (required with -bgp-asn)"}, "", setting.String)
+	bgpPeer = setting.NewList(setting.Setting{Name: "bgp-peer", Scope: setting.LB, Fields: []string{"addr", "asn"},
+		Doc: "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; ADDR@ASN too; repeat the flag for each, or a list); the next hop is l4lb's address on the session"},
+		setting.One(bgp.ParsePeer)).WithFields(peerOf).Checked(distinctPeer)
+	bgpListenPort = setting.New(setting.Setting{Name: "bgp-listen-port", Scope: setting.LB,
+		Doc: "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)"}, 179, setting.Int)
+	bgpHold = setting.New(setting.Setting{Name: "bgp-hold", Scope: setting.LB,
+		Doc: "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it"}, 9*time.Second, setting.Duration)
+	bgpRestartTime = setting.New(setting.Setting{Name: "bgp-restart-time", Scope: setting.LB, Default: "120s",
+		Doc: "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over"}, 120*time.Second, setting.Duration)
+	bgpDrain = setting.New(setting.Setting{Name: "bgp-drain", Scope: setting.LB,
+		Doc: "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away"}, 2*time.Second, setting.Duration)
+
+	// A service's: in a file, in the service, or at the top as every
+	// service's default, but for its own (Own).
+	name = setting.New(setting.Setting{Name: "name", Scope: setting.Service, Own: true, KeyOnly: true, Reload: true,
+		Doc: "the service's name, in the admin API and in errors (required in a file: letters, digits, '.', '_' and '-'; the flags' one service is default)"}, "", serviceName)
+	vip = setting.New(setting.Setting{Name: "vip", Scope: setting.Service, Own: true, Reload: true,
+		Doc: "the service's `VIP:PORT` (required)"}, "", setting.String)
+	proto = setting.New(setting.Setting{Name: "proto", Scope: setting.Service, Reload: true,
+		Doc: "the service's `protocol`: tcp or udp"}, "tcp", setting.String)
+	backends = setting.NewList(setting.Setting{Name: "backend", Key: "backends", Scope: setting.Service, Own: true, Reload: true, Fields: []string{"addr", "mac", "weight"},
+		Doc: "a backend, `IP[=MAC][*WEIGHT]` (repeat the flag for each; in a file a list, an item IP, IP=MAC, IP*WEIGHT or {addr, mac, weight}): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1"},
+		setting.One(parseBackend)).WithFields(backendOf)
+	tableSize = setting.New(setting.Setting{Name: "m", Scope: setting.Service, Reload: true, Default: "65537",
+		Doc: "the service's table size, a prime"}, 0, setting.Int)
+	forward = setting.New(setting.Setting{Name: "forward", Scope: setting.Service, Reload: true,
+		Doc: "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb decap)"}, "l2", setting.String)
+	encapSrc = setting.New(setting.Setting{Name: "encap-src", Scope: setting.Service, Reload: true,
+		Doc: "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family); a prefix (10.0.9.0/24, at most 65,536 addresses) varies it per flow, for the backends' receive queues"}, "", setting.String)
+	guePort = setting.New(setting.Setting{Name: "gue-port", Scope: setting.Service, Also: setting.Decap, Reload: true,
+		Doc: "the outer UDP destination `port` of -forward gue, and the one l4lb decap accepts"}, xdpmaglev.DefaultGUEPort, setting.Int)
+	drain = setting.NewList(setting.Setting{Name: "drain", Scope: setting.Service, Own: true, Reload: true,
+		Doc: "drain the backend at this `IP`: no new flows (repeat the flag for each; in a file a list)"}, setting.One(parseAddr))
+	drainTimeout = setting.New(setting.Setting{Name: "drain-timeout", Scope: setting.Service, Reload: true, Default: "1m",
+		Doc: "how long a draining backend's established flows keep it (0: none)"}, time.Minute, setting.Duration)
+
+	// A service's health check: as a service's, but a default at the top
+	// applies to the services whose health is tcp or http.
+	healthKind = setting.New(setting.Setting{Name: "health", Scope: setting.Health, Reload: true,
+		Doc: "the backends' health check: none, tcp (a connect) or http (a GET of -health-path that must answer -health-status); a backend that fails it is taken out of the table, only its slots moving"}, "none", setting.String)
+	healthPath = setting.New(setting.Setting{Name: "health-path", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "the `path` of -health http's GET"}, "/healthz", setting.String)
+	healthStatus = setting.New(setting.Setting{Name: "health-status", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "the HTTP `status` that passes -health http"}, 200, setting.Int)
+	healthPort = setting.New(setting.Setting{Name: "health-port", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "the `port` probed on each backend (default: the service's port)"}, 0, setting.Int)
+	healthInterval = setting.New(setting.Setting{Name: "health-interval", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "how often each backend is probed"}, 2*time.Second, setting.Duration)
+	healthTimeout = setting.New(setting.Setting{Name: "health-timeout", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "how long a probe may take, at most -health-interval"}, time.Second, setting.Duration)
+	healthRise = setting.New(setting.Setting{Name: "health-rise", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "probes passed in a row that bring a down backend up"}, 2, setting.Int)
+	healthFall = setting.New(setting.Setting{Name: "health-fall", Scope: setting.Health, Needs: "health", Reload: true,
+		Doc: "probes failed in a row that take an up backend down (a new backend's first probe decides)"}, 3, setting.Int)
+
+	// The membership sources' settings are the sources' own
+	// (cmd/internal/ops): the kinds whose endpoints are addresses.
+	sources = ops.NewSources("", ops.AddrSources)
+
+	// The decapsulator's (l4lb decap), besides those it shares above.
+	decapVIP = setting.New(setting.Setting{Name: "vip", Scope: setting.Decap,
+		Doc: "the `VIPs` to decapsulate to, addresses without a port, comma-separated (required)"}, "", setting.String)
+	decapSources = setting.New(setting.Setting{Name: "decap-sources", Scope: setting.Decap,
+		Doc: "the outer source `prefixes` trusted, comma-separated (required): the load balancers' addresses they encapsulate from (-encap-src); any encapsulated packet to a VIP from elsewhere is dropped; \"any\" trusts every source"}, "", setting.String)
+
+	// Flags of l4lb run that are no setting of a file.
+	configFile = setting.New(setting.Setting{Name: "config", Scope: setting.LB, FlagOnly: true,
+		Doc: "the configuration `file` (YAML) of many services; with it, no other flag but -rebuild (docs/l4lb.md)"}, "", setting.String)
+	rebuild = setting.New(setting.Setting{Name: "rebuild", Scope: setting.LB, FlagOnly: true,
+		Doc: "replace pinned maps that l4lb cannot adopt (another layout after an upgrade; another -mode, -conntrack-size, -max-services, -max-backends or interface) with new, empty ones: connection tracking starts anew"}, false, setting.Bool)
+)
+
+// table is every setting of l4lb, in the order of -h and the docs.
+var table = concat(
+	[]*setting.Setting{iface.Setting, mode.Setting, seed.Setting, floodRate.Setting, conntrackSize.Setting, maxServices.Setting,
+		maxBackends.Setting, admin.Setting, pinDir.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
+		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
+		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
+		guePort.Setting, drain.Setting, drainTimeout.Setting,
+		healthKind.Setting, healthPath.Setting, healthStatus.Setting, healthPort.Setting, healthInterval.Setting,
+		healthTimeout.Setting, healthRise.Setting, healthFall.Setting},
+	sources.Settings(),
+	[]*setting.Setting{decapVIP.Setting, decapSources.Setting, configFile.Setting, rebuild.Setting},
+)
+
+func concat(ls ...[]*setting.Setting) []*setting.Setting {
+	var out []*setting.Setting
+	for _, l := range ls {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// Settings returns every setting of l4lb, in the order of the docs.
+func Settings() []*setting.Setting { return table }
+
+// DefaultPinDir is -pin-dir's default: the BPF filesystem systemd mounts.
+const DefaultPinDir = "/sys/fs/bpf/l4lb"
+
+// cleanPath is a path, cleaned; "" stays "".
+func cleanPath(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	return filepath.Clean(s), nil
+}
+
+// nameRE is what a service's name may be: it names the service in the
+// admin API and in errors.
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func serviceName(s string) (string, error) {
+	if !nameRE.MatchString(s) {
+		return "", errors.New("letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit")
+	}
+	return s, nil
+}
+
+// parseAddr parses an address, unmapped.
+func parseAddr(s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	return a.Unmap(), err
+}
+
+// parseBackend parses a backend, IP[=MAC][*WEIGHT].
+func parseBackend(s string) (xdpmaglev.Backend, error) {
+	rest, weight, hasWeight := strings.Cut(s, "*")
+	addr, mac, hasMAC := strings.Cut(rest, "=")
+	f := map[string]string{"addr": addr}
+	if hasMAC {
+		f["mac"] = mac
+	}
+	if hasWeight {
+		f["weight"] = weight
+	}
+	return backendOf(f)
+}
+
+// backendOf makes a backend of its fields: addr, and mac and weight if
+// given.
+func backendOf(f map[string]string) (xdpmaglev.Backend, error) {
+	if f["addr"] == "" {
+		return xdpmaglev.Backend{}, errors.New("needs addr")
+	}
+	a, err := netip.ParseAddr(f["addr"])
+	if err != nil {
+		return xdpmaglev.Backend{}, err
+	}
+	be := xdpmaglev.Backend{Addr: a, Weight: 1}
+	if mac, ok := f["mac"]; ok {
+		if be.HW, err = net.ParseMAC(mac); err != nil || len(be.HW) != 6 {
+			return xdpmaglev.Backend{}, fmt.Errorf("%q is not an Ethernet address", mac)
+		}
+	}
+	if weight, ok := f["weight"]; ok {
+		w, err := strconv.ParseUint(weight, 10, 32)
+		if err != nil {
+			return xdpmaglev.Backend{}, fmt.Errorf("weight %q is not a number in [0, 4294967295]", weight)
+		}
+		be.Weight = uint32(w)
+	}
+	return be, nil
+}
+
+// peerOf makes a BGP peer of its fields, addr and asn.
+func peerOf(f map[string]string) (bgp.Peer, error) {
+	if f["addr"] == "" {
+		return bgp.Peer{}, errors.New("needs addr")
+	}
+	a, err := netip.ParseAddr(f["addr"])
+	if err != nil {
+		return bgp.Peer{}, err
+	}
+	n, err := bgp.ParseASN(f["asn"])
+	if err != nil {
+		return bgp.Peer{}, err
+	}
+	return bgp.Peer{Addr: a.Unmap(), ASN: n}, nil
+}
+
+// distinctPeer refuses a peer given before.
+func distinctPeer(have []bgp.Peer, p bgp.Peer) error {
+	for _, h := range have {
+		if h.Addr == p.Addr {
+			return fmt.Errorf("%v: given twice", p.Addr)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package dataplane
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"golang.org/x/sys/unix"
+)
+
+// logBuffer collects log records for a test, safe for the goroutines
+// that log.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// await waits up to 10 s for the log to have s, and returns the log.
+func (l *logBuffer) await(t *testing.T, s string) string {
+	t.Helper()
+	for range 200 {
+		if out := l.String(); strings.Contains(out, s) {
+			return out
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the log has no %q in 10 s:\n%s", s, l.String())
+	return ""
+}
+
+// ipv4 is an IPv4 header from src to dst with its checksum, then payload.
+func ipv4(proto byte, src, dst [4]byte, payload []byte) []byte {
+	h := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
+	h = append(append(h, src[:]...), dst[:]...)
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+	return append(h, payload...)
+}
+
+// ethIPv4 is an Ethernet frame to dst from 02:00:00:00:00:02 carrying p.
+func ethIPv4(dst net.HardwareAddr, p []byte) []byte {
+	b := append([]byte{}, dst...)
+	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
+	return append(b, p...)
+}
+
+func TestLoadError(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{xdpmaglev.ErrLayout, "l4lb run -rebuild replaces them"},
+		{xdpmaglev.ErrPinned, "l4lb run -rebuild replaces them"},
+		{xdpmaglev.ErrInUse, "is another l4lb running on eth0?"},
+	} {
+		err := LoadError(c.err, "eth0")
+		if !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want it wrapped, saying %q", c.err, err, c.want)
+		}
+	}
+	if err := LoadError(xdpmaglev.ErrAttach, "eth0"); err != xdpmaglev.ErrAttach {
+		t.Errorf("ErrAttach: %v, want it as it is", err)
+	}
+}
+
+// TestDetachFunc: detach, the end of a drain of the whole load balancer,
+// removes the program and the pins, where leave keeps them.
+func TestDetachFunc(t *testing.T) {
+	nstest.Need(t)
+	ns := nstest.VethNS(t, "l4pin")
+	mnt := t.TempDir()
+	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	dir := filepath.Join(mnt, "l4lb", "v0")
+	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) {
+		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	if _, err := os.Stat(filepath.Join(dir, "link")); err != nil {
+		t.Fatalf("the link is not pinned: %v", err)
+	}
+	var out strings.Builder
+	if err := Detach(lb, "v0", slog.New(slog.NewTextHandler(&out, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if want := ` level=INFO msg="detached from v0, and removed the pins in ` + dir + "\"\n"; !strings.HasSuffix(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
+		t.Errorf("logged %q, want one record ending %q", out.String(), want)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("after detach, %s: %v", dir, err)
+	}
+	if o := nstest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
+		t.Errorf("a program is still attached to v0 after detach: %s", o)
+	}
+}
+
+// TestDriverWarning: frames the program sends by XDP_TX on a veth whose
+// peer has no XDP program are lost in the driver, which counts them; the
+// load balancer logs a warning the first time that count rises, naming
+// it, and not again.
+func TestDriverWarning(t *testing.T) {
+	nstest.Need(t)
+	ns := nstest.VethNS(t, "l4lbw")
+	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{FloodRate: -1}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	if err := lb.SetService(svc, []xdpmaglev.Backend{{Addr: netip.MustParseAddr("198.18.0.11"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}}); err != nil {
+		t.Fatal(err)
+	}
+	var log logBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		WatchDriver(ctx, lb, "v0", 50*time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
+		close(done)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	send := func() {
+		t.Helper()
+		_, err := nstest.InNS(ns, func() (struct{}, error) {
+			v0, err := net.InterfaceByName("v0")
+			if err != nil {
+				return struct{}{}, err
+			}
+			v1, err := net.InterfaceByName("v1")
+			if err != nil {
+				return struct{}{}, err
+			}
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
+			if err != nil {
+				return struct{}{}, err
+			}
+			defer func() { _ = unix.Close(fd) }()
+			to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
+			copy(to.Addr[:], v0.HardwareAddr)
+			for i := range 10 {
+				tcp := make([]byte, 20)
+				tcp[0], tcp[1], tcp[2], tcp[3], tcp[12], tcp[13] = 0x9c, byte(i), 0, 80, 5<<4, 0x10
+				f := ethIPv4(v0.HardwareAddr, ipv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp))
+				if err := unix.Sendto(fd, f, 0, to); err != nil {
+					return struct{}{}, err
+				}
+			}
+			return struct{}{}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the watch's first read
+	send()
+	out := log.await(t, "the driver of v0 counts XDP errors: rx_xdp_tx_errors rose by 10 to 10")
+	if !strings.Contains(out, "level=WARN") {
+		t.Errorf("not a warning: %s", out)
+	}
+	send()
+	time.Sleep(300 * time.Millisecond)
+	if n := strings.Count(log.String(), "counts XDP errors"); n != 1 {
+		t.Errorf("%d warnings after two rises, want 1:\n%s", n, log.String())
+	}
+}
