@@ -31,10 +31,14 @@ type Status struct {
 
 // ServiceStatus is a service's part of /debug/maglev.
 type ServiceStatus struct {
-	Name    string       `json:"name"`
-	Service string       `json:"service"`
-	Forward string       `json:"forward"` // l2, ipip or gue
-	Table   TableSummary `json:"table"`
+	Name    string `json:"name"`
+	Service string `json:"service"`
+	Forward string `json:"forward"` // l2, ipip or gue
+	// Conntrack is on, or off for a stateless service; SecondChance the
+	// second chance window ("10m0s"), none with second chance off.
+	Conntrack    string       `json:"conntrack"`
+	SecondChance string       `json:"second_chance,omitempty"`
+	Table        TableSummary `json:"table"`
 }
 
 // TableSummary is a service's table: its size, and each backend's slots.
@@ -123,7 +127,11 @@ func summary(w http.ResponseWriter, s Services, sp Speaker) {
 		out.BGP = sp.Status()
 	}
 	for _, p := range s.Pools() {
-		ss := ServiceStatus{Name: p.Name(), Service: p.Service().String(), Forward: p.Forward().String()}
+		o := p.Options()
+		ss := ServiceStatus{Name: p.Name(), Service: p.Service().String(), Forward: o.Forward.String(), Conntrack: o.Conntrack.String()}
+		if o.SecondChance > 0 {
+			ss.SecondChance = o.SecondChance.String()
+		}
 		if t := p.Table(); t != nil {
 			ss.Table.Size = t.Size()
 			counts, weights := t.Counts(), t.Weights()

@@ -73,8 +73,10 @@ type Report struct {
 // A ServiceReport is a service of a Report.
 type ServiceReport struct {
 	Name      string          `json:"name"`
-	Service   string          `json:"service"` // PROTO/VIP:PORT
-	Forward   string          `json:"forward"` // l2, ipip or gue
+	Service   string          `json:"service"`                 // PROTO/VIP:PORT
+	Forward   string          `json:"forward"`                 // l2, ipip or gue
+	Conntrack string          `json:"conntrack"`               // on, or off for a stateless service
+	Second    string          `json:"second_chance,omitempty"` // the second chance window; none with second chance off
 	TableSize int             `json:"table_size"`
 	Digest    string          `json:"digest"`
 	Health    string          `json:"health"` // the check, or "none"
@@ -123,7 +125,7 @@ func join(st Status, svcs []pool.Status) Report {
 	}
 	for _, s := range svcs {
 		t := tables[s.Name]
-		sr := ServiceReport{Name: s.Name, Service: s.Service, Forward: t.Forward, TableSize: t.Table.Size, Digest: s.Digest,
+		sr := ServiceReport{Name: s.Name, Service: s.Service, Forward: t.Forward, Conntrack: t.Conntrack, Second: t.SecondChance, TableSize: t.Table.Size, Digest: s.Digest,
 			Health: s.Health, FailOpen: s.FailOpen, Error: s.Error, Packets: counts[s.Service].Packets}
 		slots := map[string]int{}
 		for _, b := range t.Table.Backends {

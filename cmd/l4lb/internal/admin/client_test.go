@@ -24,8 +24,8 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /debug/maglev", func(w http.ResponseWriter, r *http.Request) {
 		st := Status{Attach: "native", Services: []ServiceStatus{
-			{Name: "dns", Service: "udp/198.19.0.1:53", Forward: "gue", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.13", Weight: 1, Slots: 0}}}},
-			{Name: "web", Service: "tcp/198.19.0.1:80", Forward: "l2", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.11", Weight: 1, Slots: 251}, {Addr: "198.18.0.12", Weight: 0, Slots: 0}}}},
+			{Name: "dns", Service: "udp/198.19.0.1:53", Forward: "gue", Conntrack: "off", SecondChance: "10m0s", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.13", Weight: 1, Slots: 0}}}},
+			{Name: "web", Service: "tcp/198.19.0.1:80", Forward: "l2", Conntrack: "on", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.11", Weight: 1, Slots: 251}, {Addr: "198.18.0.12", Weight: 0, Slots: 0}}}},
 		}, BGP: &bgp.Status{ASN: 65001, Peers: []bgp.PeerStatus{{Addr: "198.18.1.1", ASN: 65000, State: "established"}},
 			VIPs: []bgp.RouteStatus{{Prefix: "198.19.0.1/32", Announced: true}}}}
 		st.Stats.Services = []xdpmaglev.ServiceStats{{Name: "tcp/198.19.0.1:80", Packets: 12, Backends: []xdpmaglev.BackendStats{
@@ -73,7 +73,7 @@ func TestReportTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(r.Services) != 2 || r.Services[1].Name != "web" || r.Services[1].Packets != 12 || r.Services[1].Backends[0].Slots != 251 ||
-		r.Services[1].Backends[1].Packets != 2 || r.Services[0].Forward != "gue" || !r.Services[0].FailOpen || r.BGP == nil {
+		r.Services[1].Backends[1].Packets != 2 || r.Services[0].Forward != "gue" || r.Services[0].Conntrack != "off" || r.Services[0].Second != "10m0s" || r.Services[1].Second != "" || !r.Services[0].FailOpen || r.BGP == nil {
 		t.Fatalf("report %+v", r)
 	}
 	var b strings.Builder
@@ -81,13 +81,13 @@ func TestReportTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "attach native, 2 services\n" +
-		"SERVICE            NAME                 FORWARD  TABLE  HEALTH CHECK\n" +
-		"  -> BACKEND       STATE                WEIGHT   SLOTS  HEALTH                      PACKETS\n" +
-		"udp/198.19.0.1:53  dns                  gue      251    tcp connect (FAILING OPEN)\n" +
-		"  -> 198.18.0.13   down                 1        0      down 0/3                    0\n" +
-		"tcp/198.19.0.1:80  web                  l2       251    none\n" +
-		"  -> 198.18.0.11   live                 1        251    -                           10\n" +
-		"  -> 198.18.0.12   draining (59s left)  0        0      -                           2\n" +
+		"SERVICE            NAME                 FORWARD                            TABLE  HEALTH CHECK\n" +
+		"  -> BACKEND       STATE                WEIGHT                             SLOTS  HEALTH                      PACKETS\n" +
+		"udp/198.19.0.1:53  dns                  gue, stateless, second chance 10m  251    tcp connect (FAILING OPEN)\n" +
+		"  -> 198.18.0.13   down                 1                                  0      down 0/3                    0\n" +
+		"tcp/198.19.0.1:80  web                  l2                                 251    none\n" +
+		"  -> 198.18.0.11   live                 1                                  251    -                           10\n" +
+		"  -> 198.18.0.12   draining (59s left)  0                                  0      -                           2\n" +
 		"bgp AS 65001: peers 198.18.1.1 (AS 65000) established; routes 198.19.0.1/32 announced\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
@@ -95,6 +95,30 @@ func TestReportTable(t *testing.T) {
 	for _, w := range []string{"draining (59s left)", "down 0/3", "tcp connect (FAILING OPEN)", "  -> 198.18.0.12"} {
 		if !strings.Contains(b.String(), w) {
 			t.Errorf("the table lacks %q:\n%s", w, b.String())
+		}
+	}
+}
+
+// TestForwardOf: the table's forwarding cell says stateless and the
+// second chance window, the window without its units of zero.
+func TestForwardOf(t *testing.T) {
+	for _, tc := range []struct {
+		s    ServiceReport
+		want string
+	}{
+		{ServiceReport{Forward: "l2", Conntrack: "on"}, "l2"},
+		{ServiceReport{Forward: "l2", Conntrack: "off"}, "l2, stateless"},
+		{ServiceReport{Forward: "gue", Conntrack: "on", Second: "10m0s"}, "gue, second chance 10m"},
+		{ServiceReport{Forward: "gue", Conntrack: "off", Second: "1h0m0s"}, "gue, stateless, second chance 1h"},
+		{ServiceReport{Forward: "gue", Second: "1h30m0s"}, "gue, second chance 1h30m"},
+		{ServiceReport{Forward: "gue", Second: "2h30m0s"}, "gue, second chance 2h30m"},
+		{ServiceReport{Forward: "gue", Second: "10s"}, "gue, second chance 10s"},
+		{ServiceReport{Forward: "gue", Second: "1m30s"}, "gue, second chance 1m30s"},
+		{ServiceReport{Forward: "gue", Second: "500ms"}, "gue, second chance 500ms"},
+		{ServiceReport{Forward: "ipip"}, "ipip"}, // an older l4lb's answer, without conntrack
+	} {
+		if got := forwardOf(tc.s); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.s, got, tc.want)
 		}
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // WriteTable writes r as l4lb status shows it, a table in the manner of
-// ipvsadm -Ln: a line per service (its name, PROTO/VIP:PORT, forwarding,
-// table size, health check), under it a line per backend (its state,
+// ipvsadm -Ln: a line per service (its name, PROTO/VIP:PORT, forwarding
+// with stateless and the second chance window if so, table size, health
+// check), under it a line per backend (its state,
 // weight, slots in the table in use, health, and the packets forwarded to
 // it), then BGP's peers and routes. The data plane counts packets, not
 // connections: a backend's packets since it joined the service are what
@@ -26,7 +27,7 @@ func WriteTable(w io.Writer, r Report) error {
 		if s.FailOpen {
 			health += " (FAILING OPEN)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", s.Service, s.Name, s.Forward, s.TableSize, health)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", s.Service, s.Name, forwardOf(s), s.TableSize, health)
 		for _, b := range s.Backends {
 			state := b.State
 			if b.DrainLeft != "" {
@@ -47,6 +48,31 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 	}
 	return writeBGP(w, r)
+}
+
+// forwardOf is a service's forwarding for the table, with what differs
+// from connection tracking without second chance: "gue", "gue, second
+// chance 10m", "l2, stateless", "gue, stateless, second chance 1h30m".
+func forwardOf(s ServiceReport) string {
+	out := s.Forward
+	if s.Conntrack == "off" {
+		out += ", stateless"
+	}
+	if s.Second != "" {
+		out += ", second chance " + shortDuration(s.Second)
+	}
+	return out
+}
+
+// shortDuration drops a duration's units of zero after its first: "10m"
+// of "10m0s", "1h" of "1h0m0s"; anything else stays as it is.
+func shortDuration(d string) string {
+	for _, zero := range []string{"0s", "0m"} {
+		if t := strings.TrimSuffix(d, zero); t != d && t != "" && !strings.HasSuffix(t, ".") && (t[len(t)-1] < '0' || t[len(t)-1] > '9') {
+			d = t
+		}
+	}
+	return d
 }
 
 // healthOf is a backend's health for the table: "-" with no check, else

@@ -163,6 +163,9 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 	if c.Fwd, err = buildForward(vs, c.Svc.VIP.Addr()); err != nil {
 		return c, nil, err
 	}
+	if c.Fwd.SecondChance, c.Fwd.Conntrack, err = buildFlows(vs, c.Fwd.Forward); err != nil {
+		return c, nil, err
+	}
 	if c.Backends, err = checkBackends(vs, c.Fwd.Forward, c.Svc.VIP.Addr()); err != nil {
 		return c, nil, err
 	}
@@ -246,6 +249,37 @@ func buildForward(vs *setting.Values, vipAddr netip.Addr) (xdpmaglev.ServiceOpti
 	}
 	o.Source, o.SourceBits, err = parseEncapSrc(src, vipAddr.Unmap())
 	return o, err
+}
+
+// maxWindow is the longest second-chance-window: a year, which the data
+// plane's clock of seconds holds with room to spare.
+const maxWindow = 365 * 24 * time.Hour
+
+// buildFlows returns how the service keeps its flows on their backends,
+// with forwarding f: its second chance window (second-chance and
+// second-chance-window; 0 with second chance off, on by default for
+// -forward gue alone) and its connection tracking (conntrack). The window
+// is checked where second chance is off too, and ignored there.
+func buildFlows(vs *setting.Values, f xdpmaglev.Forward) (time.Duration, xdpmaglev.ConntrackMode, error) {
+	mode := xdpmaglev.ConntrackOn
+	if !conntrack.Get(vs) {
+		mode = xdpmaglev.ConntrackOff
+	}
+	window := secondChanceWindow.Get(vs)
+	if window <= 0 || window > maxWindow {
+		return 0, mode, setting.Errorf(secondChanceWindow.Setting, "-second-chance-window %v: must be positive, and at most %v (a year)", window, maxWindow)
+	}
+	on := f == xdpmaglev.ForwardGUE
+	if vs.Given(secondChance.Setting) {
+		on = secondChance.Get(vs)
+	}
+	switch {
+	case on && f != xdpmaglev.ForwardGUE:
+		return 0, mode, setting.Errorf(secondChance.Setting, "-second-chance needs -forward gue, not -forward %v: only GUE's header carries the second hop", f)
+	case !on:
+		return 0, mode, nil
+	}
+	return window, mode, nil
 }
 
 // parseEncapSrc parses encap-src, an address or a prefix of at most

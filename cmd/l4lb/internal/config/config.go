@@ -59,7 +59,7 @@ type Service struct {
 	Src      *ops.Sources // etcd, dns, k8s-service...: where the backends come from, if not backends
 	Drained  []netip.Addr // drain
 	Timeout  time.Duration
-	Fwd      xdpmaglev.ServiceOptions // forward, encap-src, gue-port, m
+	Fwd      xdpmaglev.ServiceOptions // forward, encap-src, gue-port, m, second-chance(-window), conntrack
 	Health   checker.Config           // health and health-*
 	// Settings are the service's settings given, as text: two services of
 	// the same Settings are the same; SrcSettings those of its membership

@@ -180,3 +180,90 @@ func TestSameGlobal(t *testing.T) {
 		t.Errorf("the same peer, written otherwise: %v", err)
 	}
 }
+
+// TestConfigSecondChance: second-chance, second-chance-window and
+// conntrack in a file, in a service or at the top as every service's
+// default (the top's window serves the GUE services and is ignored by the
+// others); an error names the line, the service and the setting; a
+// reload may change them, the load balancer's own settings unchanged.
+func TestConfigSecondChance(t *testing.T) {
+	const file = `iface: eth0
+second-chance-window: 5m
+services:
+  - name: web
+    vip: 198.19.0.1:80
+    forward: gue
+    backends: [198.18.0.11]
+  - name: api
+    vip: 198.19.0.1:443
+    forward: gue
+    conntrack: false
+    second-chance-window: 2m
+    backends: [198.18.0.11]
+  - name: db
+    vip: 198.19.0.1:5432
+    forward: gue
+    second-chance: false
+    conntrack: false
+    backends: [198.18.0.11]
+  - name: dns
+    vip: 198.19.0.1:53
+    proto: udp
+    forward: ipip
+    backends: [198.18.0.11]
+  - name: l2
+    vip: 198.19.0.1:25
+    conntrack: false
+    backends: [198.18.0.11]
+`
+	g, svcs, err := Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		window time.Duration
+		mode   xdpmaglev.ConntrackMode
+	}{{5 * time.Minute, xdpmaglev.ConntrackOn}, {2 * time.Minute, xdpmaglev.ConntrackOff}, {0, xdpmaglev.ConntrackOff}, {0, xdpmaglev.ConntrackOn}, {0, xdpmaglev.ConntrackOff}}
+	if len(svcs) != len(want) {
+		t.Fatalf("%d services, want %d", len(svcs), len(want))
+	}
+	for i, w := range want {
+		if f := svcs[i].Fwd; f.SecondChance != w.window || f.Conntrack != w.mode {
+			t.Errorf("service %q: window %v, conntrack %v; want %v, %v", svcs[i].Name, f.SecondChance, f.Conntrack, w.window, w.mode)
+		}
+	}
+
+	// A reload: web stateless with a window of 20 minutes, api with
+	// connection tracking and no second chance.
+	changed := strings.Replace(file, "second-chance-window: 5m\n", "second-chance-window: 20m\nconntrack: false\n", 1)
+	changed = strings.Replace(changed, "    conntrack: false\n    second-chance-window: 2m\n", "    second-chance: false\n    conntrack: true\n", 1)
+	g2, svcs2, err := Parse([]byte(changed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SameGlobal(g, g2); err != nil {
+		t.Errorf("a reload changing second chance and conntrack: %v", err)
+	}
+	if f := svcs2[0].Fwd; f.SecondChance != 20*time.Minute || f.Conntrack != xdpmaglev.ConntrackOff || svcs2[0].Settings == svcs[0].Settings {
+		t.Errorf("web reloaded: %+v", svcs2[0])
+	}
+	if f := svcs2[1].Fwd; f.SecondChance != 0 || f.Conntrack != xdpmaglev.ConntrackOn || svcs2[1].Settings == svcs[1].Settings {
+		t.Errorf("api reloaded: %+v", svcs2[1])
+	}
+
+	const svc = "services:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+	for _, tc := range []struct {
+		file string
+		want string
+	}{
+		{"iface: eth0\n" + svc + "    forward: ipip\n    second-chance: true\n", `7: service "web": -second-chance needs -forward gue, not -forward ipip: only GUE's header carries the second hop`},
+		{"iface: eth0\nsecond-chance: true\n" + svc, `2: service "web": -second-chance needs -forward gue, not -forward l2: `},
+		{"iface: eth0\n" + svc + "    forward: gue\n    second-chance-window: 0s\n", `7: service "web": -second-chance-window 0s: must be positive`},
+		{"iface: eth0\n" + svc + "    second-chance-window: 10\n", `6: service "web": second-chance-window "10": not a duration`},
+		{"iface: eth0\n" + svc + "    conntrack: off\n", `6: service "web": conntrack "off": not a boolean (true or false)`},
+	} {
+		if _, _, err := Parse([]byte(tc.file)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.file, err, tc.want)
+		}
+	}
+}

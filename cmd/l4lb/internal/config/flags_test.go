@@ -15,7 +15,8 @@ import (
 )
 
 // TestParseForward: -forward, -encap-src, -gue-port and -flood-rate
-// reach the options the pool and Load get.
+// reach the options the pool and Load get (a GUE service with second
+// chance, its default).
 func TestParseForward(t *testing.T) {
 	for _, tc := range []struct {
 		args  string
@@ -27,15 +28,15 @@ func TestParseForward(t *testing.T) {
 		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP}, 0},
 		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3 -flood-rate -1",
 			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, -1},
-		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward gue", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, GUEPort: 6080}, 0},
+		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward gue", xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, GUEPort: 6080, SecondChance: 10 * time.Minute}, 0},
 		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -gue-port 7000 -encap-src 2001:db8::3 -flood-rate 1000",
-			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8::3"), GUEPort: 7000}, 1000},
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8::3"), GUEPort: 7000, SecondChance: 10 * time.Minute}, 1000},
 		{"-vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -forward gue -encap-src ::ffff:198.18.0.3",
-			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("198.18.0.3"), GUEPort: 6080}, 0},
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("198.18.0.3"), GUEPort: 6080, SecondChance: 10 * time.Minute}, 0},
 		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.200.0/24",
 			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.200.0"), SourceBits: 8}, 0},
 		{"-vip [2001:db8::1]:80 -backend 2001:db8::11 -forward gue -encap-src 2001:db8:c8::/112",
-			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8:c8::"), SourceBits: 16, GUEPort: 6080}, 0},
+			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardGUE, Source: netip.MustParseAddr("2001:db8:c8::"), SourceBits: 16, GUEPort: 6080, SecondChance: 10 * time.Minute}, 0},
 		{"-vip 198.19.0.1:80 -backend 198.18.0.11 -forward ipip -encap-src 198.18.0.3/32",
 			xdpmaglev.ServiceOptions{Forward: xdpmaglev.ForwardIPIP, Source: netip.MustParseAddr("198.18.0.3")}, 0},
 	} {
@@ -85,6 +86,69 @@ func TestParseRefused(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestParseSecondChance: -second-chance, -second-chance-window and
+// -conntrack reach the service's options: second chance on by default
+// for -forward gue alone, with a window of 10 minutes; -conntrack=false
+// stateless, with second chance or without, whatever the forwarding.
+func TestParseSecondChance(t *testing.T) {
+	const win = 10 * time.Minute
+	for _, tc := range []struct {
+		args   string
+		window time.Duration
+		mode   xdpmaglev.ConntrackMode
+	}{
+		{"-forward gue", win, xdpmaglev.ConntrackOn},
+		{"-forward gue -second-chance", win, xdpmaglev.ConntrackOn},
+		{"-forward gue -second-chance=false", 0, xdpmaglev.ConntrackOn},
+		{"-forward gue -second-chance-window 2m", 2 * time.Minute, xdpmaglev.ConntrackOn},
+		{"-forward gue -second-chance=true -second-chance-window 1h30m -conntrack=true", 90 * time.Minute, xdpmaglev.ConntrackOn},
+		{"-forward gue -conntrack=false", win, xdpmaglev.ConntrackOff},
+		{"-forward gue -conntrack=false -second-chance=false", 0, xdpmaglev.ConntrackOff},
+		{"-forward gue -second-chance=false -second-chance-window 1m", 0, xdpmaglev.ConntrackOn}, // ignored, second chance off
+		{"", 0, xdpmaglev.ConntrackOn},
+		{"-forward l2 -conntrack=false", 0, xdpmaglev.ConntrackOff},
+		{"-forward ipip", 0, xdpmaglev.ConntrackOn},
+		{"-forward ipip -second-chance=false -conntrack=false", 0, xdpmaglev.ConntrackOff},
+		{"-forward ipip -second-chance-window 20m", 0, xdpmaglev.ConntrackOn}, // ignored, second chance off
+	} {
+		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if f := c.Service.Fwd; f.SecondChance != tc.window || f.Conntrack != tc.mode {
+			t.Errorf("%q: window %v, conntrack %v; want %v, %v", tc.args, f.SecondChance, f.Conntrack, tc.window, tc.mode)
+		}
+	}
+}
+
+// TestParseSecondChanceRefused: second chance asked of a forwarding
+// other than GUE, and a window that is no positive duration of at most
+// a year, are refused with an error that names the flag.
+func TestParseSecondChanceRefused(t *testing.T) {
+	for _, tc := range []struct{ args, want string }{
+		{"-forward ipip -second-chance", "-second-chance needs -forward gue, not -forward ipip: only GUE's header carries the second hop"},
+		{"-forward ipip -second-chance=true -conntrack=false", "-second-chance needs -forward gue, not -forward ipip: "},
+		{"-second-chance", "-second-chance needs -forward gue, not -forward l2: "},
+		{"-forward gue -second-chance-window 0s", "-second-chance-window 0s: must be positive, and at most 8760h0m0s (a year)"},
+		{"-forward gue -second-chance-window -1m", "-second-chance-window -1m0s: must be positive"},
+		{"-forward gue -second-chance-window 8761h", "-second-chance-window 8761h0m0s: must be positive, and at most 8760h0m0s"},
+		{"-forward gue -second-chance=false -second-chance-window 0s", "-second-chance-window 0s: must be positive"},
+		{"-forward gue -second-chance-window 10", `invalid value "10" for flag -second-chance-window: not a duration`},
+		{"-forward gue -second-chance=maybe", `invalid boolean value "maybe" for -second-chance`},
+		{"-conntrack=off", `invalid boolean value "off" for -conntrack`},
+	} {
+		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+		}
+	}
+	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -decap-sources any -conntrack=false -second-chance"), io.Discard)
+	if want := "-decap cannot be used with -conntrack, -second-chance: "; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("-decap -conntrack=false -second-chance: %v; want %q...", err, want)
 	}
 }
 

@@ -82,6 +82,15 @@ var (
 		Doc: "the outer source `address` of -forward ipip and gue, of the VIP's family (default: the interface's first global address of that family); a prefix (10.0.9.0/24, at most 65,536 addresses) varies it per flow, for the backends' receive queues"}, "", setting.String)
 	guePort = setting.New(setting.Setting{Name: "gue-port", Scope: setting.Service, Also: setting.Decap, Reload: true,
 		Doc: "the outer UDP destination `port` of -forward gue, and the one l4lb decap accepts"}, xdpmaglev.DefaultGUEPort, setting.Int)
+	secondChance = setting.New(setting.Setting{Name: "second-chance", Scope: setting.Service, Reload: true,
+		Doc: "after a change of the service's backends, the packets of each slot that moved carry its previous backend, to which a backend without a connection of theirs passes them on (l4lb decap), until the service has had no change for -second-chance-window; -forward gue only, whose header carries it (default: true with -forward gue, false otherwise)"},
+		false, setting.Bool)
+	secondChanceWindow = setting.New(setting.Setting{Name: "second-chance-window", Scope: setting.Service, Reload: true, Default: "10m",
+		Doc: "how long after the service's last change the slots that moved keep their second hops (8 bytes a slot of kernel memory meanwhile; at most 8760h); ignored where second chance is off, so that a default at the top of a file serves the GUE services"},
+		10*time.Minute, setting.Duration)
+	conntrack = setting.New(setting.Setting{Name: "conntrack", Scope: setting.Service, Reload: true,
+		Doc: "track the service's flows, each kept on the backend its first packet went to; false: stateless, every packet by the table (and its second hop): no state for a flood to fill, no connection lost to a restart or an ECMP change within the window, but a flow on a slot that moved breaks at the change without second chance, and after the window with it"},
+		true, setting.Bool)
 	drain = setting.NewList(setting.Setting{Name: "drain", Scope: setting.Service, Own: true, Reload: true,
 		Doc: "drain the backend at this `IP`: no new flows (repeat the flag for each; in a file a list)"}, setting.One(parseAddr))
 	drainTimeout = setting.New(setting.Setting{Name: "drain-timeout", Scope: setting.Service, Reload: true, Default: "1m",
@@ -129,7 +138,7 @@ var table = concat(
 		maxBackends.Setting, admin.Setting, pinDir.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
 		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
 		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
-		guePort.Setting, drain.Setting, drainTimeout.Setting,
+		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting, drain.Setting, drainTimeout.Setting,
 		healthKind.Setting, healthPath.Setting, healthStatus.Setting, healthPort.Setting, healthInterval.Setting,
 		healthTimeout.Setting, healthRise.Setting, healthFall.Setting},
 	sources.Settings(),

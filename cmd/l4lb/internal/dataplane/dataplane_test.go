@@ -212,3 +212,15 @@ func TestDriverWarning(t *testing.T) {
 		t.Errorf("the driver counts %d errors (%v), want the 20 frames sent", d["rx_xdp_tx_errors"], err)
 	}
 }
+
+// TestSecondHops: l4lb decap's last status line counts the packets that
+// named a second hop only if there were any.
+func TestSecondHops(t *testing.T) {
+	if got := secondHops(xdpmaglev.DecapStats{Decapsulated: 5}); got != "" {
+		t.Errorf("no second hop: %q", got)
+	}
+	want := "; of those that named a second hop, 7 passed on to it, 2 delivered here, 1 with no route to it"
+	if got := secondHops(xdpmaglev.DecapStats{SecondHop: 7, SecondLocal: 2, SecondNoRoute: 1}); got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

@@ -48,13 +48,22 @@ func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 	<-ctx.Done()
 	st, serr := d.Stats()
 	if serr == nil {
-		log.Info(fmt.Sprintf("%d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted))
+		log.Info(fmt.Sprintf("%d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped%s", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted, secondHops(st)))
 	}
 	if err := d.Close(); err != nil {
 		return errors.Join(serr, err)
 	}
 	log.Info(fmt.Sprintf("detached from %s", c.Iface))
 	return serr
+}
+
+// secondHops returns the second chance counters of st for the last
+// status line, or "" if no packet named a second hop.
+func secondHops(st xdpmaglev.DecapStats) string {
+	if st.SecondHop+st.SecondLocal+st.SecondNoRoute == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; of those that named a second hop, %d passed on to it, %d delivered here, %d with no route to it", st.SecondHop, st.SecondLocal, st.SecondNoRoute)
 }
 
 // sourcesString returns the trusted sources as -decap-sources takes them.

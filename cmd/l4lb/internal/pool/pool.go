@@ -158,11 +158,13 @@ func (p *Pool) Name() string {
 // Service returns the service: its data plane key.
 func (p *Pool) Service() xdpmaglev.Service { return p.svc }
 
-// Forward returns how the service's packets reach its backends.
-func (p *Pool) Forward() xdpmaglev.Forward {
+// Options returns the service's options: how its packets reach its
+// backends, its table size, its second chance window and its connection
+// tracking, as configured.
+func (p *Pool) Options() xdpmaglev.ServiceOptions {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.fwd.Forward
+	return p.fwd
 }
 
 // Updates returns the data plane's updates of the service so far, for
