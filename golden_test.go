@@ -95,8 +95,8 @@ func TestGoldenSizes(t *testing.T) {
 // TestGoldenSizesSource checks the golden values against the plain
 // references.
 func TestGoldenSizesSource(t *testing.T) {
-	if testing.Short() {
-		t.Skip("plain references at M=655373 skipped in short mode")
+	if testing.Short() || raceEnabled {
+		t.Skip("plain references at M=655373 skipped in short mode and under the race detector")
 	}
 	for _, b := range builtins {
 		for _, m := range []int{7, DefaultSize, 655373} {

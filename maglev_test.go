@@ -677,6 +677,9 @@ func TestRefFill(t *testing.T) {
 // unweighted ones through each of fillEqual's fills, every bitmap size
 // class (each takes any M up to its own bound) and the table-probing fill.
 func TestFillEndgame(t *testing.T) {
+	if raceEnabled {
+		t.Skip("single-goroutine fills at every endgame point: skipped under the race detector (norace_test.go)")
+	}
 	type fills struct {
 		name string
 		max  int // largest M
@@ -1023,8 +1026,8 @@ func TestIsPrime(t *testing.T) {
 
 // TestMaxSize builds a table at the documented maximum.
 func TestMaxSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("MaxSize table skipped in short mode")
+	if testing.Short() || raceEnabled {
+		t.Skip("MaxSize table skipped in short mode and under the race detector")
 	}
 	tab := mustNew(t, names("b", 100), MaxSize, nil)
 	counts := tab.Counts()

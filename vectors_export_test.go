@@ -15,6 +15,9 @@ var (
 	GoldenWithoutRemoved = goldenWithoutRemoved
 )
 
+// RaceEnabled is raceEnabled (norace_test.go).
+const RaceEnabled = raceEnabled
+
 // BuiltinNames returns the names of builtins, in order.
 func BuiltinNames() []string {
 	names := make([]string, len(builtins))

@@ -139,6 +139,9 @@ func setIndex(f *vectors.File, id string) int {
 // give the file's slots (or first slots), slot SHA-256, counts and freed
 // slots. With -short, only the tables of M ≤ 13.
 func TestVectorsWithout(t *testing.T) {
+	if maglev.RaceEnabled {
+		t.Skip("single-goroutine removals of every vector: skipped under the race detector (norace_test.go)")
+	}
 	for _, hname := range maglev.BuiltinNames() {
 		f, err := vectors.ReadFile("testdata/vectors/" + hname + ".json")
 		if err != nil {
