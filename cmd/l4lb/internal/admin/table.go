@@ -19,24 +19,27 @@ import (
 func WriteTable(w io.Writer, r Report) error {
 	var buf strings.Builder
 	tw := tabwriter.NewWriter(&buf, 0, 8, 2, ' ', 0)
-	fmt.Fprintf(tw, "attach %s, %d services\n", r.Attach, len(r.Services))
-	fmt.Fprintln(tw, "SERVICE\tNAME\tFORWARD\tTABLE\tHEALTH CHECK\t")
-	fmt.Fprintln(tw, "  -> BACKEND\tSTATE\tWEIGHT\tSLOTS\tHEALTH\tPACKETS")
+	// The tabwriter holds the cells in memory until Flush, whose error
+	// is the only one there can be.
+	printf := func(format string, a ...any) { _, _ = fmt.Fprintf(tw, format, a...) }
+	printf("attach %s, %d services\n", r.Attach, len(r.Services))
+	printf("SERVICE\tNAME\tFORWARD\tTABLE\tHEALTH CHECK\t\n")
+	printf("  -> BACKEND\tSTATE\tWEIGHT\tSLOTS\tHEALTH\tPACKETS\n")
 	for _, s := range r.Services {
 		health := s.Health
 		if s.FailOpen {
 			health += " (FAILING OPEN)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", s.Service, s.Name, forwardOf(s), s.TableSize, health)
+		printf("%s\t%s\t%s\t%d\t%s\t\n", s.Service, s.Name, forwardOf(s), s.TableSize, health)
 		for _, b := range s.Backends {
 			state := b.State
 			if b.DrainLeft != "" {
 				state += " (" + b.DrainLeft + " left)"
 			}
-			fmt.Fprintf(tw, "  -> %s\t%s\t%d\t%d\t%s\t%d\n", b.Addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
+			printf("  -> %s\t%s\t%d\t%d\t%s\t%d\n", b.Addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
 		}
 		if s.Error != "" {
-			fmt.Fprintf(tw, "  the last update failed: %s\n", s.Error)
+			printf("  the last update failed: %s\n", s.Error)
 		}
 	}
 	if err := tw.Flush(); err != nil {

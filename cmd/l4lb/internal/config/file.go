@@ -317,5 +317,5 @@ func (t *top) applies(s *setting.Setting, own map[*setting.Setting]*yaml.Node) b
 	if v == nil {
 		v = t.defaults[needs]
 	}
-	return v != nil && !(v.Kind == yaml.ScalarNode && v.Value == needs.Default)
+	return v != nil && (v.Kind != yaml.ScalarNode || v.Value != needs.Default)
 }
