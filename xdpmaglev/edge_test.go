@@ -204,6 +204,7 @@ func TestSpoofedSYN(t *testing.T) {
 // from the same ports reach only the backends in service, none the
 // drained one, while the open connections on the drained backend go on.
 func TestDrainReusedPorts(t *testing.T) {
+	packetsOnly(t)
 	r := newRouted(t)
 	svc := Service{VIP: r.vip(false, 80), Proto: TCP}
 	var bs []Backend
@@ -340,6 +341,7 @@ func seen(before, after map[string]uint64) uint64 {
 // same packet to an address the router sends to the load balancer that is
 // no VIP does loop, which shows what the test measures.
 func TestNoLoops(t *testing.T) {
+	packetsOnly(t)
 	r := newRouted(t)
 	for _, v6 := range []bool{false, true} {
 		r.set(t, Service{VIP: r.vip(v6, 80), Proto: TCP}, ForwardGUE)

@@ -97,6 +97,7 @@ func (r *routed) flood(t *testing.T, vip netip.AddrPort, n int, pairs bool, rate
 // draining one included, keeps working; without it, the flood evicts the
 // idle connections' entries and the drain and removal break some of them.
 func TestFlood(t *testing.T) {
+	packetsOnly(t)
 	if testing.Short() {
 		t.Skip("a flood of 40,000 packets a case: not in -short")
 	}
@@ -203,6 +204,7 @@ func TestFlood(t *testing.T) {
 // a conntrack of 8,192 entries without the guard evict them: exactly the
 // idle connections whose slot moved break, as the tables predict.
 func TestFloodDefaults(t *testing.T) {
+	packetsOnly(t)
 	if testing.Short() {
 		t.Skip("floods of 300,000 tuples: not in -short")
 	}

@@ -13,6 +13,20 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+// packetsOnly skips, under the race detector, a test whose subject is
+// the BPF program's path on real packets in namespaces (the kernel's
+// code, which the detector cannot see): its Go side, Load and
+// SetService from the test's goroutine, is what the fixture, metrics,
+// restart and neighbour tests run under the detector too, and the plain
+// run (the README's test command, in CI too) has the test. Together
+// these tests are about a minute of the race step.
+func packetsOnly(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("checks the program's path on real packets: left to the plain run under the race detector")
+	}
+}
+
 // needBPF skips the test when the machine cannot load BPF programs (not
 // root, or no BPF), naming what is missing; under CI=true it fails
 // instead.

@@ -252,6 +252,7 @@ func (r *routed) predict(vip netip.AddrPort, port int) string {
 // and the table predict; the backends' decapsulators count them; no reply
 // crosses the load balancer.
 func TestRoutedEndToEnd(t *testing.T) {
+	packetsOnly(t)
 	r := newRouted(t)
 	port := 20000
 	vport := uint16(80) // a service each, kept to the end: a deleted one would count its late FINs as no_service
@@ -373,6 +374,7 @@ func TestNextHopRefresh(t *testing.T) {
 // backend through the load balancer, and the backend's route cache holds
 // the MTU.
 func TestRoutedPathMTU(t *testing.T) {
+	packetsOnly(t)
 	r := newRouted(t)
 	for i, ns := range r.backends {
 		serveTCP(t, ns, "tcp", ":91", func(c net.Conn) { // upload: count the bytes

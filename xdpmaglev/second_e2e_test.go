@@ -87,6 +87,7 @@ func movedPorts(svc Service, old, now interface{ LookupHash(uint64) string }, fr
 // backends that did count them. Without, exactly the flows whose slots
 // moved break, as the tables and FlowHash predict.
 func TestSecondChanceStateless(t *testing.T) {
+	packetsOnly(t)
 	for _, c := range []struct {
 		name   string
 		window time.Duration
@@ -156,6 +157,7 @@ func TestSecondChanceStateless(t *testing.T) {
 // its new owner, with its previous owner as the second hop. Without,
 // exactly the moved flows break.
 func TestSecondChanceTwoLBs(t *testing.T) {
+	packetsOnly(t)
 	for _, c := range []struct {
 		name   string
 		window time.Duration
@@ -220,6 +222,7 @@ func TestSecondChanceTwoLBs(t *testing.T) {
 // service (its drain over) takes its flows with it, as without (there is
 // nowhere to send them), and no other flow breaks.
 func TestSecondChanceLeave(t *testing.T) {
+	packetsOnly(t)
 	r := newRouted(t)
 	svc := Service{VIP: r.vip(false, 80), Proto: TCP}
 	opts := ServiceOptions{Forward: ForwardGUE, Conntrack: ConntrackOff, SecondChance: time.Minute}

@@ -31,6 +31,7 @@ func secondHeader(a netip.Addr, hops byte) []byte {
 // chance is refused for other modes, and stateless services count their
 // packets.
 func TestSecondChanceFixtures(t *testing.T) {
+	packetsOnly(t)
 	f := newFixtureNet(t)
 	lb := fixtureLB(t, f, Options{FloodRate: -1})
 	const window = 1500 * time.Millisecond
