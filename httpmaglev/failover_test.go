@@ -135,10 +135,14 @@ func TestRetryBodyLimit(t *testing.T) {
 func TestKilledUnderLoad(t *testing.T) {
 	servers := startServers(t, 4)
 	tr := newTransport(t, httpmaglev.Config{Key: httpmaglev.HeaderKey(keyHeader), EjectAfter: 3, EjectionTime: time.Hour}, servers)
+	var proxyErrs sync.Map // request id → the transport's error, for the failure's message
 	proxy := httptest.NewServer(&httputil.ReverseProxy{
-		Rewrite:      func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "backends"}) },
-		Transport:    tr,
-		ErrorHandler: httpmaglev.ErrorHandler,
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(&url.URL{Scheme: "http", Host: "backends"}) },
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			proxyErrs.Store(r.Header.Get("X-Request-Id"), err)
+			httpmaglev.ErrorHandler(w, r, err)
+		},
 	})
 	defer proxy.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}, Timeout: 10 * time.Second}
@@ -169,7 +173,8 @@ func TestKilledUnderLoad(t *testing.T) {
 				case method == http.MethodPost:
 					posts[id] = status
 				case err != nil || status != http.StatusOK:
-					failures = append(failures, fmt.Sprintf("GET %s: %d %v", k, status, err))
+					perr, _ := proxyErrs.Load(id)
+					failures = append(failures, fmt.Sprintf("GET %s: %d %v (the transport: %v)", k, status, err, perr))
 				}
 				mu.Unlock()
 			}

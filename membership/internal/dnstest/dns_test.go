@@ -326,6 +326,18 @@ func watcherGoroutines() int {
 	}
 }
 
+// watcherGoroutinesSettle returns watcherGoroutines once it is want, or
+// what it is after a second: a goroutine that closed the channel Watch
+// waits for is still on its way out for a moment after Watch returns
+// (long enough to be seen under the race detector).
+func watcherGoroutinesSettle(want int) int {
+	n := watcherGoroutines()
+	for deadline := time.Now().Add(time.Second); n != want && time.Now().Before(deadline); n = watcherGoroutines() {
+		time.Sleep(time.Millisecond)
+	}
+	return n
+}
+
 // TestWatchFirstSetFails: when set rejects the first answer, WatchDNS and
 // WatchSRV return an error wrapping set's (and not ErrDNS), and leave
 // nothing running.
@@ -366,7 +378,7 @@ func TestWatchFirstSetFails(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "membership: ") || !strings.Contains(err.Error(), "web.test.") {
 			t.Errorf("%s: error %q does not start with membership: and name the name", c.name, err)
 		}
-		if after := watcherGoroutines(); after != before {
+		if after := watcherGoroutinesSettle(before); after != before {
 			t.Errorf("%s: %d watcher goroutines after the failed call, %d before", c.name, after, before)
 		}
 		mu.Lock()
