@@ -1,7 +1,6 @@
 package balancer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,38 +29,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
-// logBuffer collects log records for a test, safe for the goroutines
-// that log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// await waits up to 10 s for the log to have s, and returns the log.
-func (l *logBuffer) await(t *testing.T, s string) string {
-	t.Helper()
-	for range 200 {
-		if out := l.String(); strings.Contains(out, s) {
-			return out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the log has no %q in 10 s:\n%s", s, l.String())
-	return ""
-}
-
 // TestUnresolvedStatus: a backend given without a MAC that nobody answers
 // ARP for is out of service, and says so: its update returns within the
 // data plane's wait (250 ms for all of them: it was 2 s each), its state
@@ -72,7 +39,7 @@ func (l *logBuffer) await(t *testing.T, s string) string {
 func TestUnresolvedStatus(t *testing.T) {
 	nstest.Need(t)
 	ns := nstest.VethNS(t, "l4lbu")
-	var log logBuffer
+	var log nstest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -112,7 +79,7 @@ func TestUnresolvedStatus(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the update with 3 unresolvable backends took %v", took)
 	}
-	out := log.await(t, "1 backends live, 0 draining, 3 unresolved, table digest ")
+	out := log.Await(t, "1 backends live, 0 draining, 3 unresolved, table digest ")
 	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "no MAC for 198.18.0.50, 198.18.0.51, 198.18.0.52") {
 		t.Errorf("status line:\n%s", out)
 	}
@@ -150,8 +117,8 @@ func TestUnresolvedStatus(t *testing.T) {
 
 	// The neighbour table learns one: the data plane takes it back.
 	nstest.IP(t, "-n", ns, "neigh", "replace", "198.18.0.50", "lladdr", "02:00:00:00:00:50", "dev", "v0", "nud", "permanent")
-	log.await(t, "2 backends live, 0 draining, 2 unresolved, table digest ")
-	log.await(t, "(the neighbour table answered)")
+	log.Await(t, "2 backends live, 0 draining, 2 unresolved, table digest ")
+	log.Await(t, "(the neighbour table answered)")
 	if got := state(); got["198.18.0.50"] != "live" {
 		t.Errorf("states once resolved: %v", got)
 	}

@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,38 +20,6 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"golang.org/x/sys/unix"
 )
-
-// logBuffer collects log records for a test, safe for the goroutines
-// that log.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// await waits up to 10 s for the log to have s, and returns the log.
-func (l *logBuffer) await(t *testing.T, s string) string {
-	t.Helper()
-	for range 200 {
-		if out := l.String(); strings.Contains(out, s) {
-			return out
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the log has no %q in 10 s:\n%s", s, l.String())
-	return ""
-}
 
 // ipv4 is an IPv4 header from src to dst with its checksum, then payload.
 func ipv4(proto byte, src, dst [4]byte, payload []byte) []byte {
@@ -149,7 +115,7 @@ func TestDriverWarning(t *testing.T) {
 	if err := lb.SetService(svc, []xdpmaglev.Backend{{Addr: netip.MustParseAddr("198.18.0.11"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}}); err != nil {
 		t.Fatal(err)
 	}
-	var log logBuffer
+	var log nstest.LogBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -193,7 +159,7 @@ func TestDriverWarning(t *testing.T) {
 	send()
 	// The first rise the watch reads: the 10 frames, or the first of them
 	// where a read fell among them.
-	out := log.await(t, "the driver of v0 counts XDP errors: rx_xdp_tx_errors rose by ")
+	out := log.Await(t, "the driver of v0 counts XDP errors: rx_xdp_tx_errors rose by ")
 	var by, to int
 	if m := regexp.MustCompile(`rose by (\d+) to (\d+):`).FindString(out); m == "" {
 		t.Errorf("the warning says no rise: %s", out)
