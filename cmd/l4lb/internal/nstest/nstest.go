@@ -1,9 +1,8 @@
 // Package nstest is what l4lb's tests that need network namespaces share:
 // the check that they may run (root, ip), a namespace with a veth pair,
 // running a func in a namespace, a log buffer to wait on, and a lock
-// across test processes that
-// keeps a test that loads the CPUs apart from those that time the built
-// l4lb. It is for tests only.
+// across test processes that keeps a test that loads the CPUs apart from
+// those that time the built l4lb. It is for tests only.
 package nstest
 
 import (
