@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // TestMetricsEndpoint runs the built l4lb on a veth in a namespace of its
@@ -38,30 +38,15 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = inNS(ns, func() (struct{}, error) {
-		v1, err := net.InterfaceByName("v1")
-		if err != nil {
-			return struct{}{}, err
+	var frames [][]byte
+	for i := range 8 {
+		port := uint16(80)
+		if i >= 5 {
+			port = 81 // no service
 		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-		copy(to.Addr[:], v0.HardwareAddr)
-		for i := range 8 {
-			port := uint16(80)
-			if i >= 5 {
-				port = 81 // no service
-			}
-			if err := unix.Sendto(fd, synFrame(v0.HardwareAddr, uint16(40000+i), port), 0, to); err != nil {
-				return struct{}{}, err
-			}
-		}
-		return struct{}{}, nil
-	})
-	if err != nil {
+		frames = append(frames, synFrame(v0.HardwareAddr, uint16(40000+i), port))
+	}
+	if err := nstest.Send(ns, frames...); err != nil {
 		t.Fatal(err)
 	}
 

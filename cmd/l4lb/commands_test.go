@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
-	"golang.org/x/sys/unix"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // runL4lb runs the built l4lb with args, in namespace ns (none if ""),
@@ -218,30 +217,15 @@ func TestStatusCommand(t *testing.T) {
 // namespace ns.
 func sendSYNs(t *testing.T, ns string, n int) {
 	t.Helper()
-	_, err := inNS(ns, func() (struct{}, error) {
-		v0, err := net.InterfaceByName("v0")
-		if err != nil {
-			return struct{}{}, err
-		}
-		v1, err := net.InterfaceByName("v1")
-		if err != nil {
-			return struct{}{}, err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-		copy(to.Addr[:], v0.HardwareAddr)
-		for i := range n {
-			if err := unix.Sendto(fd, synFrame(v0.HardwareAddr, uint16(41000+i), 80), 0, to); err != nil {
-				return struct{}{}, err
-			}
-		}
-		return struct{}{}, nil
-	})
+	v0, err := nstest.MAC(ns, "v0")
 	if err != nil {
+		t.Fatal(err)
+	}
+	frames := make([][]byte, n)
+	for i := range frames {
+		frames[i] = synFrame(v0, uint16(41000+i), 80)
+	}
+	if err := nstest.Send(ns, frames...); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // TestDecapCommand builds l4lb and runs l4lb -decap on a veth in a
@@ -57,26 +57,7 @@ func TestDecapCommand(t *testing.T) {
 		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),               // not a VIP: passed
 		ethIPv4(v0.HardwareAddr, ipv4(17, stranger, host, udp(6080, inner([4]byte{198, 18, 255, 1})))), // untrusted: dropped
 	}
-	_, err = inNS(ns, func() (struct{}, error) {
-		v1, err := net.InterfaceByName("v1")
-		if err != nil {
-			return struct{}{}, err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-		copy(to.Addr[:], v0.HardwareAddr)
-		for _, f := range frames {
-			if err := unix.Sendto(fd, f, 0, to); err != nil {
-				return struct{}{}, err
-			}
-		}
-		return struct{}{}, nil
-	})
-	if err != nil {
+	if err := nstest.Send(ns, frames...); err != nil {
 		t.Fatal(err)
 	}
 

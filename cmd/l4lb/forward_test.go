@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // TestForwardCommand builds l4lb and runs it with -forward gue on a veth
@@ -55,20 +55,7 @@ func TestForwardCommand(t *testing.T) {
 	}
 	syn := func(sport uint16) {
 		t.Helper()
-		if _, err := inNS(ns, func() (struct{}, error) {
-			v1, err := net.InterfaceByName("v1")
-			if err != nil {
-				return struct{}{}, err
-			}
-			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-			if err != nil {
-				return struct{}{}, err
-			}
-			defer func() { _ = unix.Close(fd) }()
-			to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-			copy(to.Addr[:], v0.HardwareAddr)
-			return struct{}{}, unix.Sendto(fd, synFrame(v0.HardwareAddr, sport, 80), 0, to)
-		}); err != nil {
+		if err := nstest.Send(ns, synFrame(v0.HardwareAddr, sport, 80)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
-	"golang.org/x/sys/unix"
 )
 
 // ipv4 is an IPv4 header from src to dst with its checksum, then payload.
@@ -125,33 +124,17 @@ func TestDriverWarning(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	send := func() {
 		t.Helper()
-		_, err := nstest.InNS(ns, func() (struct{}, error) {
-			v0, err := net.InterfaceByName("v0")
-			if err != nil {
-				return struct{}{}, err
-			}
-			v1, err := net.InterfaceByName("v1")
-			if err != nil {
-				return struct{}{}, err
-			}
-			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-			if err != nil {
-				return struct{}{}, err
-			}
-			defer func() { _ = unix.Close(fd) }()
-			to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-			copy(to.Addr[:], v0.HardwareAddr)
-			for i := range 10 {
-				tcp := make([]byte, 20)
-				tcp[0], tcp[1], tcp[2], tcp[3], tcp[12], tcp[13] = 0x9c, byte(i), 0, 80, 5<<4, 0x10
-				f := ethIPv4(v0.HardwareAddr, ipv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp))
-				if err := unix.Sendto(fd, f, 0, to); err != nil {
-					return struct{}{}, err
-				}
-			}
-			return struct{}{}, nil
-		})
+		v0, err := nstest.MAC(ns, "v0")
 		if err != nil {
+			t.Fatal(err)
+		}
+		var frames [][]byte
+		for i := range 10 {
+			tcp := make([]byte, 20)
+			tcp[0], tcp[1], tcp[2], tcp[3], tcp[12], tcp[13] = 0x9c, byte(i), 0, 80, 5<<4, 0x10
+			frames = append(frames, ethIPv4(v0, ipv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp)))
+		}
+		if err := nstest.Send(ns, frames...); err != nil {
 			t.Fatal(err)
 		}
 	}
