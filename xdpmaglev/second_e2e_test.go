@@ -104,15 +104,7 @@ func TestSecondChanceStateless(t *testing.T) {
 				t.Fatal(err)
 			}
 			old := r.lb.Table(svc)
-			conns := map[int]*conn{}
-			for p := 45000; p < 45050; p++ {
-				cn, err := r.dial(svc.VIP, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = cn.Close() }()
-				conns[p] = cn
-			}
+			conns := r.dialPorts(t, svc.VIP, 45000, 50)
 			l := keepEchoing(conns)
 			time.Sleep(300 * time.Millisecond)
 			if err := r.lb.SetServiceOptions(svc, bs, opts); err != nil {
@@ -177,15 +169,7 @@ func TestSecondChanceTwoLBs(t *testing.T) {
 				}
 			}
 			old := r.lb.Table(svc)
-			conns := map[int]*conn{}
-			for p := 46000; p < 46050; p++ {
-				cn, err := r.dial(svc.VIP, p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() { _ = cn.Close() }()
-				conns[p] = cn
-			}
+			conns := r.dialPorts(t, svc.VIP, 46000, 50)
 			l := keepEchoing(conns)
 			time.Sleep(300 * time.Millisecond)
 			for _, lb := range []*LB{r.lb, lb2} {
@@ -311,4 +295,20 @@ func TestSecondChanceHostile(t *testing.T) {
 	if got := d(1); got.Decapsulated != 1 || got.SecondHop != 0 || got.SecondNoRoute != 1 {
 		t.Errorf("backend 1, its own second hop: %+v, want the packet taken here", got)
 	}
+}
+
+// dialPorts opens n connections to vip from the client's ports first,
+// first+1, ..., closed at the end of the test, by port.
+func (r *routed) dialPorts(t *testing.T, vip netip.AddrPort, first, n int) map[int]*conn {
+	t.Helper()
+	conns := map[int]*conn{}
+	for p := first; p < first+n; p++ {
+		cn, err := r.dial(vip, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cn.Close() })
+		conns[p] = cn
+	}
+	return conns
 }

@@ -50,12 +50,12 @@ func TestDecapCommand(t *testing.T) {
 		binary.BigEndian.PutUint16(b[4:], uint16(8+len(payload)))
 		return append(b, payload...)
 	}
-	inner := func(vip [4]byte) []byte { return ipv4(17, client, vip, udp(53, []byte("query"))) }
+	inner := func(vip [4]byte) []byte { return nstest.IPv4(17, client, vip, udp(53, []byte("query"))) }
 	frames := [][]byte{
-		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),               // IPIP: decapsulated
-		ethIPv4(v0.HardwareAddr, ipv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))),   // GUE: decapsulated
-		ethIPv4(v0.HardwareAddr, ipv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),               // not a VIP: passed
-		ethIPv4(v0.HardwareAddr, ipv4(17, stranger, host, udp(6080, inner([4]byte{198, 18, 255, 1})))), // untrusted: dropped
+		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),               // IPIP: decapsulated
+		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))),   // GUE: decapsulated
+		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),               // not a VIP: passed
+		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(17, stranger, host, udp(6080, inner([4]byte{198, 18, 255, 1})))), // untrusted: dropped
 	}
 	if err := nstest.Send(ns, frames...); err != nil {
 		t.Fatal(err)
@@ -95,27 +95,4 @@ func TestDecapCommand(t *testing.T) {
 		strings.Contains(p.stderr.String(), "198.18.255.1 is on no interface") {
 		t.Errorf("records %q: want a warning about 198.18.255.2, none about the VIP on lo", logged)
 	}
-}
-
-// ipv4 is an IPv4 header from src to dst with its checksum, then payload.
-func ipv4(proto byte, src, dst [4]byte, payload []byte) []byte {
-	h := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
-	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
-	h = append(append(h, src[:]...), dst[:]...)
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
-	return append(h, payload...)
-}
-
-// ethIPv4 is an Ethernet frame to dst from 02:00:00:00:00:02 carrying p.
-func ethIPv4(dst net.HardwareAddr, p []byte) []byte {
-	b := append([]byte{}, dst...)
-	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
-	return append(b, p...)
 }

@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // lab is the quick start's lab (lab.sh), built for a test under a name of
@@ -161,10 +162,7 @@ func TestLabUnprivileged(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) }) // after the processes: cleanups run last first
+	nstest.MountBPF(t, mnt) // unmounted after the processes: cleanups run last first
 	if err := os.Chown(mnt, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}

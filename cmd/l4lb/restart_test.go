@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -78,12 +78,8 @@ func newRestartNet(t *testing.T, backends int) *restartNet {
 		t.Skip(msg)
 	}
 	r := &restartNet{t: t, suffix: fmt.Sprint(os.Getpid())}
-	r.bin = build(t) // skips under -race, as build says
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) }) // after the processes: cleanups run last first
+	r.bin = build(t)       // skips under -race, as build says
+	mnt := nstest.BPFFS(t) // unmounted after the processes: cleanups run last first
 	r.pins = filepath.Join(mnt, "l4lb")
 
 	r.sw = r.addNS("sw")

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -131,11 +130,7 @@ func TestUnresolvedStatus(t *testing.T) {
 func TestKeptOnFailedStart(t *testing.T) {
 	nstest.Need(t)
 	ns := nstest.VethNS(t, "l4keep")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mnt := nstest.BPFFS(t)
 	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
 	load := func() *xdpmaglev.LB {
 		t.Helper()

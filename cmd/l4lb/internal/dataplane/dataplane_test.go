@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,36 +11,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
-
-// ipv4 is an IPv4 header from src to dst with its checksum, then payload.
-func ipv4(proto byte, src, dst [4]byte, payload []byte) []byte {
-	h := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
-	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
-	h = append(append(h, src[:]...), dst[:]...)
-	var sum uint32
-	for i := 0; i < 20; i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(h[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
-	return append(h, payload...)
-}
-
-// ethIPv4 is an Ethernet frame to dst from 02:00:00:00:00:02 carrying p.
-func ethIPv4(dst net.HardwareAddr, p []byte) []byte {
-	b := append([]byte{}, dst...)
-	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
-	return append(b, p...)
-}
 
 func TestLoadError(t *testing.T) {
 	for _, c := range []struct {
@@ -67,11 +42,7 @@ func TestLoadError(t *testing.T) {
 func TestDetachFunc(t *testing.T) {
 	nstest.Need(t)
 	ns := nstest.VethNS(t, "l4pin")
-	mnt := t.TempDir()
-	if err := syscall.Mount("bpf", mnt, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a BPF filesystem: %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mnt := nstest.BPFFS(t)
 	dir := filepath.Join(mnt, "l4lb", "v0")
 	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) {
 		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
@@ -132,7 +103,7 @@ func TestDriverWarning(t *testing.T) {
 		for i := range 10 {
 			tcp := make([]byte, 20)
 			tcp[0], tcp[1], tcp[2], tcp[3], tcp[12], tcp[13] = 0x9c, byte(i), 0, 80, 5<<4, 0x10
-			frames = append(frames, ethIPv4(v0, ipv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp)))
+			frames = append(frames, nstest.EthIPv4(v0, nstest.IPv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp)))
 		}
 		if err := nstest.Send(ns, frames...); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 package nstest
 
 import (
+	"encoding/binary"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -45,4 +46,27 @@ func Send(ns string, frames ...[]byte) error {
 		return struct{}{}, nil
 	})
 	return err
+}
+
+// IPv4 is an IPv4 header from src to dst with its checksum, then payload.
+func IPv4(proto byte, src, dst [4]byte, payload []byte) []byte {
+	h := []byte{0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, proto, 0, 0}
+	binary.BigEndian.PutUint16(h[2:], uint16(20+len(payload)))
+	h = append(append(h, src[:]...), dst[:]...)
+	var sum uint32
+	for i := 0; i < 20; i += 2 {
+		sum += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for sum > 0xffff {
+		sum = sum&0xffff + sum>>16
+	}
+	binary.BigEndian.PutUint16(h[10:], ^uint16(sum))
+	return append(h, payload...)
+}
+
+// EthIPv4 is an Ethernet frame to dst from 02:00:00:00:00:02 carrying p.
+func EthIPv4(dst net.HardwareAddr, p []byte) []byte {
+	b := append([]byte{}, dst...)
+	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
+	return append(b, p...)
 }

@@ -1,8 +1,9 @@
 // Package nstest is what l4lb's tests that need network namespaces share:
 // the check that they may run (root, ip), a namespace with a veth pair,
-// running a func in a namespace, a log buffer to wait on, and a lock
-// across test processes that keeps a test that loads the CPUs apart from
-// those that time the built l4lb. It is for tests only.
+// running a func in a namespace, frames sent into it, a BPF filesystem
+// for pins, a log buffer to wait on, and a lock across test processes
+// that keeps a test that loads the CPUs apart from those that time the
+// built l4lb. It is for tests only.
 package nstest
 
 import (
@@ -127,4 +128,25 @@ func lock(tb testing.TB, how int) {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = f.Close() }) // the lock goes with the file
+}
+
+// BPFFS mounts a BPF filesystem of the test's own on a new temporary
+// directory, for pins, and returns the directory; it is unmounted at the
+// end of the test, before the directory goes.
+func BPFFS(tb testing.TB) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	MountBPF(tb, dir)
+	return dir
+}
+
+// MountBPF mounts a BPF filesystem on dir, unmounted at the end of the
+// test (after the cleanups registered later, such as stopping the
+// processes that use it: cleanups run last first).
+func MountBPF(tb testing.TB, dir string) {
+	tb.Helper()
+	if err := syscall.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		tb.Fatalf("mounting a BPF filesystem: %v", err)
+	}
+	tb.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
 }
