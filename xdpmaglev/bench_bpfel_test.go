@@ -28,6 +28,10 @@ const (
 	benchMapModes        = "modes"
 	benchMapNexthops     = "nexthops"
 	benchMapPrevTables   = "prev_tables"
+	benchMapQuicCache    = "quic_cache"
+	benchMapQuicKeys     = "quic_keys"
+	benchMapQuicScratch  = "quic_scratch"
+	benchMapQuicServers  = "quic_servers"
 	benchMapServiceStats = "service_stats"
 	benchMapServices4    = "services4"
 	benchMapServices6    = "services6"
@@ -105,6 +109,10 @@ type benchMapSpecs struct {
 	Modes        *ebpf.MapSpec `ebpf:"modes"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	PrevTables   *ebpf.MapSpec `ebpf:"prev_tables"`
+	QuicCache    *ebpf.MapSpec `ebpf:"quic_cache"`
+	QuicKeys     *ebpf.MapSpec `ebpf:"quic_keys"`
+	QuicScratch  *ebpf.MapSpec `ebpf:"quic_scratch"`
+	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -154,6 +162,10 @@ type benchMaps struct {
 	Modes        *ebpf.Map `ebpf:"modes"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	PrevTables   *ebpf.Map `ebpf:"prev_tables"`
+	QuicCache    *ebpf.Map `ebpf:"quic_cache"`
+	QuicKeys     *ebpf.Map `ebpf:"quic_keys"`
+	QuicScratch  *ebpf.Map `ebpf:"quic_scratch"`
+	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -176,6 +188,10 @@ func (m *benchMaps) Close() error {
 		m.Modes,
 		m.Nexthops,
 		m.PrevTables,
+		m.QuicCache,
+		m.QuicKeys,
+		m.QuicScratch,
+		m.QuicServers,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,

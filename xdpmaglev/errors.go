@@ -42,4 +42,7 @@ var (
 	// ErrInUse: another LB, in this process or another, holds
 	// Options.PinPath.
 	ErrInUse = errors.New("xdpmaglev: pin directory in use")
+	// ErrUnsupported: the kernel lacks what an option needs (the BPF
+	// crypto kfuncs of an encrypted QUIC-LB configuration, Linux 6.10).
+	ErrUnsupported = errors.New("xdpmaglev: not supported by the kernel")
 )

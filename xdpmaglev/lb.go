@@ -109,6 +109,12 @@ type Options struct {
 	// with no lock held, one call at a time; the LB's methods may be
 	// called from it.
 	Changed func(Service)
+	// QUICCacheSize is the number of encrypted QUIC-LB connection IDs
+	// whose server IDs the data plane keeps, decrypted (least recently
+	// used ones are forgotten first, and decrypted again when their next
+	// packet comes): 65,536 if 0. An entry takes about 100 bytes of
+	// kernel memory. See QUIC.
+	QUICCacheSize int
 	// Rebuild lets Load replace pinned maps it cannot adopt (ErrLayout,
 	// ErrPinned) with new, empty ones: the services and connection
 	// tracking are lost. A link on the same interface in the mode asked
@@ -149,6 +155,8 @@ type LB struct {
 	stop     chan struct{} // closed by Close: ends refresh
 	done     chan struct{} // closed when refresh has ended
 	metrics  *metrics
+	kptr     bool               // the kernel reads quic_keys's contexts (kptrSpec): encrypted QUIC-LB can be set
+	keyProg  *ebpf.Program      // bpf/quic_key.c's, loaded by the first encrypted QUIC-LB configuration; nil before
 	pins     *pinned            // nil without Options.PinPath
 	rec      maglevLayoutRecord // the layout record, as the layout map holds it
 	adopted  bool               // Load adopted pinned maps
@@ -227,9 +235,9 @@ func programSpec(opts Options) (*ebpf.CollectionSpec, uint64, *ebpf.MapSpec, err
 			return nil, 0, nil, fmt.Errorf("xdpmaglev: setting %s: %w", name, err)
 		}
 	}
-	sizes := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize}
+	sizes := map[string]int{"MaxServices": opts.MaxServices, "MaxBackends": opts.MaxBackends, "ConntrackSize": opts.ConntrackSize, "QUICCacheSize": opts.QUICCacheSize}
 	for name, opt := range sizeOption {
-		spec.Maps[name].MaxEntries = uint32(sizes[opt])
+		spec.Maps[name].MaxEntries = uint32(sizes[opt] * max(1, sizeFactor[name]))
 	}
 	inner := spec.Maps["tables"].InnerMap
 	inner.MaxEntries = 1 + uint32(opts.M)
@@ -256,6 +264,7 @@ func (lb *LB) load(spec *ebpf.CollectionSpec, hash uint64, ifindex int) error {
 			copts = &ebpf.CollectionOptions{MapReplacements: lb.pins.maps}
 		}
 	}
+	lb.kptr = kptrSpec(spec) // after the pins' check, which hashes the spec as built
 	err := spec.LoadAndAssign(&lb.objs, copts)
 	if lb.pins != nil {
 		lb.pins.closeMaps() // the LB's objects hold their own copies
@@ -351,6 +360,7 @@ func normalize(o *Options) error {
 		{"ConntrackSize", &o.ConntrackSize, defaultConntrack},
 		{"MaxServices", &o.MaxServices, defaultMaxServices},
 		{"MaxBackends", &o.MaxBackends, defaultMaxBackends},
+		{"QUICCacheSize", &o.QUICCacheSize, defaultQUICCache},
 	} {
 		if *f.v == 0 {
 			*f.v = f.def
@@ -492,6 +502,9 @@ func (lb *LB) shutdown(detach bool) error {
 	}
 	if err := lb.metrics.close(); err != nil {
 		errs = append(errs, err)
+	}
+	if lb.keyProg != nil {
+		_ = lb.keyProg.Close()
 	}
 	if err := lb.objs.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("xdpmaglev: closing: %w", err))

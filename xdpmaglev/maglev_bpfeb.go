@@ -31,13 +31,21 @@ type maglevConsts uint32
 
 const (
 	maglevConstsNO_BACKEND        maglevConsts = 4294967295
-	maglevConstsLAYOUT_VERSION    maglevConsts = 2
+	maglevConstsLAYOUT_VERSION    maglevConsts = 3
 	maglevConstsCT_CLOSED         maglevConsts = 1
 	maglevConstsOUT_DOWN          maglevConsts = 1
 	maglevConstsOUT_UNRESOLVED    maglevConsts = 2
 	maglevConstsSVC_STATELESS     maglevConsts = 1
 	maglevConstsSVC_SECOND_CHANCE maglevConsts = 2
 	maglevConstsSVC_PREV_SIZED    maglevConsts = 4
+	maglevConstsSVC_QUIC          maglevConsts = 8
+	maglevConstsQUIC_CONFIGS      maglevConsts = 7
+	maglevConstsQUIC_MAX_BLOCK    maglevConsts = 19
+	maglevConstsQUIC_MAX_SID      maglevConsts = 15
+	maglevConstsQUIC_OFF          maglevConsts = 0
+	maglevConstsQUIC_PLAIN        maglevConsts = 1
+	maglevConstsQUIC_SINGLE       maglevConsts = 2
+	maglevConstsQUIC_FOUR         maglevConsts = 3
 )
 
 type maglevCounter uint32
@@ -74,12 +82,20 @@ const (
 	maglevCounterC_DROP_VIP_FRAGMENT   maglevCounter = 28
 	maglevCounterC_DROP_VIP_ICMP       maglevCounter = 29
 	maglevCounterC_DROP_VIP_OTHER      maglevCounter = 30
-	maglevCounterC_MAX                 maglevCounter = 31
+	maglevCounterC_QUIC_CID            maglevCounter = 31
+	maglevCounterC_QUIC_DECRYPTED      maglevCounter = 32
+	maglevCounterC_QUIC_INITIAL        maglevCounter = 33
+	maglevCounterC_QUIC_LONG_OTHER     maglevCounter = 34
+	maglevCounterC_QUIC_UNROUTABLE     maglevCounter = 35
+	maglevCounterC_QUIC_UNKNOWN_CONFIG maglevCounter = 36
+	maglevCounterC_QUIC_UNKNOWN_SERVER maglevCounter = 37
+	maglevCounterC_QUIC_SHORT          maglevCounter = 38
+	maglevCounterC_MAX                 maglevCounter = 39
 )
 
 type maglevCpuCounters struct {
 	_ structs.HostLayout
-	N [31]uint64
+	N [39]uint64
 }
 
 type maglevCtEntry struct {
@@ -148,6 +164,7 @@ type maglevLayoutRecord struct {
 type maglevModes struct {
 	_         structs.HostLayout
 	Stateless uint32
+	Quic      uint32
 }
 
 type maglevNexthop struct {
@@ -166,6 +183,52 @@ type maglevOut struct {
 	Why    uint32
 }
 
+type maglevQuicBlocks struct {
+	_     structs.HostLayout
+	Key   maglevQuicSid
+	Cid   maglevQuicCid
+	Val   maglevQuicServerId
+	In    [16]uint8
+	Out   [16]uint8
+	Blk   [32]uint8
+	Left  [16]uint8
+	Right [16]uint8
+}
+
+type maglevQuicCfg struct {
+	_      structs.HostLayout
+	Mode   uint8
+	SidLen uint8
+	Len    uint8
+	Pad    uint8
+	Key    uint32
+	KeyId  uint32
+}
+
+type maglevQuicCid struct {
+	_     structs.HostLayout
+	KeyId uint32
+	Blk   [20]uint8
+}
+
+type maglevQuicKey struct {
+	_   structs.HostLayout
+	Ctx uint64
+}
+
+type maglevQuicServerId struct {
+	_   structs.HostLayout
+	Sid [15]uint8
+	Pad uint8
+}
+
+type maglevQuicSid struct {
+	_   structs.HostLayout
+	Svc uint32
+	Cp  uint8
+	Sid [15]uint8
+}
+
 type maglevService struct {
 	_       structs.HostLayout
 	Id      uint32
@@ -173,6 +236,7 @@ type maglevService struct {
 	Flags   uint32
 	Until   uint32
 	LookupM uint32
+	Quic    [7]maglevQuicCfg
 }
 
 type maglevSlot struct {
@@ -218,6 +282,10 @@ const (
 	maglevMapModes         = "modes"
 	maglevMapNexthops      = "nexthops"
 	maglevMapPrevTables    = "prev_tables"
+	maglevMapQuicCache     = "quic_cache"
+	maglevMapQuicKeys      = "quic_keys"
+	maglevMapQuicScratch   = "quic_scratch"
+	maglevMapQuicServers   = "quic_servers"
 	maglevMapServiceStats  = "service_stats"
 	maglevMapServices4     = "services4"
 	maglevMapServices6     = "services6"
@@ -294,6 +362,10 @@ type maglevMapSpecs struct {
 	Modes        *ebpf.MapSpec `ebpf:"modes"`
 	Nexthops     *ebpf.MapSpec `ebpf:"nexthops"`
 	PrevTables   *ebpf.MapSpec `ebpf:"prev_tables"`
+	QuicCache    *ebpf.MapSpec `ebpf:"quic_cache"`
+	QuicKeys     *ebpf.MapSpec `ebpf:"quic_keys"`
+	QuicScratch  *ebpf.MapSpec `ebpf:"quic_scratch"`
+	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -346,6 +418,10 @@ type maglevMaps struct {
 	Modes        *ebpf.Map `ebpf:"modes"`
 	Nexthops     *ebpf.Map `ebpf:"nexthops"`
 	PrevTables   *ebpf.Map `ebpf:"prev_tables"`
+	QuicCache    *ebpf.Map `ebpf:"quic_cache"`
+	QuicKeys     *ebpf.Map `ebpf:"quic_keys"`
+	QuicScratch  *ebpf.Map `ebpf:"quic_scratch"`
+	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -367,6 +443,10 @@ func (m *maglevMaps) Close() error {
 		m.Modes,
 		m.Nexthops,
 		m.PrevTables,
+		m.QuicCache,
+		m.QuicKeys,
+		m.QuicScratch,
+		m.QuicServers,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,

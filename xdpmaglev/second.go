@@ -231,13 +231,16 @@ func fromMonotonic(s uint32) time.Time {
 // with none, the program looks connection tracking up first, which an
 // established flow needs alone. lb.mu is held.
 func (lb *LB) syncModes() error {
-	n := uint32(0)
+	var m maglevModes
 	for _, s := range lb.services {
 		if s.opts.Conntrack == ConntrackOff {
-			n++
+			m.Stateless++
+		}
+		if s.quic != nil {
+			m.Quic++
 		}
 	}
-	if err := lb.objs.Modes.Put(uint32(0), maglevModes{Stateless: n}); err != nil {
+	if err := lb.objs.Modes.Put(uint32(0), m); err != nil {
 		return fmt.Errorf("xdpmaglev: writing the modes: %w", err)
 	}
 	return nil

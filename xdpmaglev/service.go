@@ -150,6 +150,9 @@ type ServiceOptions struct {
 	// (AttachDecap), until the service has had no change for this long.
 	// It costs 8·M bytes of kernel memory while it runs. 0: none.
 	SecondChance time.Duration
+	// QUIC, for a UDP service, routes its QUIC packets by the server ID
+	// their connection IDs carry (QUIC-LB): see QUIC. nil: none.
+	QUIC *QUIC
 }
 
 // MaxSourceBits is the most bits of the outer source ServiceOptions can
@@ -200,6 +203,7 @@ type service struct {
 	prevUntil  time.Time                // when prev_tables' entry of the service goes; zero: it has none
 	prevSized  bool                     // prev_tables' entry has a size of its own, the table's before M changed (SVC_PREV_SIZED)
 	prevTimer  *time.Timer              // takes it out then
+	quic       *quicState               // QUIC-LB: its configurations and server IDs in the data plane; nil: none
 }
 
 // backend is the state of one backend of a service: its id, the index of
@@ -330,6 +334,12 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions, wait
 			b.HW = nil
 		}
 		bs[i] = b
+	}
+	if opts.QUIC != nil {
+		var err error
+		if opts.QUIC, err = checkQUIC(svc, opts.QUIC, bs); err != nil {
+			return prepared{}, err
+		}
 	}
 	names := make([]maglev.Backend, len(bs))
 	for i, b := range bs {
@@ -705,7 +715,7 @@ func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	}
 	switch opts.Forward {
 	case ForwardL2:
-		*opts = ServiceOptions{M: opts.M, Conntrack: opts.Conntrack}
+		*opts = ServiceOptions{M: opts.M, Conntrack: opts.Conntrack, QUIC: opts.QUIC}
 		return nil
 	case ForwardIPIP, ForwardGUE:
 	default:
@@ -798,7 +808,9 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs)), down: old.down}
 	var added []uint32 // ids taken here, given back on failure
 	var addedSvc bool
+	qs := &quicStaged{wrote: map[maglevQuicSid]*maglevSlot{}}
 	fail := func(err error) error {
+		lb.undoQUIC(qs)
 		for _, id := range added {
 			_ = lb.objs.Backends.Put(id, maglevBackend{}) // best effort: the error is err
 		}
@@ -819,6 +831,9 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 		}
 	}
 	if err := lb.stageBackends(svc, old, next, bs, &added); err != nil {
+		return nil, fail(err)
+	}
+	if err := lb.stageQUIC(svc, old, next, qs); err != nil {
 		return nil, fail(err)
 	}
 	inner, owners, slots, err := lb.newTable(svc, next)
@@ -877,18 +892,14 @@ func (lb *LB) newBackend(added *[]uint32) (*backend, error) {
 	id := lb.beFree[0]
 	lb.beFree = lb.beFree[1:]
 	*added = append(*added, id)
-	lb.cookie++
-	if lb.cookie == 0 {
-		lb.cookie = 1
-	}
-	lb.rec.Cookie = lb.cookie
-	if err := lb.objs.Layout.Put(uint32(0), lb.rec); err != nil {
-		return nil, fmt.Errorf("xdpmaglev: writing the layout record: %w", err)
+	cookie, err := lb.newCookie()
+	if err != nil {
+		return nil, err
 	}
 	if err := zeroStats(lb.objs.BackendStats, id); err != nil {
 		return nil, err
 	}
-	return &backend{id: id, cookie: lb.cookie}, nil
+	return &backend{id: id, cookie: cookie}, nil
 }
 
 // newTable writes next's table into a map of its own, to be swapped in
@@ -936,10 +947,11 @@ func (lb *LB) finish(st *staged) error {
 	if !st.isNew {
 		errs = append(errs, lb.putService(st.svc, st.next)) // its size, flags and window, for an LB that adopts the maps
 	}
+	errs = append(errs, lb.finishQUIC(st.next.id, st.old.quic, st.next.quic))
 	if st.isNew {
 		errs = append(errs, lb.syncVIP(st.svc.VIP.Addr())) // the service is in; its VIP's packets to other ports pass, as before
 	}
-	if st.isNew || st.old.opts.Conntrack != st.next.opts.Conntrack {
+	if st.isNew || st.old.opts.Conntrack != st.next.opts.Conntrack || (st.old.quic == nil) != (st.next.quic == nil) {
 		errs = append(errs, lb.syncModes())
 	}
 
@@ -998,6 +1010,7 @@ func (lb *LB) putService(svc Service, s *service) error {
 	if s.prevSized && !s.prevUntil.IsZero() {
 		v.Flags |= uint32(maglevConstsSVC_PREV_SIZED)
 	}
+	putQUIC(&v, s)
 	if v == s.val {
 		return nil
 	}
@@ -1051,7 +1064,8 @@ func (lb *LB) DeleteService(svc Service) error {
 			errs = append(errs, fmt.Errorf("xdpmaglev: deleting the second hops of %v: %w", svc, err))
 		}
 	}
-	if s.opts.Conntrack == ConntrackOff {
+	errs = append(errs, lb.finishQUIC(s.id, s.quic, nil))
+	if s.opts.Conntrack == ConntrackOff || s.quic != nil {
 		errs = append(errs, lb.syncModes())
 	}
 	for a := range s.down {

@@ -43,6 +43,14 @@ var counterNames = [...]string{
 	maglevCounterC_DROP_VIP_FRAGMENT:   "drop_vip_fragment",
 	maglevCounterC_DROP_VIP_ICMP:       "drop_vip_icmp",
 	maglevCounterC_DROP_VIP_OTHER:      "drop_vip_other",
+	maglevCounterC_QUIC_CID:            "quic_cid",
+	maglevCounterC_QUIC_DECRYPTED:      "quic_decrypted",
+	maglevCounterC_QUIC_INITIAL:        "quic_table_initial",
+	maglevCounterC_QUIC_LONG_OTHER:     "quic_table_long_other",
+	maglevCounterC_QUIC_UNROUTABLE:     "quic_table_unroutable",
+	maglevCounterC_QUIC_UNKNOWN_CONFIG: "quic_table_unknown_config",
+	maglevCounterC_QUIC_UNKNOWN_SERVER: "quic_table_unknown_server",
+	maglevCounterC_QUIC_SHORT:          "quic_table_short",
 }
 
 // Both are 0 only when counterNames has one name per counter.
@@ -93,6 +101,23 @@ type Stats struct {
 		Forwarded uint64 `json:"forwarded"`
 		TooBig    uint64 `json:"too_big"`
 	} `json:"icmp"`
+	// QUIC counts the UDP packets of QUIC-LB services (ServiceOptions.QUIC)
+	// by route: CID, those whose destination connection ID named a
+	// server in service, sent to it; Table, the others, sent by the
+	// table, by reason: initial (a long header Initial or 0-RTT packet,
+	// whose ID the client chose), long_other (another long header: a
+	// version other than 1 and 2, a Retry, a Version Negotiation),
+	// unroutable (the codepoint 0b111), unknown_config (a codepoint with
+	// no configuration), unknown_server (a server ID that names no
+	// backend in service), short (a packet too short for its ID).
+	// Decrypted counts the encrypted IDs decrypted, those the cache did
+	// not have (Options.QUICCacheSize). ICMP errors about QUIC flows are
+	// not counted here: they go by the table (ICMP).
+	QUIC struct {
+		CID       uint64            `json:"cid"`
+		Decrypted uint64            `json:"decrypted"`
+		Table     map[string]uint64 `json:"table"`
+	} `json:"quic"`
 	// Passed counts the packets passed to the kernel (XDP_PASS), by
 	// reason: not_ip, vlan, truncated, malformed, not_tcp_udp, fragment,
 	// ip_options, ipv6_ext, no_service (docs/xdp.md defines each).
@@ -150,6 +175,7 @@ func (lb *LB) Stats() (Stats, error) {
 	var st Stats
 	st.Passed = map[string]uint64{}
 	st.Dropped = map[string]uint64{}
+	st.QUIC.Table = map[string]uint64{}
 	var per []maglevCpuCounters // one per CPU
 	if err := lb.objs.Counters.Lookup(uint32(0), &per); err != nil {
 		return Stats{}, fmt.Errorf("xdpmaglev: reading the counters: %w", err)
@@ -167,6 +193,8 @@ func (lb *LB) Stats() (Stats, error) {
 		"second_hop":       &st.SecondHops,
 		"icmp_forwarded":   &st.ICMP.Forwarded,
 		"icmp_too_big":     &st.ICMP.TooBig,
+		"quic_cid":         &st.QUIC.CID,
+		"quic_decrypted":   &st.QUIC.Decrypted,
 	}
 	for i, name := range counterNames {
 		var n uint64
@@ -179,6 +207,8 @@ func (lb *LB) Stats() (Stats, error) {
 			st.Passed[r] = n
 		} else if r, ok := strings.CutPrefix(name, "drop_"); ok {
 			st.Dropped[r] = n
+		} else if r, ok := strings.CutPrefix(name, "quic_table_"); ok {
+			st.QUIC.Table[r] = n
 		}
 	}
 	var flood []maglevFlood

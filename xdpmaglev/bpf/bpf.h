@@ -60,6 +60,32 @@ static long (*bpf_xdp_adjust_tail)(struct xdp_md *ctx, int delta) = (void *)65;
 static long (*bpf_fib_lookup)(void *ctx, void *params, int plen, __u32 flags) = (void *)69;
 static __u64 (*bpf_jiffies64)(void) = (void *)118;
 
+// The kernel's AES for QUIC-LB (quic.h): memory through dynptrs, and the
+// BPF crypto kfuncs of Linux 6.10 and later, weak: where the kernel lacks
+// them, cilium/ebpf resolves their addresses to 0, bpf_ksym_exists says
+// so, and the verifier drops the code that calls them as dead.
+struct bpf_dynptr {
+	__u64 opaque[2];
+} __attribute__((aligned(8)));
+
+// The kernel's context of a key: the program never reads its fields,
+// but a kfunc's prototype must name a struct, not a declaration, to
+// match the kernel's.
+struct bpf_crypto_ctx {
+	int opaque;
+};
+
+static long (*bpf_dynptr_from_mem)(void *data, __u32 size, __u64 flags, struct bpf_dynptr *ptr) = (void *)197;
+
+#define __ksym __attribute__((section(".ksyms")))
+#define __weak __attribute__((weak))
+#define bpf_ksym_exists(sym) (!!(sym))
+
+extern int bpf_crypto_encrypt(struct bpf_crypto_ctx *ctx, const struct bpf_dynptr *src, const struct bpf_dynptr *dst,
+			      const struct bpf_dynptr *siv) __weak __ksym;
+extern int bpf_crypto_decrypt(struct bpf_crypto_ctx *ctx, const struct bpf_dynptr *src, const struct bpf_dynptr *dst,
+			      const struct bpf_dynptr *siv) __weak __ksym;
+
 // Sockets (the decapsulator's second chance): the socket a packet of a
 // tuple would meet, full or not (a request or time-wait socket),
 // released after; a listener's SYN cookie checked.

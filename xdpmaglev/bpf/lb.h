@@ -13,6 +13,7 @@
 #include "conntrack.h"
 #include "vip.h"
 #include "encap.h"
+#include "quic.h"
 
 // slot_index is the flow's slot (hash h) in a table of size m: slot 0
 // holds the size, so slot 1 + h mod m.
@@ -138,6 +139,24 @@ static __always_inline int stateless(struct xdp_md *ctx, struct cpu_counters *c,
 	return sent(c, p, forward(ctx, c, be.id, b, h, p->l3_len, !p->icmp && p->df, b2), svc->id, be.id, bytes);
 }
 
+// by_cid sends the parsed packet p of QUIC-LB service svc to the backend
+// its destination connection ID names (quic.h), with no conntrack lookup
+// or entry and no second hop: the ID goes on naming the backend when the
+// client's address moves, or the table changes. It returns the verdict,
+// or -1 where the table routes the packet (its reason counted).
+static __always_inline int by_cid(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes,
+				  struct service *svc, const int family)
+{
+	struct slot be;
+	if (!quic_route(ctx, svc, c, family, &be))
+		return -1;
+	struct backend *b = backend(be.id, be.cookie);
+	if (!b) // left since quic_route looked
+		return -1;
+	__u64 h = uses_hash(b) ? flow_hash(&p->f) : 0;
+	return sent(c, p, forward(ctx, c, be.id, b, h, p->l3_len, p->df, 0), svc->id, be.id, bytes);
+}
+
 // maglev_flow sends the parsed packet p (a frame of bytes bytes) of the
 // given family, a constant, to its backend: connection tracking first (an
 // entry whose backend is still in the service names the service, so an
@@ -146,18 +165,24 @@ static __always_inline int stateless(struct xdp_md *ctx, struct cpu_counters *c,
 // conntrack unless the flood guard refuses. An ICMP error looks up the
 // flow it is about, the same way, and writes no entry. The flow hash is
 // computed only where it is used: on a miss, and where the encapsulation
-// reads it (uses_hash). With stateless services (any_stateless), the
-// service is looked up first, and a stateless one's packet goes by its
-// table alone. A flow's second hop, the previous owner of its slot if it
-// moved, rides along in its entry and its GUE header.
-static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family, int any_stateless)
+// reads it (uses_hash). With stateless or QUIC-LB services (svc_first),
+// the service is looked up first: a QUIC-LB service's packet goes by its
+// connection ID where that names a server (by_cid), and a stateless
+// one's by its table alone. A flow's second hop, the previous owner of
+// its slot if it moved, rides along in its entry and its GUE header.
+static __always_inline int maglev_flow(struct xdp_md *ctx, struct cpu_counters *c, struct pkt *p, __u64 bytes, const int family, int svc_first)
 {
 	struct flow *f = &p->f;
 	struct service *svc = 0;
-	if (any_stateless) {
+	if (svc_first) {
 		svc = lookup_service(f, family);
 		if (!svc)
 			return not_forwarded(c, p, p->icmp ? C_PASS_NOT_TCP_UDP : C_PASS_NO_SERVICE);
+		if ((svc->flags & SVC_QUIC) && !p->icmp) {
+			int r = by_cid(ctx, c, p, bytes, svc, family);
+			if (r >= 0)
+				return r;
+		}
 		if (svc->flags & SVC_STATELESS)
 			return stateless(ctx, c, p, bytes, svc);
 	}
@@ -228,8 +253,8 @@ static __always_inline int maglev(struct xdp_md *ctx)
 	if (r != PARSED)
 		return not_forwarded(c, &p, r);
 	struct modes *m = bpf_map_lookup_elem(&modes, &zero);
-	int any_stateless = m && m->stateless;
+	int svc_first = m && (m->stateless || m->quic);
 	if (p.f.family == 4)
-		return maglev_flow(ctx, c, &p, end - data, 4, any_stateless);
-	return maglev_flow(ctx, c, &p, end - data, 6, any_stateless);
+		return maglev_flow(ctx, c, &p, end - data, 4, svc_first);
+	return maglev_flow(ctx, c, &p, end - data, 6, svc_first);
 }

@@ -26,7 +26,7 @@ enum consts {
 	// slot, a cookie or an entry means). TestLayoutVersion fails when the
 	// maps' layout changes and this does not; a change of meaning alone
 	// is for the author to see.
-	LAYOUT_VERSION = 2,
+	LAYOUT_VERSION = 3,
 	// struct ct_entry's flags.
 	CT_CLOSED = 1, // the client sent a FIN or a RST: the flow ended, and a SYN on its tuple opens a new one
 	// struct out's why.
@@ -36,6 +36,17 @@ enum consts {
 	SVC_STATELESS = 1,     // no connection tracking: every packet by the table (ServiceOptions.Conntrack)
 	SVC_SECOND_CHANCE = 2, // a moved slot's previous owner rides along as the second hop (ServiceOptions.SecondChance)
 	SVC_PREV_SIZED = 4,    // the second hops' table has a size of its own (the table's before M changed): read from its slot 0
+	SVC_QUIC = 8,          // QUIC-LB: a packet whose destination connection ID names a server goes to it (ServiceOptions.QUIC; quic.h)
+	// QUIC-LB (quic.h): a service's configurations, by codepoint (the
+	// connection ID's first three bits; 7 is unroutable), and how each
+	// writes its server IDs (struct quic_cfg's mode).
+	QUIC_CONFIGS = 7,
+	QUIC_MAX_BLOCK = 19, // the most octets of server ID and nonce
+	QUIC_MAX_SID = 15,   // the most octets of a server ID
+	QUIC_OFF = 0,        // no configuration at the codepoint
+	QUIC_PLAIN = 1,      // the server ID in the clear
+	QUIC_SINGLE = 2,     // one AES block (server ID and nonce are 16 octets)
+	QUIC_FOUR = 3,       // the four-pass Feistel network of AES
 };
 
 // How a service's packets reach its backends (ServiceOptions.Forward).
@@ -86,12 +97,23 @@ struct svc_key4 {
 	__u8 pad;
 };
 
+// A QUIC-LB configuration of a service, at one codepoint.
+struct quic_cfg {
+	__u8 mode;    // QUIC_OFF, QUIC_PLAIN, QUIC_SINGLE, QUIC_FOUR
+	__u8 sid_len; // the server ID's octets
+	__u8 len;     // the server ID's and the nonce's octets: the block after the first octet
+	__u8 pad;
+	__u32 key;    // encrypted: the index of the key's AES context in quic_keys
+	__u32 key_id; // encrypted: the key's id in quic_cache, never given to another key
+};
+
 struct service {
 	__u32 id;    // index of the service's table and counters
 	__u32 m;     // its table's size, for a control plane that adopts the maps
 	__u32 flags; // SVC_STATELESS, SVC_SECOND_CHANCE, SVC_PREV_SIZED
 	__u32 until; // with second chance: when its entry of prev_tables goes, in CLOCK_MONOTONIC seconds (the control plane's)
 	__u32 lookup_m; // the size packets index the table by: m, or 0 while m changes (the table's slot 0 says)
+	struct quic_cfg quic[QUIC_CONFIGS]; // SVC_QUIC: the QUIC-LB configurations, by codepoint
 };
 
 // A slot of a Maglev table, and a conntrack entry: a backend id (an index
@@ -205,6 +227,16 @@ enum counter {
 	C_DROP_VIP_FRAGMENT, // a fragment to a VIP
 	C_DROP_VIP_ICMP, // ICMP to a VIP that is no error about a flow of a service (echo requests among them)
 	C_DROP_VIP_OTHER, // anything else to a VIP: other protocols, IP options, IPv6 extension headers, malformed or cut short
+	// QUIC-LB services' UDP packets (quic.h): by the connection ID, or
+	// by the table for a reason.
+	C_QUIC_CID,       // its destination connection ID named a server in service: sent to it, no conntrack
+	C_QUIC_DECRYPTED, // an encrypted ID decrypted (not in quic_cache): AES ran
+	C_QUIC_INITIAL,   // a long header Initial or 0-RTT packet, whose ID the client chose: by the table
+	C_QUIC_LONG_OTHER, // another long header: a version other than 1 and 2, a Retry, a Version Negotiation: by the table
+	C_QUIC_UNROUTABLE, // an ID of the codepoint 0b111, which carries no server ID: by the table
+	C_QUIC_UNKNOWN_CONFIG, // an ID of a codepoint with no configuration: by the table
+	C_QUIC_UNKNOWN_SERVER, // an ID whose server ID names no backend in service: by the table
+	C_QUIC_SHORT,     // a packet too short for a connection ID of its configuration (or a long header's ID shorter): by the table
 	C_MAX,
 };
 
@@ -280,6 +312,7 @@ struct {
 // the service first, to know whether to.
 struct modes {
 	__u32 stateless;
+	__u32 quic; // the number of QUIC-LB services: with any, the service is looked up first too
 };
 
 struct {
@@ -302,6 +335,86 @@ struct {
 	__type(value, struct out);
 	__uint(max_entries, 4096); // Options.MaxBackends
 } down SEC(".maps");
+
+// QUIC-LB (quic.h): the backend of each server ID of each service's
+// configurations, by the service, the codepoint and the server ID (its
+// octets, zero-padded). Its entries are written as backends join and
+// leave; an ID that names none is routed by the table.
+struct quic_sid {
+	__u32 svc;
+	__u8 cp; // the codepoint
+	__u8 sid[QUIC_MAX_SID];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__type(key, struct quic_sid);
+	__type(value, struct slot);
+	__uint(max_entries, 28672); // Options.MaxBackends × QUIC_CONFIGS
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+} quic_servers SEC(".maps");
+
+// The AES contexts of the services' encrypted configurations (struct
+// quic_cfg's key), made by the control plane (bpf/quic_key.c). ctx is a
+// pointer to the kernel's struct bpf_crypto_ctx, which the map holds a
+// reference to (a kptr), freed when the entry is overwritten or the map
+// goes: the control plane gives the field that type in the map's BTF
+// (kptrSpec in quic.go), which neither clang 14 (no btf_type_tag) nor
+// bpf2go (no pointers in Go types) would carry from here.
+struct quic_key {
+	__u64 ctx;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__type(key, __u32);
+	__type(value, struct quic_key);
+	__uint(max_entries, 896); // Options.MaxServices × QUIC_CONFIGS × 2 (a key and its successor)
+} quic_keys SEC(".maps");
+
+// The server IDs of encrypted connection IDs decrypted before, by the
+// key's id and the block: the first packet of a connection ID pays for
+// AES, and the rest look its server ID up here. Only IDs that named a
+// server are kept, so that a flood of made-up IDs cannot evict them.
+struct quic_cid {
+	__u32 key_id;
+	__u8 blk[QUIC_MAX_BLOCK + 1]; // zero-padded
+};
+
+struct quic_server_id {
+	__u8 sid[QUIC_MAX_SID];
+	__u8 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__type(key, struct quic_cid);
+	__type(value, struct quic_server_id);
+	__uint(max_entries, 65536); // Options.QUICCacheSize
+} quic_cache SEC(".maps");
+
+// A CPU's scratch space of quic.h: the keys of its lookups, the AES input
+// and output blocks (the crypto kfuncs take memory through dynptrs, which
+// the verifier makes from map values, not from the stack), and the
+// four-pass network's state; here and not on the stack, which the rest of
+// the program nearly fills.
+struct quic_blocks {
+	struct quic_sid key;        // quic_servers's
+	struct quic_cid cid;        // quic_cache's
+	struct quic_server_id val;  // quic_cache's
+	__u8 in[16];
+	__u8 out[16];
+	__u8 blk[32];   // the block, decrypted in place
+	__u8 left[16];  // the four-pass network's halves
+	__u8 right[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__type(key, __u32);
+	__type(value, struct quic_blocks);
+	__uint(max_entries, 1);
+} quic_scratch SEC(".maps");
 
 // Connection tracking, one map per address family (the IPv4 key is 16
 // bytes, the IPv6 one 40), each of Options.ConntrackSize entries. The LRU
