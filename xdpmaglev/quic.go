@@ -110,7 +110,7 @@ func checkQUIC(svc Service, q *QUIC, bs []Backend) (*QUIC, error) {
 
 // quicState is what a service has of QUIC-LB in the data plane.
 type quicState struct {
-	cfgs [quicConfigs]quicCfg       // by codepoint
+	cfgs [quicConfigs]quicCfg         // by codepoint
 	sids map[maglevQuicSid]maglevSlot // its entries in quic_servers
 }
 
