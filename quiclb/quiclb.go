@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -192,6 +193,26 @@ func (s ServerID) Append(dst []byte) []byte { return append(dst, s.b[:s.n]...) }
 
 // String returns the server ID in hexadecimal, as ParseServerID reads it.
 func (s ServerID) String() string { return hex.EncodeToString(s.b[:s.n]) }
+
+// ParseKey returns the key written in hexadecimal by s (32 digits, as a
+// key file holds it; spaces and line ends around it are ignored), or an
+// error wrapping ErrConfig.
+func ParseKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	k, err := hex.DecodeString(s)
+	if err != nil || len(k) != KeyLen {
+		return nil, fmt.Errorf("%w: a key is %d octets in hexadecimal (%d digits), not %q", ErrConfig, KeyLen, 2*KeyLen, redact(s))
+	}
+	return k, nil
+}
+
+// redact shows the length and first digits of what may be a key.
+func redact(s string) string {
+	if len(s) <= 4 {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d characters)", s[:4], len(s))
+}
 
 // cipherOf returns the AES cipher of c's key, or nil for plaintext.
 func cipherOf(c Config) (cipher.Block, error) {

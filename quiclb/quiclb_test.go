@@ -2,6 +2,7 @@ package quiclb
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -358,5 +359,17 @@ func TestDecoderRotation(t *testing.T) {
 	}
 	if same > 1 {
 		t.Errorf("%d of 100 old blocks read with the new key gave the server ID", same)
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	k, err := ParseKey(" 8f95f09245765f80256934e50c66207F\n")
+	if err != nil || hex.EncodeToString(k) != vectorKey {
+		t.Fatalf("ParseKey: %x, %v", k, err)
+	}
+	for _, s := range []string{"", "8f95", vectorKey + "00", "zz" + vectorKey[2:]} {
+		if _, err := ParseKey(s); !errors.Is(err, ErrConfig) || strings.Contains(err.Error(), vectorKey[4:]) {
+			t.Errorf("ParseKey(%q): %v", s, err)
+		}
 	}
 }

@@ -1,0 +1,16 @@
+module github.com/maglevlb/maglev/quicmaglev
+
+go 1.26.0
+
+require (
+	github.com/maglevlb/maglev v0.1.0
+	github.com/quic-go/quic-go v0.65.0
+)
+
+require (
+	golang.org/x/crypto v0.54.0 // indirect
+	golang.org/x/net v0.56.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+)
+
+replace github.com/maglevlb/maglev => ../
