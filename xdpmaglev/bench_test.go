@@ -1,6 +1,7 @@
 package xdpmaglev
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/quiclb"
 )
 
 // BenchmarkPacket measures the program per packet through
@@ -99,6 +101,15 @@ func BenchmarkSetService(b *testing.B) {
 	}
 }
 
+// quicBench are the QUIC-LB configurations of BenchmarkForward's quic
+// cases: a 3-octet server ID in the clear (a 10-octet connection ID), in
+// one AES block, and in the four-pass network (three passes to decrypt).
+var quicBench = map[string]quiclb.Config{
+	"plaintext": {ServerIDLen: 3, NonceLen: 6},
+	"single":    {ServerIDLen: 3, NonceLen: 13, Key: quicKey},
+	"four":      {ServerIDLen: 3, NonceLen: 6, Key: quicKey},
+}
+
 // testBackendsN returns n backends in 198.18.0.0/15 from the offset-th on.
 func testBackendsN(offset, n int) []Backend {
 	bs := make([]Backend, n)
@@ -137,6 +148,15 @@ func testBackendsN(offset, n int) []Backend {
 // slot did not move, stateless_second_hop one whose slot moved, which
 // leaves with its second hop in the GUE header.
 //
+// The quic cases are a QUIC-LB service (UDP, port 443) and a short header
+// packet whose connection ID names backend katranQUICBackend: plaintext,
+// or encrypted (quic_single: one AES block; quic_four: the four-pass
+// network), whose server ID the cache holds after the first packet; the
+// _decrypt cases carry an encrypted ID of no server, which the cache
+// never keeps, so that every packet is decrypted (and then routed by the
+// table, whose conntrack entry it finds): the cost of a connection ID's
+// first packet, or of a flood of made-up ones.
+//
 // Each case checks by the counters that its packets took the path it
 // names. Each reports ns/packet.
 func BenchmarkForward(b *testing.B) {
@@ -150,13 +170,13 @@ func BenchmarkForward(b *testing.B) {
 	// many of its packets hit conntrack, wrote an entry, were routed
 	// without one by the flood guard, went by a stateless service's table,
 	// or left with a second hop.
-	type path struct{ hits, inserts, flood, stateless, second uint64 }
+	type path struct{ hits, inserts, flood, stateless, second, cid, decrypted uint64 }
 	counts := func(lb *LB) path {
 		st, err := lb.Stats()
 		if err != nil {
 			b.Fatal(err)
 		}
-		return path{st.Conntrack.Hits, st.Conntrack.Inserts, st.Conntrack.Flood, st.Stateless, st.SecondHops}
+		return path{st.Conntrack.Hits, st.Conntrack.Inserts, st.Conntrack.Flood, st.Stateless, st.SecondHops, st.QUIC.CID, st.QUIC.Decrypted}
 	}
 	type kind int
 	const (
@@ -165,14 +185,16 @@ func BenchmarkForward(b *testing.B) {
 		newFlow
 	)
 	type fwdCase struct {
-		kind   kind
-		flood  bool // the flood guard on (FloodRate 1)
-		mode   Forward
-		v6     bool
-		flags  byte
-		ct     ConntrackMode
-		second bool // a flow whose slot moved, with second chance
-		want   uint32
+		kind    kind
+		flood   bool // the flood guard on (FloodRate 1)
+		mode    Forward
+		v6      bool
+		flags   byte
+		ct      ConntrackMode
+		second  bool   // a flow whose slot moved, with second chance
+		quic    string // a QUIC-LB service: a quicBench configuration
+		decrypt bool   // with quic: an encrypted ID of no server, decrypted every packet
+		want    uint32
 	}
 	pp := passProg(b)
 	bench := func(c fwdCase) func(*testing.B) {
@@ -184,6 +206,18 @@ func BenchmarkForward(b *testing.B) {
 				bs = testBackends(1, 100, c.v6)
 			}
 			opts := ServiceOptions{Forward: c.mode, Source: source(c.v6), Conntrack: c.ct}
+			var quicPayload []byte
+			if c.quic != "" {
+				svc = Service{VIP: vip(c.v6, 443), Proto: UDP}
+				qc := QUICConfig{Config: quicBench[c.quic], ServerIDs: quicSIDs(b, bs, quicBench[c.quic].ServerIDLen)}
+				opts.QUIC = &QUIC{Configs: []QUICConfig{qc}}
+				target := bs[katranQUICBackend].Addr
+				if c.decrypt {
+					stranger, _ := quiclb.MakeServerID(bytes.Repeat([]byte{0xee}, qc.ServerIDLen))
+					qc.ServerIDs = map[netip.Addr]quiclb.ServerID{target: stranger}
+				}
+				quicPayload = shortHeader(newCID(b, qc, target))
+			}
 			if c.mode == ForwardGUE && c.ct == ConntrackOff {
 				opts.SecondChance = time.Hour
 			}
@@ -206,6 +240,9 @@ func BenchmarkForward(b *testing.B) {
 				}
 			}
 			in := tcpFlags(packet(client(c.v6, port), svc.VIP, 6, nil), c.flags)
+			if c.quic != "" {
+				in = packet(client(c.v6, port), svc.VIP, 17, quicPayload)
+			}
 			prog := pp
 			switch c.kind {
 			case established:
@@ -232,7 +269,7 @@ func BenchmarkForward(b *testing.B) {
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/packet")
 			after := counts(lb)
 			got := path{after.hits - before.hits, after.inserts - before.inserts, after.flood - before.flood,
-				after.stateless - before.stateless, after.second - before.second}
+				after.stateless - before.stateless, after.second - before.second, after.cid - before.cid, after.decrypted - before.decrypted}
 			// n packets at least: a run that a signal interrupts is run
 			// again whole (Program.Benchmark retries on EINTR), and the
 			// packets it had run were counted.
@@ -241,6 +278,10 @@ func BenchmarkForward(b *testing.B) {
 			switch {
 			case c.kind == floor:
 				ok = got == path{}
+			case c.decrypt: // decrypted, then by the table: its conntrack entry
+				ok = got.decrypted >= n && got.cid == 0 && got.hits >= n-1
+			case c.quic != "": // by the connection ID, decrypted once at most (the cache)
+				ok = got.cid >= n && got.decrypted <= 1 && got.hits == 0 && got.inserts == 0
 			case c.ct == ConntrackOff: // no conntrack; a second hop on each packet of a moved slot's flow
 				ok = got.hits == 0 && got.inserts == 0 && got.flood == 0 && got.stateless >= n &&
 					(c.second && got.second >= n || !c.second && (c.kind == newFlow || got.second == 0))
@@ -252,8 +293,8 @@ func BenchmarkForward(b *testing.B) {
 				ok = got.hits == 0 && got.inserts >= n && got.flood == 0 && got.stateless == 0
 			}
 			if !ok {
-				b.Fatalf("of %d packets: %d conntrack hits, %d inserts, %d routed by the flood guard, %d stateless, %d with a second hop",
-					n, got.hits, got.inserts, got.flood, got.stateless, got.second)
+				b.Fatalf("of %d packets: %d conntrack hits, %d inserts, %d routed by the flood guard, %d stateless, %d with a second hop, %d by the connection ID, %d decrypted",
+					n, got.hits, got.inserts, got.flood, got.stateless, got.second, got.cid, got.decrypted)
 			}
 		}
 	}
@@ -282,6 +323,14 @@ func BenchmarkForward(b *testing.B) {
 		{"gue/stateless_second_hop", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, second: true, flags: tcpACK, want: xdpRedirect}},
 		{"gue6/stateless", fwdCase{kind: established, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
 		{"gue6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"l2/quic", fwdCase{kind: established, mode: ForwardL2, quic: "plaintext", want: xdpTX}},
+		{"ipip/quic", fwdCase{kind: established, mode: ForwardIPIP, quic: "plaintext", want: xdpRedirect}},
+		{"ipip6/quic", fwdCase{kind: established, mode: ForwardIPIP, v6: true, quic: "plaintext", want: xdpRedirect}},
+		{"gue/quic", fwdCase{kind: established, mode: ForwardGUE, quic: "plaintext", want: xdpRedirect}},
+		{"ipip/quic_single", fwdCase{kind: established, mode: ForwardIPIP, quic: "single", want: xdpRedirect}},
+		{"ipip/quic_four", fwdCase{kind: established, mode: ForwardIPIP, quic: "four", want: xdpRedirect}},
+		{"ipip/quic_single_decrypt", fwdCase{kind: established, mode: ForwardIPIP, quic: "single", decrypt: true, want: xdpRedirect}},
+		{"ipip/quic_four_decrypt", fwdCase{kind: established, mode: ForwardIPIP, quic: "four", decrypt: true, want: xdpRedirect}},
 	} {
 		b.Run(c.name, bench(c.fwdCase))
 	}

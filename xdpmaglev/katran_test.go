@@ -64,7 +64,7 @@ func BenchmarkKatran(b *testing.B) {
 	}
 	const repeat = 100_000
 	type kcase struct {
-		v6, newFlow, stateless bool
+		v6, newFlow, stateless, quic bool
 	}
 	bench := func(c kcase) func(*testing.B) {
 		return func(b *testing.B) {
@@ -81,6 +81,11 @@ func BenchmarkKatran(b *testing.B) {
 			k.setVIPFlags(b, c.v6, flags)
 			in := packet(client(c.v6, 1), vip(c.v6, 80), 6, nil)
 			flow := katranFlowKey(client(c.v6, 1), vip(c.v6, 80))
+			var quicBefore uint64
+			if c.quic {
+				in, flow = k.quicService(b, c.v6)
+				quicBefore = k.cidRouted(b)
+			}
 			k.forget(b, flow)
 			k.checkFrame(b, in, c.v6)
 			if c.stateless {
@@ -116,6 +121,10 @@ func BenchmarkKatran(b *testing.B) {
 				b.Fatalf("of %d packets: %d reached Katran's LRU stage, %d XDP_TX, %d used the fallback LRU", n, got.total, got.tx, got.fallback)
 			}
 			switch {
+			case c.quic: // routed by the server ID, no LRU miss
+				if cid := k.cidRouted(b) - quicBefore; got.misses != 0 || cid < n {
+					b.Fatalf("of %d QUIC packets: %d routed by their connection ID, %d LRU misses", n, cid, got.misses)
+				}
 			case !c.newFlow && !c.stateless: // one miss at most per CPU's LRU, its first packet
 				if got.misses > uint64(k.cpus) {
 					b.Fatalf("of %d packets of one flow: %d LRU misses, over one per CPU (%d)", n, got.misses, k.cpus)
@@ -163,6 +172,8 @@ func BenchmarkKatran(b *testing.B) {
 		{"ipip/stateless_new_flow", kcase{newFlow: true, stateless: true}},
 		{"ipip6/stateless", kcase{v6: true, stateless: true}},
 		{"ipip6/stateless_new_flow", kcase{v6: true, newFlow: true, stateless: true}},
+		{"ipip/quic", kcase{quic: true}},
+		{"ipip6/quic", kcase{v6: true, quic: true}},
 	} {
 		b.Run(c.name, bench(c.kcase))
 	}
@@ -181,6 +192,7 @@ type katranConsts struct {
 	FLRUBypass, FIPv6                      uint32
 	LRUCntrs, LRUMissCntr, FallbackLRUCntr uint32
 	XDPTXCntr                              uint32
+	FQUICVIP, MaxQUICReals                 uint32
 }
 
 // unreachable reports whether no CPU can reach MAX_CONN_RATE new
@@ -224,6 +236,8 @@ type katranLB struct {
 	cpus                     int
 	ingress, bench, benchNew *ebpf.Program
 	vips, stats, seq         *ebpf.Map
+	serverIDs, quicStats     *ebpf.Map // server_id_map, quic_stats_map
+	realIDs                  map[netip.Addr]uint32
 	lrus                     []*ebpf.Map // by CPU
 	ring                     map[bool][]netip.Addr
 	vipNum                   map[bool]uint32
@@ -235,7 +249,7 @@ func loadKatran(b *testing.B, f *fixtureNet, path string) *katranLB {
 	if err != nil {
 		b.Fatalf("%s: %v", path, err)
 	}
-	k := &katranLB{f: f, ring: map[bool][]netip.Addr{}, vipNum: map[bool]uint32{}}
+	k := &katranLB{f: f, ring: map[bool][]netip.Addr{}, vipNum: map[bool]uint32{}, realIDs: map[netip.Addr]uint32{}}
 	v := spec.Variables["katran_consts"]
 	if v == nil {
 		b.Fatalf("%s has no katran_consts: not built from bpf/katran_bench.c", path)
@@ -265,7 +279,8 @@ func loadKatran(b *testing.B, f *fixtureNet, path string) *katranLB {
 			b.Fatalf("%s has no program %s", path, name)
 		}
 	}
-	for name, m := range map[string]**ebpf.Map{"vip_map": &k.vips, "stats": &k.stats, "katran_bench_seq": &k.seq} {
+	for name, m := range map[string]**ebpf.Map{"vip_map": &k.vips, "stats": &k.stats, "katran_bench_seq": &k.seq,
+		"server_id_map": &k.serverIDs, "quic_stats_map": &k.quicStats} {
 		if *m = coll.Maps[name]; *m == nil {
 			b.Fatalf("%s has no map %s", path, name)
 		}
@@ -307,6 +322,7 @@ func loadKatran(b *testing.B, f *fixtureNet, path string) *katranLB {
 			}
 			names[i] = be.Addr.String()
 			ids[names[i]] = id
+			k.realIDs[be.Addr] = id
 			id++
 		}
 		t, err := maglev.New(names, int(k.c.RingSize), nil)
@@ -328,6 +344,56 @@ func loadKatran(b *testing.B, f *fixtureNet, path string) *katranLB {
 		k.setVIPFlags(b, v6, 0)
 	}
 	return k
+}
+
+// katranQUICBackend is the backend of encapBackends whose server ID the
+// QUIC cases' connection ID carries, in both programs.
+const katranQUICBackend = 7
+
+// quicService sets up Katran's QUIC VIP of the family: the VIP at port
+// 443, UDP, with F_QUIC_VIP, on the family's ring; server ID 1000 + the
+// backend's real id in server_id_map, naming backend katranQUICBackend;
+// and returns a short header packet to it whose connection ID carries the
+// server ID (Katran's connection ID version 1: the top two bits 01, then
+// the 16-bit server ID, as parse_quic reads it), and the flow's LRU key.
+func (k *katranLB) quicService(b *testing.B, v6 bool) ([]byte, katranFlow) {
+	b.Helper()
+	ap := vip(v6, 443)
+	var key katranVIPKey
+	copy(key.Addr[:], addrBytes(ap.Addr()))
+	binary.BigEndian.PutUint16(key.Port[:], ap.Port())
+	key.Proto = 17
+	if err := k.vips.Put(key, katranVIPMeta{Flags: k.c.FQUICVIP, VIPNum: k.vipNum[v6]}); err != nil {
+		b.Fatal(err)
+	}
+	real := k.realIDs[encapBackends(100, v6)[katranQUICBackend].Addr]
+	sid := 1000 + real
+	if err := k.serverIDs.Put(sid, real); err != nil {
+		b.Fatal(err)
+	}
+	cid := make([]byte, 8)
+	cid[0] = 0x40 | byte(sid>>10)&0x3f
+	cid[1] = byte(sid >> 2)
+	cid[2] = byte(sid&3) << 6
+	in := packet(client(v6, 1), ap, 17, shortHeader(cid))
+	f := katranFlowKey(client(v6, 1), ap)
+	f.Proto = 17
+	return in, f
+}
+
+// cidRouted returns Katran's count of QUIC packets routed by their
+// connection ID (struct lb_quic_packets_stats's cid_routed), over the CPUs.
+func (k *katranLB) cidRouted(b *testing.B) uint64 {
+	b.Helper()
+	var per [][13]uint64
+	if err := k.quicStats.Lookup(uint32(0), &per); err != nil {
+		b.Fatal(err)
+	}
+	var n uint64
+	for _, p := range per {
+		n += p[4]
+	}
+	return n
 }
 
 // setVIPFlags writes the family's VIP with vip_meta flags.
@@ -359,6 +425,9 @@ func (k *katranLB) checkFrame(b *testing.B, in []byte, v6 bool) {
 	dst := netip.AddrPortFrom(addrAt(in, v6, true), binary.BigEndian.Uint16(in[l4Off(v6)+2:]))
 	h := katranHash(src, dst.Port(), k.c)
 	want := k.ring[v6][h%k.c.RingSize]
+	if dst.Port() == 443 { // the QUIC VIP: the backend its connection ID names
+		want = encapBackends(100, v6)[katranQUICBackend].Addr
+	}
 	outer := 20
 	if v6 {
 		outer = 40

@@ -53,9 +53,11 @@ type instruments struct {
 	packets, bytes, svcPackets, svcBytes              metric.Int64ObservableCounter
 	lookups, stale, reopened, inserts, closed, flood  metric.Int64ObservableCounter
 	passed, dropped, icmp, drv, stateless, secondHops metric.Int64ObservableCounter
+	quic, quicDecrypted                               metric.Int64ObservableCounter
 	floodTime                                         metric.Float64ObservableCounter
-	hit, miss, icmpForwarded, icmpTooBig              metric.ObserveOption
+	hit, miss, icmpForwarded, icmpTooBig, byCID       metric.ObserveOption
 	reasons                                           map[string]metric.ObserveOption // pass_ and drop_ counters' reasons
+	byTable                                           map[string]metric.ObserveOption // quic_table_ counters' reasons
 }
 
 // newInstruments makes the instruments on meter, and returns them and
@@ -70,22 +72,24 @@ func newInstruments(meter metric.Meter) (*instruments, []metric.Observable, erro
 		return c
 	}
 	in := &instruments{
-		packets:    counter("maglev.xdp.packets", "{packet}", "Packets sent to a backend (XDP_TX), by service and backend; a backend's count starts at 0 when it joins the service."),
-		bytes:      counter("maglev.xdp.bytes", "By", "Bytes of the frames sent to a backend, Ethernet header included, by service and backend."),
-		svcPackets: counter("maglev.xdp.service.packets", "{packet}", "Packets sent to a backend of the service, since the service was set."),
-		svcBytes:   counter("maglev.xdp.service.bytes", "By", "Bytes of the frames sent to a backend of the service, since the service was set."),
-		lookups:    counter("maglev.xdp.conntrack.lookups", "{lookup}", "Connection tracking lookups of packets to a service: hit (an entry named a backend still in the service) or miss (the table chose)."),
-		stale:      counter("maglev.xdp.conntrack.stale", "{lookup}", "Of the misses, entries found whose backend had left the service."),
-		reopened:   counter("maglev.xdp.conntrack.reopened", "{lookup}", "Of the misses, TCP SYNs on the tuple of a flow that ended (FIN or RST) or whose backend was draining: new connections, placed by the table."),
-		inserts:    counter("maglev.xdp.conntrack.inserts", "{entry}", "Connection tracking entries written."),
-		closed:     counter("maglev.xdp.conntrack.closed", "{entry}", "Connection tracking entries marked ended by the client's FIN or RST."),
-		passed:     counter("maglev.xdp.passed", "{packet}", "Packets passed to the kernel (XDP_PASS), by reason."),
-		dropped:    counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason."),
-		flood:      counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry written: the flood guard had no credit."),
-		icmp:       counter("maglev.xdp.icmp", "{packet}", "ICMP errors: forwarded (about a flow, sent to its backend) and too_big (sent to a client whose packet would not fit once encapsulated)."),
-		drv:        counter("maglev.xdp.driver", "{event}", "The interface's driver's XDP counters (ethtool -S, the names with xdp, summed over queues), by name: among them the XDP_TX and redirect errors the program counts forwarded."),
-		stateless:  counter("maglev.xdp.stateless", "{packet}", "Packets of stateless services (ServiceOptions.Conntrack off), sent by the table alone."),
-		secondHops: counter("maglev.xdp.second_hops", "{packet}", "Packets sent with a second hop in their GUE header: their slot moved within the service's second chance window, or their conntrack entry names one."),
+		packets:       counter("maglev.xdp.packets", "{packet}", "Packets sent to a backend (XDP_TX), by service and backend; a backend's count starts at 0 when it joins the service."),
+		bytes:         counter("maglev.xdp.bytes", "By", "Bytes of the frames sent to a backend, Ethernet header included, by service and backend."),
+		svcPackets:    counter("maglev.xdp.service.packets", "{packet}", "Packets sent to a backend of the service, since the service was set."),
+		svcBytes:      counter("maglev.xdp.service.bytes", "By", "Bytes of the frames sent to a backend of the service, since the service was set."),
+		lookups:       counter("maglev.xdp.conntrack.lookups", "{lookup}", "Connection tracking lookups of packets to a service: hit (an entry named a backend still in the service) or miss (the table chose)."),
+		stale:         counter("maglev.xdp.conntrack.stale", "{lookup}", "Of the misses, entries found whose backend had left the service."),
+		reopened:      counter("maglev.xdp.conntrack.reopened", "{lookup}", "Of the misses, TCP SYNs on the tuple of a flow that ended (FIN or RST) or whose backend was draining: new connections, placed by the table."),
+		inserts:       counter("maglev.xdp.conntrack.inserts", "{entry}", "Connection tracking entries written."),
+		closed:        counter("maglev.xdp.conntrack.closed", "{entry}", "Connection tracking entries marked ended by the client's FIN or RST."),
+		passed:        counter("maglev.xdp.passed", "{packet}", "Packets passed to the kernel (XDP_PASS), by reason."),
+		dropped:       counter("maglev.xdp.dropped", "{packet}", "Packets dropped (XDP_DROP), by reason."),
+		flood:         counter("maglev.xdp.conntrack.flood", "{lookup}", "Of the misses, flows routed by the table without a conntrack entry written: the flood guard had no credit."),
+		icmp:          counter("maglev.xdp.icmp", "{packet}", "ICMP errors: forwarded (about a flow, sent to its backend) and too_big (sent to a client whose packet would not fit once encapsulated)."),
+		drv:           counter("maglev.xdp.driver", "{event}", "The interface's driver's XDP counters (ethtool -S, the names with xdp, summed over queues), by name: among them the XDP_TX and redirect errors the program counts forwarded."),
+		stateless:     counter("maglev.xdp.stateless", "{packet}", "Packets of stateless services (ServiceOptions.Conntrack off), sent by the table alone."),
+		secondHops:    counter("maglev.xdp.second_hops", "{packet}", "Packets sent with a second hop in their GUE header: their slot moved within the service's second chance window, or their conntrack entry names one."),
+		quic:          counter("maglev.xdp.quic", "{packet}", "UDP packets of QUIC-LB services, by route: cid (their destination connection ID named a server in service) or table, with the reason."),
+		quicDecrypted: counter("maglev.xdp.quic.decrypted", "{packet}", "Encrypted QUIC-LB connection IDs decrypted: those the cache of decrypted server IDs did not have."),
 	}
 	var err error
 	in.floodTime, err = meter.Float64ObservableCounter("maglev.xdp.flood.time", metric.WithUnit("s"), metric.WithDescription("Time the flood guard refused conntrack entries, summed over CPUs."))
@@ -98,6 +102,13 @@ func newInstruments(meter metric.Meter) (*instruments, []metric.Observable, erro
 	in.miss = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.outcome", "miss")))
 	in.icmpForwarded = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.kind", "forwarded")))
 	in.icmpTooBig = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.kind", "too_big")))
+	in.byCID = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.route", "cid")))
+	in.byTable = map[string]metric.ObserveOption{}
+	for _, name := range counterNames {
+		if r, ok := strings.CutPrefix(name, "quic_table_"); ok {
+			in.byTable[r] = metric.WithAttributeSet(attribute.NewSet(attribute.String("maglev.route", "table"), attribute.String("maglev.reason", r)))
+		}
+	}
 	in.reasons = map[string]metric.ObserveOption{}
 	for _, name := range counterNames {
 		if _, r, ok := strings.Cut(name, "_"); ok && (strings.HasPrefix(name, "pass_") || strings.HasPrefix(name, "drop_")) {
@@ -121,6 +132,11 @@ func (in *instruments) observe(o metric.Observer, st Stats) {
 	o.ObserveInt64(in.icmp, int64(st.ICMP.TooBig), in.icmpTooBig)
 	o.ObserveInt64(in.stateless, int64(st.Stateless))
 	o.ObserveInt64(in.secondHops, int64(st.SecondHops))
+	o.ObserveInt64(in.quic, int64(st.QUIC.CID), in.byCID)
+	for r, n := range st.QUIC.Table {
+		o.ObserveInt64(in.quic, int64(n), in.byTable[r])
+	}
+	o.ObserveInt64(in.quicDecrypted, int64(st.QUIC.Decrypted))
 	for r, n := range st.Passed {
 		o.ObserveInt64(in.passed, int64(n), in.reasons[r])
 	}

@@ -164,11 +164,17 @@ func TestMetrics(t *testing.T) {
 	check("maglev.xdp.icmp", "{packet}", map[string]int64{"maglev.kind=forwarded": 0, "maglev.kind=too_big": 0})
 	check("maglev.xdp.stateless", "{packet}", map[string]int64{"": 0}) // TestMetricsSecondChance counts them
 	check("maglev.xdp.second_hops", "{packet}", map[string]int64{"": 0})
+	quic := map[string]int64{"maglev.route=cid": 0} // TestMetricsQUIC counts them
+	for _, r := range []string{"initial", "long_other", "unroutable", "unknown_config", "unknown_server", "short"} {
+		quic["maglev.reason="+r+",maglev.route=table"] = 0
+	}
+	check("maglev.xdp.quic", "{packet}", quic)
+	check("maglev.xdp.quic.decrypted", "{packet}", map[string]int64{"": 0})
 	if m, ok := got["maglev.xdp.flood.time"].Data.(metricdata.Sum[float64]); !ok || len(m.DataPoints) != 1 || m.DataPoints[0].Value != 0 || got["maglev.xdp.flood.time"].Unit != "s" {
 		t.Errorf("maglev.xdp.flood.time = %+v, want one point of 0 s", got["maglev.xdp.flood.time"])
 	}
-	if len(got) != 16 { // and maglev.xdp.driver, which an LB without an interface has no points of
-		t.Errorf("%d metrics, want 16: %v", len(got), slices.Sorted(maps.Keys(got)))
+	if len(got) != 18 { // and maglev.xdp.driver, which an LB without an interface has no points of
+		t.Errorf("%d metrics, want 18: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}
 
 	// After Close, the callback observes nothing, and is unregistered.
@@ -236,6 +242,59 @@ func TestMetricsSecondChance(t *testing.T) {
 		sum, ok := m.Data.(metricdata.Sum[int64])
 		if !ok || m.Unit != "{packet}" || len(sum.DataPoints) != 1 || sum.DataPoints[0].Value != w {
 			t.Errorf("%s: unit %q, %+v; want one point of %d {packet}", m.Name, m.Unit, m.Data, w)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no metrics %v", slices.Sorted(maps.Keys(want)))
+	}
+}
+
+// TestMetricsQUIC reads maglev.xdp.quic and maglev.xdp.quic.decrypted
+// back: a QUIC-LB service's packets by connection ID, by the table for
+// each reason, and the encrypted IDs decrypted.
+func TestMetricsQUIC(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	provider := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = provider.Shutdown(context.Background()) }) // nothing is pushed
+	lb := newLB(t, Options{MeterProvider: provider, M: 251})
+	svc := Service{VIP: vip(false, 443), Proto: UDP}
+	bs := testBackends(1, 3, false)
+	cs := quicService(t, lb, svc, bs, ServiceOptions{}, quicModes[1].c)
+	for i, b := range bs {
+		cid := newCID(t, cs[0], b.Addr)
+		for port := range uint16(10) {
+			sendTo(t, lb, bs, client(false, port), svc, shortHeader(cid))
+		}
+		sendTo(t, lb, bs, client(false, uint16(100+i)), svc, longHeader(quicV1, 0, cid))
+	}
+	sendTo(t, lb, bs, client(false, 200), svc, nil)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int64{
+		"maglev.xdp.quic": {"maglev.route=cid": 30, "maglev.reason=initial,maglev.route=table": 3, "maglev.reason=short,maglev.route=table": 1,
+			"maglev.reason=long_other,maglev.route=table": 0, "maglev.reason=unroutable,maglev.route=table": 0,
+			"maglev.reason=unknown_config,maglev.route=table": 0, "maglev.reason=unknown_server,maglev.route=table": 0},
+		"maglev.xdp.quic.decrypted": {"": 3},
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		w, ok := want[m.Name]
+		if !ok {
+			continue
+		}
+		delete(want, m.Name)
+		sum, ok := m.Data.(metricdata.Sum[int64])
+		got := map[string]int64{}
+		for _, p := range sum.DataPoints {
+			var kv []string
+			for _, a := range p.Attributes.ToSlice() {
+				kv = append(kv, string(a.Key)+"="+a.Value.String())
+			}
+			got[strings.Join(kv, ",")] = p.Value
+		}
+		if !ok || m.Unit != "{packet}" || !maps.Equal(got, w) {
+			t.Errorf("%s: unit %q, %v; want %v", m.Name, m.Unit, got, w)
 		}
 	}
 	if len(want) > 0 {

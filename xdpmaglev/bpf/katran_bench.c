@@ -27,9 +27,10 @@ struct {
 // Katran's build-time constants the benchmark needs, as this object was
 // built with them, so that the Go side hard-codes none: the ring's size and
 // the flow hash's seeds (it predicts the backend), the flags and the stats
-// map's counter indexes it sets and reads, and the new-connection rate per
+// map's counter indexes it sets and reads, the new-connection rate per
 // CPU and second above which Katran stops writing its LRU
-// (is_under_flood). The fields are in the order of katranConsts.
+// (is_under_flood), and the QUIC VIP's flag and the size of its map of
+// server IDs. The fields are in the order of katranConsts.
 struct katran_consts {
 	__u64 max_conn_rate;
 	__u32 ring_size;
@@ -42,6 +43,8 @@ struct katran_consts {
 	__u32 lru_miss_cntr;
 	__u32 fallback_lru_cntr;
 	__u32 xdp_tx_cntr;
+	__u32 f_quic_vip;
+	__u32 max_quic_reals;
 };
 
 const volatile struct katran_consts katran_consts = {
@@ -56,6 +59,8 @@ const volatile struct katran_consts katran_consts = {
 	.lru_miss_cntr = LRU_MISS_CNTR,
 	.fallback_lru_cntr = FALLBACK_LRU_CNTR,
 	.xdp_tx_cntr = XDP_TX_CNTR,
+	.f_quic_vip = F_QUIC_VIP,
+	.max_quic_reals = MAX_QUIC_REALS,
 };
 
 // katran_bench runs Katran on the packet and then puts the packet back as
