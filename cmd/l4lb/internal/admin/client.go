@@ -67,23 +67,37 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, v an
 type Report struct {
 	Attach   string          `json:"attach"`
 	Services []ServiceReport `json:"services"` // by name
-	BGP      *bgp.Status     `json:"bgp,omitempty"`
+	// QUIC are the data plane's QUIC-LB counters (xdpmaglev.Stats.QUIC),
+	// when a service has quic-lb on.
+	QUIC *QUICCounts `json:"quic_lb,omitempty"`
+	BGP  *bgp.Status `json:"bgp,omitempty"`
+}
+
+// QUICCounts are the data plane's QUIC-LB counters: the packets routed by
+// their connection ID, those decrypted, and those routed by the table, by
+// reason.
+type QUICCounts struct {
+	CID       uint64            `json:"cid"`
+	Decrypted uint64            `json:"decrypted"`
+	Table     map[string]uint64 `json:"table"`
 }
 
 // A ServiceReport is a service of a Report.
 type ServiceReport struct {
-	Name      string          `json:"name"`
-	Service   string          `json:"service"`                 // PROTO/VIP:PORT
-	Forward   string          `json:"forward"`                 // l2, ipip or gue
-	Conntrack string          `json:"conntrack"`               // on, or off for a stateless service
-	Second    string          `json:"second_chance,omitempty"` // the second chance window; none with second chance off
-	TableSize int             `json:"table_size"`
-	Digest    string          `json:"digest"`
-	Health    string          `json:"health"` // the check, or "none"
-	FailOpen  bool            `json:"fail_open"`
-	Error     string          `json:"error,omitempty"` // the last update's, if it failed
-	Packets   uint64          `json:"packets"`         // forwarded to its backends, since the data plane holds it
-	Backends  []BackendReport `json:"backends"`        // by address
+	Name      string `json:"name"`
+	Service   string `json:"service"`                 // PROTO/VIP:PORT
+	Forward   string `json:"forward"`                 // l2, ipip or gue
+	Conntrack string `json:"conntrack"`               // on, or off for a stateless service
+	Second    string `json:"second_chance,omitempty"` // the second chance window; none with second chance off
+	TableSize int    `json:"table_size"`
+	Digest    string `json:"digest"`
+	Health    string `json:"health"` // the check, or "none"
+	FailOpen  bool   `json:"fail_open"`
+	Error     string `json:"error,omitempty"` // the last update's, if it failed
+	Packets   uint64 `json:"packets"`         // forwarded to its backends, since the data plane holds it
+	// QUIC are its QUIC-LB configurations, the one in force first.
+	QUIC     []pool.QUICStatus `json:"quic_lb,omitempty"`
+	Backends []BackendReport   `json:"backends"` // by address
 }
 
 // A BackendReport is a backend of a ServiceReport.
@@ -126,7 +140,11 @@ func join(st Status, svcs []pool.Status) Report {
 	for _, s := range svcs {
 		t := tables[s.Name]
 		sr := ServiceReport{Name: s.Name, Service: s.Service, Forward: t.Forward, Conntrack: t.Conntrack, Second: t.SecondChance, TableSize: t.Table.Size, Digest: s.Digest,
-			Health: s.Health, FailOpen: s.FailOpen, Error: s.Error, Packets: counts[s.Service].Packets}
+			Health: s.Health, FailOpen: s.FailOpen, Error: s.Error, Packets: counts[s.Service].Packets, QUIC: s.QUIC}
+		if len(s.QUIC) > 0 {
+			q := st.Stats.QUIC
+			r.QUIC = &QUICCounts{CID: q.CID, Decrypted: q.Decrypted, Table: q.Table}
+		}
 		slots := map[string]int{}
 		for _, b := range t.Table.Backends {
 			slots[b.Addr] = b.Slots

@@ -3,6 +3,8 @@ package admin
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -10,10 +12,11 @@ import (
 
 // WriteTable writes r as l4lb status shows it, a table in the manner of
 // ipvsadm -Ln: a line per service (its name, PROTO/VIP:PORT, forwarding
-// with stateless and the second chance window if so, table size, health
-// check), under it a line per backend (its state,
-// weight, slots in the table in use, health, and the packets forwarded to
-// it), then BGP's peers and routes. The data plane counts packets, not
+// with stateless, the second chance window and the QUIC-LB
+// configurations if so, table size, health check), under it a line per
+// backend (its address, and QUIC-LB server ID if any, state, weight,
+// slots in the table in use, health, and the packets forwarded to it),
+// then the QUIC-LB counters and BGP's peers and routes. The data plane counts packets, not
 // connections: a backend's packets since it joined the service are what
 // the table shows, and what a drain's progress can be judged by.
 func WriteTable(w io.Writer, r Report) error {
@@ -36,7 +39,11 @@ func WriteTable(w io.Writer, r Report) error {
 			if b.DrainLeft != "" {
 				state += " (" + b.DrainLeft + " left)"
 			}
-			printf("  -> %s\t%s\t%d\t%d\t%s\t%d\n", b.Addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
+			addr := b.Addr
+			if b.ServerID != "" {
+				addr += "@" + b.ServerID
+			}
+			printf("  -> %s\t%s\t%d\t%d\t%s\t%d\n", addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
 		}
 		if s.Error != "" {
 			printf("  the last update failed: %s\n", s.Error)
@@ -50,7 +57,30 @@ func WriteTable(w io.Writer, r Report) error {
 			return err
 		}
 	}
+	if err := writeQUIC(w, r.QUIC); err != nil {
+		return err
+	}
 	return writeBGP(w, r)
+}
+
+// writeQUIC writes the data plane's QUIC-LB counters, if a service has
+// quic-lb on: "quic-lb: 120 packets by connection ID (3 decrypted); by the
+// table: initial 6, unknown_server 1".
+func writeQUIC(w io.Writer, q *QUICCounts) error {
+	if q == nil {
+		return nil
+	}
+	var table []string
+	for _, r := range slices.Sorted(maps.Keys(q.Table)) {
+		if q.Table[r] > 0 {
+			table = append(table, fmt.Sprintf("%s %d", r, q.Table[r]))
+		}
+	}
+	if len(table) == 0 {
+		table = []string{"none"}
+	}
+	_, err := fmt.Fprintf(w, "quic-lb: %d packets by connection ID (%d decrypted); by the table: %s\n", q.CID, q.Decrypted, strings.Join(table, ", "))
+	return err
 }
 
 // forwardOf is a service's forwarding for the table, with what differs
@@ -63,6 +93,13 @@ func forwardOf(s ServiceReport) string {
 	}
 	if s.Second != "" {
 		out += ", second chance " + shortDuration(s.Second)
+	}
+	for i, q := range s.QUIC {
+		if i == 0 {
+			out += fmt.Sprintf(", quic-lb %d (%s)", q.ID, q.Mode)
+		} else {
+			out += fmt.Sprintf(" +%d", q.ID) // an earlier configuration, still decoded
+		}
 	}
 	return out
 }

@@ -182,7 +182,7 @@ func (b *Balancer) start(c config.Service) (*running, error) {
 	b.adopt(r)
 	b.logStart(c, r)
 	if !c.Src.Dynamic() {
-		p.Stage(pool.Static(c.Backends)) // applied by the caller, with the other new services
+		p.Stage(pool.Static(c.Backends, c.ServerIDs())) // applied by the caller, with the other new services
 		return r, nil
 	}
 	stop, err := b.watch(c, r)
@@ -300,7 +300,7 @@ func (b *Balancer) change(r *running, c config.Service, stop func()) error {
 	r.cfg = c
 	var err error
 	if !c.Src.Dynamic() {
-		err = p.SetMembers(pool.Static(c.Backends))
+		err = p.SetMembers(pool.Static(c.Backends, c.ServerIDs()))
 	} else {
 		err = p.SetMembers(p.Members()) // the health check's new backends, and an apply
 	}

@@ -1,9 +1,12 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -166,11 +170,95 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 	if c.Fwd.SecondChance, c.Fwd.Conntrack, err = buildFlows(vs, c.Fwd.Forward); err != nil {
 		return c, nil, err
 	}
-	if c.Backends, err = checkBackends(vs, c.Fwd.Forward, c.Svc.VIP.Addr()); err != nil {
+	bs, err := checkBackends(vs, c.Fwd.Forward, c.Svc.VIP.Addr())
+	if err != nil {
 		return c, nil, err
+	}
+	for _, b := range bs {
+		c.Backends = append(c.Backends, b.Backend)
+	}
+	var qw []string
+	if c.QUIC, qw, err = buildQUIC(vs, c.Svc.Proto, bs); err != nil {
+		return c, nil, err
+	}
+	warnings = append(warnings, qw...)
+	if c.QUIC != nil && len(c.QUIC.Config.Key) > 0 {
+		// The key file's contents are part of the service: a reload that
+		// finds a new key there changes it, as a new path would.
+		sum := sha256.Sum256(c.QUIC.Config.Key)
+		c.Settings += "\x00quic-lb-key=" + hex.EncodeToString(sum[:8])
 	}
 	c.Fwd.M = tableSize.Get(vs)
 	return c, warnings, nil
+}
+
+// quicSettings are the settings of QUIC-LB besides quic-lb.
+var quicSettings = []*setting.Setting{quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting}
+
+// buildQUIC returns the service's QUIC-LB, of protocol proto and backends
+// bs (nil with quic-lb off, when no other quic-lb-* setting and no
+// server-id may be given), and its warnings: a backend without a server
+// ID gets only what the table sends it.
+func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, []string, error) {
+	if !quicLB.Get(vs) {
+		for _, s := range quicSettings {
+			if vs.Given(s) {
+				return nil, nil, setting.Errorf(s, "-%s needs -quic-lb", s.Name)
+			}
+		}
+		for _, b := range bs {
+			if b.ServerID.Len() > 0 {
+				return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: a server ID is for -quic-lb", b.Addr, b.ServerID)
+			}
+		}
+		return nil, nil, nil
+	}
+	if proto != xdpmaglev.UDP {
+		return nil, nil, setting.Errorf(quicLB.Setting, "-quic-lb routes QUIC, over UDP: the service is -proto %v", proto)
+	}
+	q := &QUIC{KeyFile: quicLBKeyFile.Get(vs), ServerIDs: map[netip.Addr]quiclb.ServerID{}}
+	id, sidLen := quicLBConfigID.Get(vs), quicLBServerIDLength.Get(vs)
+	switch {
+	case id < 0 || id >= quiclb.Unroutable:
+		return nil, nil, setting.Errorf(quicLBConfigID.Setting, "-quic-lb-config-id %d: 0 to 6 (7 marks unroutable connection IDs)", id)
+	case sidLen < quiclb.MinServerIDLen || sidLen > quiclb.MaxServerIDLen:
+		return nil, nil, setting.Errorf(quicLBServerIDLength.Setting, "-quic-lb-server-id-length %d: 1 to %d", sidLen, quiclb.MaxServerIDLen)
+	}
+	nonce := max(quiclb.MinNonceLen, 16-sidLen)
+	if vs.Given(quicLBNonceLength.Setting) {
+		nonce = quicLBNonceLength.Get(vs)
+	}
+	if nonce < quiclb.MinNonceLen || nonce > quiclb.MaxNonceLen || sidLen+nonce > quiclb.MaxBlockLen {
+		return nil, nil, setting.Errorf(quicLBNonceLength.Setting, "-quic-lb-nonce-length %d: 4 to 18, and with -quic-lb-server-id-length (%d) 19 at most", nonce, sidLen)
+	}
+	q.Config = quiclb.Config{ID: uint8(id), ServerIDLen: sidLen, NonceLen: nonce}
+	if q.KeyFile != "" {
+		b, err := os.ReadFile(q.KeyFile)
+		if err != nil {
+			return nil, nil, setting.Errorf(quicLBKeyFile.Setting, "-quic-lb-key-file: %v", err)
+		}
+		if q.Config.Key, err = quiclb.ParseKey(string(b)); err != nil {
+			return nil, nil, setting.Errorf(quicLBKeyFile.Setting, "-quic-lb-key-file %s: %v", q.KeyFile, err)
+		}
+	}
+	var warnings []string
+	owner := map[quiclb.ServerID]netip.Addr{}
+	for _, b := range bs {
+		a := b.Addr.Unmap()
+		if b.ServerID.Len() == 0 {
+			warnings = append(warnings, fmt.Sprintf("-backend %v has no server ID (@SERVERID): its QUIC connections are routed by the table alone, and break when their clients move", a))
+			continue
+		}
+		if b.ServerID.Len() != sidLen {
+			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: a server ID of %d octets, and -quic-lb-server-id-length is %d", a, b.ServerID, b.ServerID.Len(), sidLen)
+		}
+		if o, dup := owner[b.ServerID]; dup {
+			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: server ID %v is %v's too", a, b.ServerID, b.ServerID, o)
+		}
+		owner[b.ServerID] = a
+		q.ServerIDs[a] = b.ServerID
+	}
+	return q, warnings, nil
 }
 
 // checkService checks the drain timeout and the table size.
@@ -203,7 +291,7 @@ func identity(vs *setting.Values) (all, src string) {
 
 // checkBackends returns the backends of vs, each given once, and of the
 // VIP's family with no MAC for an encapsulating forward.
-func checkBackends(vs *setting.Values, f xdpmaglev.Forward, vipAddr netip.Addr) ([]xdpmaglev.Backend, error) {
+func checkBackends(vs *setting.Values, f xdpmaglev.Forward, vipAddr netip.Addr) ([]Backend, error) {
 	bs := backends.Get(vs)
 	seen := make(map[netip.Addr]bool, len(bs))
 	for _, b := range bs {

@@ -25,6 +25,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
+	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -60,11 +61,30 @@ type Service struct {
 	Drained  []netip.Addr // drain
 	Timeout  time.Duration
 	Fwd      xdpmaglev.ServiceOptions // forward, encap-src, gue-port, m, second-chance(-window), conntrack
+	QUIC     *QUIC                    // quic-lb and quic-lb-*: nil for off
 	Health   checker.Config           // health and health-*
 	// Settings are the service's settings given, as text: two services of
 	// the same Settings are the same; SrcSettings those of its membership
 	// source.
 	Settings, SrcSettings string
+}
+
+// QUIC is a service's QUIC-LB: the configuration its servers issue
+// connection IDs under, and the server IDs of the backends the
+// configuration gives (a membership source's come with its endpoints).
+type QUIC struct {
+	Config    quiclb.Config                  // quic-lb-config-id, -server-id-length, -nonce-length; the key of -key-file
+	KeyFile   string                         // quic-lb-key-file; "": plaintext
+	ServerIDs map[netip.Addr]quiclb.ServerID // the backends' server-id
+}
+
+// ServerIDs returns the QUIC-LB server IDs of the backends given, by
+// address; nil with quic-lb off.
+func (s Service) ServerIDs() map[netip.Addr]quiclb.ServerID {
+	if s.QUIC == nil {
+		return nil
+	}
+	return s.QUIC.ServerIDs
 }
 
 // Err returns err of the service s: "service NAME: err", or err for the

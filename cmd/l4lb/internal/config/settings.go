@@ -14,6 +14,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -71,8 +72,8 @@ var (
 		Doc: "the service's `VIP:PORT` (required)"}, "", setting.String)
 	proto = setting.New(setting.Setting{Name: "proto", Scope: setting.Service, Reload: true,
 		Doc: "the service's `protocol`: tcp or udp"}, "tcp", setting.String)
-	backends = setting.NewList(setting.Setting{Name: "backend", Key: "backends", Scope: setting.Service, Own: true, Reload: true, Fields: []string{"addr", "mac", "weight"},
-		Doc: "a backend, `IP[=MAC][*WEIGHT]` (repeat the flag for each; in a file a list, an item IP, IP=MAC, IP*WEIGHT or {addr, mac, weight}): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1"},
+	backends = setting.NewList(setting.Setting{Name: "backend", Key: "backends", Scope: setting.Service, Own: true, Reload: true, Fields: []string{"addr", "mac", "weight", "server-id"},
+		Doc: "a backend, `IP[=MAC][*WEIGHT][@SERVERID]` (repeat the flag for each; in a file a list, an item IP, IP=MAC, IP*WEIGHT, IP@SERVERID or {addr, mac, weight, server-id}): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1, its QUIC-LB server ID in hex with -quic-lb"},
 		setting.One(parseBackend)).WithFields(backendOf)
 	tableSize = setting.New(setting.Setting{Name: "m", Scope: setting.Service, Reload: true, Default: "65537",
 		Doc: "the service's table size, a prime"}, 0, setting.Int)
@@ -91,6 +92,21 @@ var (
 	conntrack = setting.New(setting.Setting{Name: "conntrack", Scope: setting.Service, Reload: true,
 		Doc: "track the service's flows, each kept on the backend its first packet went to; false: stateless, every packet by the table (and its second hop): no state for a flood to fill, no connection lost to a restart or an ECMP change within the window, but a flow on a slot that moved breaks at the change without second chance, and after the window with it"},
 		true, setting.Bool)
+	quicLB = setting.New(setting.Setting{Name: "quic-lb", Scope: setting.Service, Reload: true,
+		Doc: "route the service's QUIC packets by the server ID their connection IDs carry (QUIC-LB, draft-ietf-quic-load-balancers): a packet of a connection goes to the backend whose -backend ...@SERVERID its ID names, from any client address or port; Initial packets, and IDs that name no backend, go by the table (-proto udp; the backends' QUIC servers issue such IDs: docs/quic.md)"},
+		false, setting.Bool)
+	quicLBConfigID = setting.New(setting.Setting{Name: "quic-lb-config-id", Scope: setting.Service, Needs: "quic-lb", Reload: true,
+		Doc: "the QUIC-LB configuration's codepoint, the first three bits of its connection IDs: 0 to 6; a reload to another keeps the last one's IDs routed, for a rotation"},
+		0, setting.Int)
+	quicLBServerIDLength = setting.New(setting.Setting{Name: "quic-lb-server-id-length", Scope: setting.Service, Needs: "quic-lb", Reload: true,
+		Doc: "the octets of a QUIC-LB server ID, 1 to 15: every backend's server ID has this length"},
+		2, setting.Int)
+	quicLBNonceLength = setting.New(setting.Setting{Name: "quic-lb-nonce-length", Scope: setting.Service, Needs: "quic-lb", Reload: true, Default: "16 - server ID length",
+		Doc: "the octets of a QUIC-LB nonce, 4 to 18, and with the server ID's 19 at most: 16 together makes an encrypted ID one AES block, the cheapest to decrypt"},
+		0, setting.Int)
+	quicLBKeyFile = setting.New(setting.Setting{Name: "quic-lb-key-file", Scope: setting.Service, Needs: "quic-lb", Reload: true,
+		Doc: "a `file` holding the QUIC-LB key, 16 octets in hex, which encrypts the server IDs (the kernel's AES decrypts them: Linux 6.10 and later); absent: plaintext server IDs, which anyone can read; read again at each reload"},
+		"", cleanPath)
 	drain = setting.NewList(setting.Setting{Name: "drain", Scope: setting.Service, Own: true, Reload: true,
 		Doc: "drain the backend at this `IP`: no new flows (repeat the flag for each; in a file a list)"}, setting.One(parseAddr))
 	drainTimeout = setting.New(setting.Setting{Name: "drain-timeout", Scope: setting.Service, Reload: true, Default: "1m",
@@ -138,7 +154,9 @@ var table = concat(
 		maxBackends.Setting, admin.Setting, pinDir.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
 		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
 		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
-		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting, drain.Setting, drainTimeout.Setting,
+		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting,
+		quicLB.Setting, quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting,
+		drain.Setting, drainTimeout.Setting,
 		healthKind.Setting, healthPath.Setting, healthStatus.Setting, healthPort.Setting, healthInterval.Setting,
 		healthTimeout.Setting, healthRise.Setting, healthFall.Setting},
 	sources.Settings(),
@@ -184,11 +202,22 @@ func parseAddr(s string) (netip.Addr, error) {
 	return a.Unmap(), err
 }
 
-// parseBackend parses a backend, IP[=MAC][*WEIGHT].
-func parseBackend(s string) (xdpmaglev.Backend, error) {
+// A Backend is a backend of the configuration: the data plane's, and its
+// QUIC-LB server ID (zero: none).
+type Backend struct {
+	xdpmaglev.Backend
+	ServerID quiclb.ServerID
+}
+
+// parseBackend parses a backend, IP[=MAC][*WEIGHT][@SERVERID].
+func parseBackend(s string) (Backend, error) {
+	s, sid, hasSID := strings.Cut(s, "@")
 	rest, weight, hasWeight := strings.Cut(s, "*")
 	addr, mac, hasMAC := strings.Cut(rest, "=")
 	f := map[string]string{"addr": addr}
+	if hasSID {
+		f["server-id"] = sid
+	}
 	if hasMAC {
 		f["mac"] = mac
 	}
@@ -198,28 +227,33 @@ func parseBackend(s string) (xdpmaglev.Backend, error) {
 	return backendOf(f)
 }
 
-// backendOf makes a backend of its fields: addr, and mac and weight if
-// given.
-func backendOf(f map[string]string) (xdpmaglev.Backend, error) {
+// backendOf makes a backend of its fields: addr, and mac, weight and
+// server-id if given.
+func backendOf(f map[string]string) (Backend, error) {
 	if f["addr"] == "" {
-		return xdpmaglev.Backend{}, errors.New("needs addr")
+		return Backend{}, errors.New("needs addr")
 	}
 	a, err := netip.ParseAddr(f["addr"])
 	if err != nil {
-		return xdpmaglev.Backend{}, err
+		return Backend{}, err
 	}
-	be := xdpmaglev.Backend{Addr: a, Weight: 1}
+	be := Backend{Backend: xdpmaglev.Backend{Addr: a, Weight: 1}}
 	if mac, ok := f["mac"]; ok {
 		if be.HW, err = net.ParseMAC(mac); err != nil || len(be.HW) != 6 {
-			return xdpmaglev.Backend{}, fmt.Errorf("%q is not an Ethernet address", mac)
+			return Backend{}, fmt.Errorf("%q is not an Ethernet address", mac)
 		}
 	}
 	if weight, ok := f["weight"]; ok {
 		w, err := strconv.ParseUint(weight, 10, 32)
 		if err != nil {
-			return xdpmaglev.Backend{}, fmt.Errorf("weight %q is not a number in [0, 4294967295]", weight)
+			return Backend{}, fmt.Errorf("weight %q is not a number in [0, 4294967295]", weight)
 		}
 		be.Weight = uint32(w)
+	}
+	if sid, ok := f["server-id"]; ok {
+		if be.ServerID, err = quiclb.ParseServerID(sid); err != nil {
+			return Backend{}, fmt.Errorf("server-id %q: 1 to %d octets in hex", sid, quiclb.MaxServerIDLen)
+		}
 	}
 	return be, nil
 }

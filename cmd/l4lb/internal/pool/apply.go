@@ -50,14 +50,16 @@ func (p *Pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptio
 	if !next.IsZero() {
 		p.timer = time.AfterFunc(next.Sub(now), p.tick)
 	}
+	fwd := p.fwd
+	fwd.QUIC = p.quic.options(bs, p.serverIDs())
 	// A backend that left the members while draining was added before the
 	// first apply with no HW; the data plane keeps the address it has.
 	if slices.EqualFunc(bs, p.applied, func(x, y xdpmaglev.Backend) bool {
 		return x.Addr == y.Addr && x.Weight == y.Weight && x.Down == y.Down && (len(x.HW) == 0 || slices.Equal(x.HW, y.HW))
-	}) && p.ready && p.fwd == p.appliedFwd {
+	}) && p.ready && sameOptions(fwd, p.appliedFwd) {
 		return nil, xdpmaglev.ServiceOptions{}, false
 	}
-	return bs, p.fwd, true
+	return bs, fwd, true
 }
 
 // end is apply's second half, once the data plane was given bs and fwd

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
+	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -102,21 +103,24 @@ type Pool struct {
 	timeout    time.Duration            // the drain timeout
 	health     Health                   // nil: no health check; set before the first members, or by Reconfigure
 	members    map[netip.Addr]Member
-	drained    map[netip.Addr]bool      // by the configuration's drain or the admin API
-	since      map[netip.Addr]time.Time // when each draining backend began draining
-	applied    []xdpmaglev.Backend      // what the data plane holds, by address
-	appliedFwd xdpmaglev.ServiceOptions // and how it reaches them
-	ready      bool                     // applied has been set once
-	timer      *time.Timer              // the next drain timeout, if any
-	open       bool                     // failing open: every backend down, the last table kept
-	err        error                    // the last apply's error
+	drained    map[netip.Addr]bool            // by the configuration's drain or the admin API
+	since      map[netip.Addr]time.Time       // when each draining backend began draining
+	applied    []xdpmaglev.Backend            // what the data plane holds, by address
+	appliedFwd xdpmaglev.ServiceOptions       // and how it reaches them
+	ready      bool                           // applied has been set once
+	timer      *time.Timer                    // the next drain timeout, if any
+	open       bool                           // failing open: every backend down, the last table kept
+	quic       quicPlan                       // QUIC-LB: the configuration in force and the earlier ones
+	lastIDs    map[netip.Addr]quiclb.ServerID // each backend's last server ID, for one that left the members and drains
+	err        error                          // the last apply's error
 	closed     bool
 }
 
 // A Member is a backend of the configuration or of a membership source.
 type Member struct {
-	Weight uint32
-	HW     net.HardwareAddr // nil: from the neighbour table
+	Weight   uint32
+	HW       net.HardwareAddr // nil: from the neighbour table
+	ServerID quiclb.ServerID  // QUIC-LB: its server ID in the configuration in force; zero: none
 }
 
 // New returns the pool of the service c in the data plane lb, with no
@@ -124,7 +128,8 @@ type Member struct {
 // and logging its status lines to log.
 func New(lb *xdpmaglev.LB, c config.Service, an Announcer, log *slog.Logger) *Pool {
 	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, log: log, bgp: an,
-		members: map[netip.Addr]Member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{}}
+		members: map[netip.Addr]Member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{},
+		quic: quicPlan{cur: c.QUIC}, lastIDs: map[netip.Addr]quiclb.ServerID{}}
 	for _, a := range c.Drained {
 		p.drained[a.Unmap()] = true
 	}
@@ -185,6 +190,11 @@ func (p *Pool) Stage(m map[netip.Addr]Member) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.members = m
+	for a, mb := range m {
+		if mb.ServerID.Len() > 0 {
+			p.lastIDs[a] = mb.ServerID
+		}
+	}
 	if p.health != nil {
 		addrs := make([]netip.Addr, 0, len(m))
 		for a := range m {
@@ -265,6 +275,7 @@ func (p *Pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
 	for a, hw := range gone {
 		if s, ok := p.since[a]; ok && !now.Before(s.Add(p.timeout)) {
 			delete(p.since, a) // its drain is over
+			delete(p.lastIDs, a)
 			continue
 		}
 		add(a, Member{HW: hw}, false)
@@ -282,6 +293,9 @@ func (p *Pool) Reconfigure(c config.Service, old []netip.Addr, h Health, health 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.name, p.fwd, p.timeout = c.Name, c.Fwd, c.Timeout
+	if w := p.quic.reconfigure(c.QUIC, p.appliedIDs()); w != "" {
+		p.log.Warn(p.prefix() + w)
+	}
 	for _, a := range old {
 		delete(p.drained, a.Unmap())
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/quiclb"
 )
 
 // Status is /debug/maglev/backends's JSON.
@@ -18,7 +19,10 @@ type Status struct {
 	Health       string `json:"health"` // the health check, or "none"
 	// FailOpen is true while every backend of weight > 0 is down by the
 	// health check and the service keeps its last table.
-	FailOpen bool            `json:"fail_open"`
+	FailOpen bool `json:"fail_open"`
+	// QUIC are the service's QUIC-LB configurations with quic-lb on, the
+	// one in force first.
+	QUIC     []QUICStatus    `json:"quic_lb,omitempty"`
 	Backends []BackendStatus `json:"backends"`
 	Error    string          `json:"error,omitempty"` // the last update's, if it failed
 }
@@ -39,6 +43,8 @@ type BackendStatus struct {
 	DrainLeft string `json:"drain_left,omitempty"`
 	Member    bool   `json:"member"`  // listed by the flags or etcd
 	Drained   bool   `json:"drained"` // drained by -drain or the admin API
+	// ServerID is its QUIC-LB server ID, in hex, with quic-lb on.
+	ServerID string `json:"server_id,omitempty"`
 	// Health is the health check's verdict, "up" or "down" ("" with no
 	// check); HealthError the last failed probe's error, and HealthOK and
 	// HealthFailed the probes passed and failed in a row (one is 0).
@@ -71,12 +77,23 @@ func (p *Pool) Status() Status {
 	if p.err != nil {
 		st.Error = p.err.Error()
 	}
+	st.QUIC = p.quicStatus()
+	ids := map[netip.Addr]quiclb.ServerID{}
+	if p.quic.cur != nil {
+		ids = p.serverIDs()
+	}
+	sid := func(a netip.Addr) string {
+		if id, ok := ids[a]; ok {
+			return id.String()
+		}
+		return ""
+	}
 	seen := map[netip.Addr]bool{}
 	unresolved := p.unresolved()
 	for _, b := range p.applied {
 		seen[b.Addr] = true
 		_, m := p.members[b.Addr]
-		s := BackendStatus{Addr: b.Addr.String(), Weight: b.Weight, State: "live", Member: m, Drained: p.drained[b.Addr]}
+		s := BackendStatus{Addr: b.Addr.String(), Weight: b.Weight, State: "live", Member: m, Drained: p.drained[b.Addr], ServerID: sid(b.Addr)}
 		if b.Down {
 			s.State = "down"
 		} else if unresolved[b.Addr] {
@@ -91,7 +108,7 @@ func (p *Pool) Status() Status {
 	}
 	for a, m := range p.members {
 		if !seen[a] {
-			st.Backends = append(st.Backends, p.withHealth(BackendStatus{Addr: a.String(), Weight: m.Weight, State: "drained", Member: true, Drained: p.drained[a]}, a))
+			st.Backends = append(st.Backends, p.withHealth(BackendStatus{Addr: a.String(), Weight: m.Weight, State: "drained", Member: true, Drained: p.drained[a], ServerID: sid(a)}, a))
 		}
 	}
 	slices.SortFunc(st.Backends, func(x, y BackendStatus) int {
