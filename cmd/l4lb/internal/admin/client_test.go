@@ -157,7 +157,7 @@ func TestClientDrainReload(t *testing.T) {
 // server ID after its address, and the counters by route and reason.
 func TestReportQUIC(t *testing.T) {
 	r := Report{Attach: "native", Services: []ServiceReport{{Name: "h3", Service: "udp/198.19.0.1:443", Forward: "gue", Conntrack: "on", Second: "10m0s", TableSize: 251, Health: "none",
-		QUIC: []pool.QUICStatus{{ID: 2, Mode: "single-pass", InForce: true}, {ID: 1, Mode: "four-pass"}},
+		QUIC:     []pool.QUICStatus{{ID: 2, Mode: "single-pass", InForce: true}, {ID: 1, Mode: "four-pass"}},
 		Backends: []BackendReport{{BackendStatus: pool.BackendStatus{Addr: "198.18.0.11", Weight: 1, State: "live", ServerID: "0a0b"}, Slots: 251, Packets: 7}}}},
 		QUIC: &QUICCounts{CID: 120, Decrypted: 3, Table: map[string]uint64{"initial": 6, "unknown_server": 1, "short": 0}}}
 	var b strings.Builder
