@@ -132,6 +132,8 @@ require (
 	github.com/maglevlb/maglev/cmd/internal/ops v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
 	github.com/maglevlb/maglev/k8smaglev v0.1.0 // indirect
+	github.com/maglevlb/maglev/quicmaglev v0.1.0
+	github.com/quic-go/quic-go v0.65.0
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -160,3 +162,5 @@ replace (
 replace github.com/maglevlb/maglev/membership => ../../membership
 
 replace github.com/maglevlb/maglev/cmd/internal/ops => ../internal/ops
+
+replace github.com/maglevlb/maglev/quicmaglev => ../../quicmaglev

@@ -52,9 +52,11 @@ func SelfSigned() (tls.Certificate, error) {
 
 // A Server answers the connections of one quic.Transport.
 type Server struct {
-	name string
-	ln   *quic.Listener
-	wg   sync.WaitGroup
+	name  string
+	ln    *quic.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex // guards conns
+	conns map[*quic.Conn]bool
 }
 
 // Serve serves the echo service on tr (whose ConnectionIDGenerator is a
@@ -69,7 +71,7 @@ func Serve(tr *quic.Transport, name string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{name: name, ln: ln}
+	s := &Server{name: name, ln: ln, conns: map[*quic.Conn]bool{}}
 	s.wg.Go(s.accept)
 	return s, nil
 }
@@ -85,7 +87,15 @@ func (s *Server) accept() {
 }
 
 func (s *Server) serve(c *quic.Conn) {
-	defer func() { _ = c.CloseWithError(0, "") }()
+	s.mu.Lock()
+	s.conns[c] = true
+	s.mu.Unlock()
+	defer func() {
+		_ = c.CloseWithError(0, "")
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
 	for {
 		st, err := c.AcceptStream(context.Background())
 		if err != nil {
@@ -111,6 +121,11 @@ func (s *Server) serve(c *quic.Conn) {
 // the server's goroutines.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.CloseWithError(0, "server closing")
+	}
+	s.mu.Unlock()
 	s.wg.Wait()
 	return err
 }
