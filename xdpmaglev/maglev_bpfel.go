@@ -42,6 +42,7 @@ const (
 	maglevConstsQUIC_CONFIGS      maglevConsts = 7
 	maglevConstsQUIC_MAX_BLOCK    maglevConsts = 19
 	maglevConstsQUIC_MAX_SID      maglevConsts = 15
+	maglevConstsQUIC_WORDS        maglevConsts = 3
 	maglevConstsQUIC_OFF          maglevConsts = 0
 	maglevConstsQUIC_PLAIN        maglevConsts = 1
 	maglevConstsQUIC_SINGLE       maglevConsts = 2
@@ -185,7 +186,6 @@ type maglevOut struct {
 
 type maglevQuicBlocks struct {
 	_     structs.HostLayout
-	Key   maglevQuicSid
 	Cid   maglevQuicCid
 	Val   maglevQuicServerId
 	In    [16]uint8
@@ -196,19 +196,23 @@ type maglevQuicBlocks struct {
 }
 
 type maglevQuicCfg struct {
-	_      structs.HostLayout
-	Mode   uint8
-	SidLen uint8
-	Len    uint8
-	Pad    uint8
-	Key    uint32
-	KeyId  uint32
+	_       structs.HostLayout
+	Mode    uint8
+	SidLen  uint8
+	Len     uint8
+	Pad     uint8
+	Key     uint32
+	KeyId   uint32
+	Pad2    uint32
+	SidMask [2]uint64
+	BlkMask [3]uint64
 }
 
 type maglevQuicCid struct {
 	_     structs.HostLayout
 	KeyId uint32
-	Blk   [20]uint8
+	Pad   uint32
+	Blk   [3]uint64
 }
 
 type maglevQuicKey struct {
@@ -218,15 +222,14 @@ type maglevQuicKey struct {
 
 type maglevQuicServerId struct {
 	_   structs.HostLayout
-	Sid [15]uint8
-	Pad uint8
+	Sid [2]uint64
 }
 
 type maglevQuicSid struct {
 	_   structs.HostLayout
 	Svc uint32
-	Cp  uint8
-	Sid [15]uint8
+	Cp  uint32
+	Sid [2]uint64
 }
 
 type maglevService struct {
@@ -236,6 +239,7 @@ type maglevService struct {
 	Flags   uint32
 	Until   uint32
 	LookupM uint32
+	_       [4]byte
 	Quic    [7]maglevQuicCfg
 }
 

@@ -2,6 +2,7 @@ package xdpmaglev
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -157,11 +158,32 @@ func quicMode(c quiclb.Config) uint8 {
 }
 
 // sidKey returns quic_servers's key of server ID id of codepoint cp of
-// service svc.
+// service svc: its octets as the program loads them, two words.
 func sidKey(svc uint32, cp uint8, id quiclb.ServerID) maglevQuicSid {
-	k := maglevQuicSid{Svc: svc, Cp: cp}
-	id.Append(k.Sid[:0])
-	return k
+	var b [16]byte
+	id.Append(b[:0])
+	return maglevQuicSid{Svc: svc, Cp: uint32(cp), Sid: [2]uint64{binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint64(b[8:])}}
+}
+
+// masks returns the words of masks of a block's first n octets, as the
+// program loads a block (bpf/quic.h): the host's byte order, which is
+// the program's.
+func masks(n int, words []uint64) {
+	var b [8 * len(maglevQuicCfg{}.BlkMask)]byte
+	for i := range n {
+		b[i] = 0xff
+	}
+	for i := range words {
+		words[i] = binary.NativeEndian.Uint64(b[8*i:])
+	}
+}
+
+// cfgValue returns the data plane's value of configuration c.
+func cfgValue(c quiclb.Config) maglevQuicCfg {
+	v := maglevQuicCfg{Mode: quicMode(c), SidLen: uint8(c.ServerIDLen), Len: uint8(c.ServerIDLen + c.NonceLen)}
+	masks(c.ServerIDLen, v.SidMask[:])
+	masks(c.ServerIDLen+c.NonceLen, v.BlkMask[:])
+	return v
 }
 
 // A staged QUIC-LB update: the entries and keys written for the next
@@ -184,7 +206,7 @@ func (lb *LB) stageQUIC(svc Service, old, next *service, st *quicStaged) error {
 	}
 	next.quic = &quicState{sids: map[maglevQuicSid]maglevSlot{}}
 	for _, c := range q.Configs {
-		val := maglevQuicCfg{Mode: quicMode(c.Config), SidLen: uint8(c.ServerIDLen), Len: uint8(c.ServerIDLen + c.NonceLen)}
+		val := cfgValue(c.Config)
 		qc := quicCfg{val: val}
 		if len(c.Key) != 0 {
 			var prev quicCfg

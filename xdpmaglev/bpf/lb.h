@@ -148,10 +148,8 @@ static __always_inline int by_cid(struct xdp_md *ctx, struct cpu_counters *c, st
 				  struct service *svc, const int family)
 {
 	struct slot be;
-	if (!quic_route(ctx, svc, c, family, &be))
-		return -1;
-	struct backend *b = backend(be.id, be.cookie);
-	if (!b) // left since quic_route looked
+	struct backend *b = quic_route(ctx, c, svc, family, &be);
+	if (!b)
 		return -1;
 	__u64 h = uses_hash(b) ? flow_hash(&p->f) : 0;
 	return sent(c, p, forward(ctx, c, be.id, b, h, p->l3_len, p->df, 0), svc->id, be.id, bytes);

@@ -43,6 +43,7 @@ enum consts {
 	QUIC_CONFIGS = 7,
 	QUIC_MAX_BLOCK = 19, // the most octets of server ID and nonce
 	QUIC_MAX_SID = 15,   // the most octets of a server ID
+	QUIC_WORDS = 3,      // the 8-octet words a block is read as (19 octets at most)
 	QUIC_OFF = 0,        // no configuration at the codepoint
 	QUIC_PLAIN = 1,      // the server ID in the clear
 	QUIC_SINGLE = 2,     // one AES block (server ID and nonce are 16 octets)
@@ -98,6 +99,11 @@ struct svc_key4 {
 };
 
 // A QUIC-LB configuration of a service, at one codepoint.
+// The block after a connection ID's first octet is read as words (three
+// 8-octet loads: QUIC_WORDS), each ANDed with its mask, so that the
+// octets past the server ID, or past the block, are zero: a key of the
+// maps built with no loop. The control plane writes the masks as the
+// host lays the words out (its byte order is the program's).
 struct quic_cfg {
 	__u8 mode;    // QUIC_OFF, QUIC_PLAIN, QUIC_SINGLE, QUIC_FOUR
 	__u8 sid_len; // the server ID's octets
@@ -105,6 +111,9 @@ struct quic_cfg {
 	__u8 pad;
 	__u32 key;    // encrypted: the index of the key's AES context in quic_keys
 	__u32 key_id; // encrypted: the key's id in quic_cache, never given to another key
+	__u32 pad2;
+	__u64 sid_mask[2]; // the server ID's octets of the block's first two words
+	__u64 blk_mask[QUIC_WORDS]; // the block's octets of its words
 };
 
 struct service {
@@ -342,8 +351,8 @@ struct {
 // leave; an ID that names none is routed by the table.
 struct quic_sid {
 	__u32 svc;
-	__u8 cp; // the codepoint
-	__u8 sid[QUIC_MAX_SID];
+	__u32 cp;     // the codepoint
+	__u64 sid[2]; // the server ID's octets as the block's first two words hold them, zero-padded
 };
 
 struct {
@@ -378,12 +387,12 @@ struct {
 // server are kept, so that a flood of made-up IDs cannot evict them.
 struct quic_cid {
 	__u32 key_id;
-	__u8 blk[QUIC_MAX_BLOCK + 1]; // zero-padded
+	__u32 pad;
+	__u64 blk[QUIC_WORDS]; // the block's octets as words, zero-padded
 };
 
 struct quic_server_id {
-	__u8 sid[QUIC_MAX_SID];
-	__u8 pad;
+	__u64 sid[2]; // as struct quic_sid's
 };
 
 struct {
@@ -393,15 +402,14 @@ struct {
 	__uint(max_entries, 65536); // Options.QUICCacheSize
 } quic_cache SEC(".maps");
 
-// A CPU's scratch space of quic.h: the keys of its lookups, the AES input
-// and output blocks (the crypto kfuncs take memory through dynptrs, which
-// the verifier makes from map values, not from the stack), and the
-// four-pass network's state; here and not on the stack, which the rest of
-// the program nearly fills.
+// A CPU's scratch space of quic.h's encrypted IDs: quic_cache's key and
+// value, the AES input and output blocks (the crypto kfuncs take memory
+// through dynptrs, which the verifier makes from map values, not from
+// the stack), and the four-pass network's state; here and not on the
+// stack, which the rest of the program nearly fills.
 struct quic_blocks {
-	struct quic_sid key;        // quic_servers's
-	struct quic_cid cid;        // quic_cache's
-	struct quic_server_id val;  // quic_cache's
+	struct quic_cid cid;       // quic_cache's key
+	struct quic_server_id val; // and value
 	__u8 in[16];
 	__u8 out[16];
 	__u8 blk[32];   // the block, decrypted in place

@@ -115,6 +115,7 @@ static __always_inline int quic_decrypt(struct quic_cfg *qc, struct quic_cid *k,
 	}
 	__u32 n = qc->len & 0x1f, h = (n + 1) / 2, odd = n & 1;
 	__builtin_memcpy(s->blk, k->blk, sizeof(k->blk)); // zero past n
+	__builtin_memset(s->blk + sizeof(k->blk), 0, sizeof(s->blk) - sizeof(k->blk));
 #pragma unroll
 	for (int i = 0; i < QUIC_HALF; i++) {
 		__u8 m = below(i, h);
@@ -148,21 +149,57 @@ static __always_inline int quic_decrypt(struct quic_cfg *qc, struct quic_cid *k,
 	return 0;
 }
 
-// quic_route routes a UDP packet of QUIC-LB service svc, of family 4 or 6,
-// by its destination connection ID: it returns 1 with the slot of the
-// backend the ID's server ID names in out, or 0 with the reason the table
-// routes the packet counted in c. A global function, which the verifier
-// checks once, whatever calls it: the program calls it for each family.
-//
-// A connection ID is read only where QUIC_MAX_BLOCK octets follow its
-// first one: any QUIC packet has them (its packet number and AEAD tag
-// follow the ID), so a shorter one is no QUIC packet and goes by the
-// table, and the loops copy and mask a fixed number of octets.
-__attribute__((noinline)) int quic_route(struct xdp_md *ctx, struct service *svc, struct cpu_counters *c, __u32 family,
-					  struct slot *out)
+// quic_decode's outcomes but 0, the server ID found.
+#define QUIC_NO_KEY 1        // the configuration's key is missing: the control plane is between its writes
+#define QUIC_NO_SERVER 2     // the server ID names no server of the service
+
+// quic_decode puts the server ID of the encrypted block in this CPU's
+// quic_scratch (its cid, the caller's, of configuration qc) in key: from
+// quic_cache, or decrypted, and then kept in quic_cache if it names a
+// server of the service. It returns 0,
+// QUIC_NO_KEY or QUIC_NO_SERVER. A global function, which the verifier
+// checks once whatever calls it, with a stack of its own: the program's
+// is nearly full.
+__attribute__((noinline)) int quic_decode(struct quic_cfg *qc, struct quic_sid *key, struct cpu_counters *c)
 {
-	if (!svc || !c || !out) // a global function's pointers may be null, for the verifier
+	if (!qc || !key || !c) // a global function's pointers may be null, for the verifier
+		return QUIC_NO_KEY;
+	__u32 zero = 0;
+	struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero); // the caller's: this CPU's
+	if (!s)
+		return QUIC_NO_KEY;
+	struct quic_cid *k = &s->cid;
+	struct quic_server_id *cached = bpf_map_lookup_elem(&quic_cache, k);
+	if (cached) {
+		key->sid[0] = cached->sid[0];
+		key->sid[1] = cached->sid[1];
 		return 0;
+	}
+	if (quic_decrypt(qc, k, s))
+		return QUIC_NO_KEY;
+	count(c, C_QUIC_DECRYPTED);
+	key->sid[0] = *(__u64 *)s->blk & qc->sid_mask[0];
+	key->sid[1] = *(__u64 *)(s->blk + 8) & qc->sid_mask[1];
+	if (!bpf_map_lookup_elem(&quic_servers, key))
+		return QUIC_NO_SERVER; // not kept: a flood of made-up IDs evicts nothing
+	s->val.sid[0] = key->sid[0];
+	s->val.sid[1] = key->sid[1];
+	bpf_map_update_elem(&quic_cache, k, &s->val, BPF_ANY);
+	return 0;
+}
+
+// quic_route finds the backend of a UDP packet of QUIC-LB service svc,
+// of the given family (a constant), by its destination connection ID: it
+// returns the backend the ID's server ID names, with its slot in out, or
+// 0 with the reason the table routes the packet counted.
+//
+// The ID's block is read as QUIC_WORDS words where they are in the
+// packet: any QUIC packet has them (its packet number, at least four
+// octets of it and its payload, and its 16-octet AEAD tag follow the ID),
+// so a shorter one is no QUIC packet, and goes by the table.
+static __always_inline struct backend *quic_route(struct xdp_md *ctx, struct cpu_counters *c, struct service *svc,
+						   const int family, struct slot *out)
+{
 	void *data = (void *)(long)ctx->data;
 	__u8 *end = (void *)(long)ctx->data_end;
 	__u8 *q = data + ETH_HLEN + UDP_HLEN + (family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr));
@@ -182,7 +219,7 @@ __attribute__((noinline)) int quic_route(struct xdp_md *ctx, struct service *svc
 	} else {
 		cid = q + 1;
 	}
-	if (cid + 1 + QUIC_MAX_BLOCK > end)
+	if (cid + 1 + 8 * QUIC_WORDS > end)
 		goto table;
 	__u32 cp = cid[0] >> 5;
 	r = C_QUIC_UNROUTABLE;
@@ -192,56 +229,41 @@ __attribute__((noinline)) int quic_route(struct xdp_md *ctx, struct service *svc
 	r = C_QUIC_UNKNOWN_CONFIG;
 	if (qc->mode == QUIC_OFF)
 		goto table;
-	__u32 len = qc->len & 0x1f, sid_len = qc->sid_len & 0xf;
-	__u8 *b = cid + 1;
 	r = C_QUIC_SHORT;
-	if (room < 1 + len)
+	if (room < 1 + (__u32)qc->len)
 		goto table;
-
-	__u32 zero = 0;
-	struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero);
-	if (!s)
-		goto table;
-	struct quic_sid *key = &s->key;
-	key->svc = svc->id;
-	key->cp = cp;
+	__u64 *w = (void *)(cid + 1); // unaligned: the kernel allows it of packets where the CPU does
+	struct quic_sid key = {.svc = svc->id, .cp = cp};
 	if (qc->mode == QUIC_PLAIN) {
-#pragma unroll
-		for (int i = 0; i < QUIC_MAX_SID; i++)
-			key->sid[i] = b[i] & below(i, sid_len);
+		key.sid[0] = w[0] & qc->sid_mask[0];
+		key.sid[1] = w[1] & qc->sid_mask[1];
 	} else {
-		struct quic_cid *k = &s->cid;
-		k->key_id = qc->key_id;
-#pragma unroll
-		for (int i = 0; i < QUIC_MAX_BLOCK; i++)
-			k->blk[i] = b[i] & below(i, len);
-		k->blk[QUIC_MAX_BLOCK] = 0;
-		struct quic_server_id *cached = bpf_map_lookup_elem(&quic_cache, k);
-		if (cached) {
-			__builtin_memcpy(key->sid, cached->sid, QUIC_MAX_SID);
-		} else {
-			r = C_QUIC_UNKNOWN_CONFIG; // no key: the control plane is between its writes
-			if (quic_decrypt(qc, k, s))
-				goto table;
-			count(c, C_QUIC_DECRYPTED);
-#pragma unroll
-			for (int i = 0; i < QUIC_MAX_SID; i++)
-				key->sid[i] = s->blk[i] & below(i, sid_len);
-			r = C_QUIC_UNKNOWN_SERVER;
-			if (!bpf_map_lookup_elem(&quic_servers, key))
-				goto table;
-			__builtin_memcpy(s->val.sid, key->sid, QUIC_MAX_SID);
-			s->val.pad = 0;
-			bpf_map_update_elem(&quic_cache, k, &s->val, BPF_ANY);
+		__u32 zero = 0;
+		struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero);
+		r = C_QUIC_UNKNOWN_CONFIG;
+		if (!s)
+			goto table;
+		s->cid.key_id = qc->key_id;
+		s->cid.pad = 0;
+		s->cid.blk[0] = w[0] & qc->blk_mask[0];
+		s->cid.blk[1] = w[1] & qc->blk_mask[1];
+		s->cid.blk[2] = w[2] & qc->blk_mask[2];
+		int d = quic_decode(qc, &key, c);
+		if (d) { // a constant counter, not d, which the verifier cannot bound
+			r = d == QUIC_NO_KEY ? C_QUIC_UNKNOWN_CONFIG : C_QUIC_UNKNOWN_SERVER;
+			goto table;
 		}
 	}
-	struct slot *be = bpf_map_lookup_elem(&quic_servers, key);
+	struct slot *s = bpf_map_lookup_elem(&quic_servers, &key);
 	r = C_QUIC_UNKNOWN_SERVER;
-	if (!be || !backend(be->id, be->cookie))
+	if (!s)
 		goto table;
-	*out = *be;
+	struct backend *b = backend(s->id, s->cookie);
+	if (!b)
+		goto table;
+	*out = *s;
 	count(c, C_QUIC_CID);
-	return 1;
+	return b;
 table:
 	count(c, r);
 	return 0;
