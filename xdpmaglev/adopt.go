@@ -38,11 +38,7 @@ func (lb *LB) adopt(cookie uint32) error {
 			cookie = max(cookie, e.Cookie)
 		}
 	}
-	sids, err := lb.readQUICServers()
-	if err != nil {
-		return err
-	}
-	used, outs, err := lb.adoptServices(bySvc, sids)
+	used, outs, err := lb.adoptServices(bySvc)
 	if err != nil {
 		return err
 	}
@@ -89,11 +85,10 @@ func (lb *LB) adopt(cookie uint32) error {
 }
 
 // adoptServices adopts the services of the maps of services, with their
-// backends bySvc, their QUIC-LB server IDs sids and the records of those
-// out of the data plane, and
+// backends bySvc and the records of those out of the data plane, and
 // returns the ids they use and those records by service id. The LB is not
 // shared yet.
-func (lb *LB) adoptServices(bySvc map[uint32][]adoptedBackend, sids map[uint32]map[maglevQuicSid]maglevSlot) (map[uint32]bool, map[uint32]map[netip.Addr]maglevOut, error) {
+func (lb *LB) adoptServices(bySvc map[uint32][]adoptedBackend) (map[uint32]bool, map[uint32]map[netip.Addr]maglevOut, error) {
 	used := map[uint32]bool{}                     // service ids
 	outs := map[uint32]map[netip.Addr]maglevOut{} // the backends out of the data plane, by service id
 	var dk maglevDownKey
@@ -116,7 +111,7 @@ func (lb *LB) adoptServices(bySvc map[uint32][]adoptedBackend, sids map[uint32]m
 		if err := lb.adoptModes(svc, s, v); err != nil {
 			return err
 		}
-		adoptQUIC(s, v, sids[id])
+		adoptQUIC(s, v)
 		lb.gen++
 		s.gen = lb.gen
 		lb.services[svc] = s

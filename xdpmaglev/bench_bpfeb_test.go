@@ -16,34 +16,36 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	benchMapBackendStats = "backend_stats"
-	benchMapBackends     = "backends"
-	benchMapBenchSeq     = "bench_seq"
-	benchMapConntrack4   = "conntrack4"
-	benchMapConntrack6   = "conntrack6"
-	benchMapCounters     = "counters"
-	benchMapDown         = "down"
-	benchMapFloodState   = "flood_state"
-	benchMapLayout       = "layout"
-	benchMapModes        = "modes"
-	benchMapNexthops     = "nexthops"
-	benchMapPrevTables   = "prev_tables"
-	benchMapQuicCache    = "quic_cache"
-	benchMapQuicKeys     = "quic_keys"
-	benchMapQuicScratch  = "quic_scratch"
-	benchMapQuicServers  = "quic_servers"
-	benchMapServiceStats = "service_stats"
-	benchMapServices4    = "services4"
-	benchMapServices6    = "services6"
-	benchMapTables       = "tables"
-	benchMapVips4        = "vips4"
-	benchMapVips6        = "vips6"
-	benchProgXdpBench    = "xdp_bench"
-	benchProgXdpBenchNew = "xdp_bench_new"
-	benchProgXdpFlowHash = "xdp_flow_hash"
-	benchVarFloodCost    = "flood_cost"
-	benchVarHashSeed     = "hash_seed"
-	benchVarLbMac        = "lb_mac"
+	benchMapBackendStats    = "backend_stats"
+	benchMapBackends        = "backends"
+	benchMapBenchSaved      = "bench_saved"
+	benchMapBenchSeq        = "bench_seq"
+	benchMapConntrack4      = "conntrack4"
+	benchMapConntrack6      = "conntrack6"
+	benchMapCounters        = "counters"
+	benchMapDown            = "down"
+	benchMapFloodState      = "flood_state"
+	benchMapLayout          = "layout"
+	benchMapModes           = "modes"
+	benchMapNexthops        = "nexthops"
+	benchMapPrevTables      = "prev_tables"
+	benchMapQuicCache       = "quic_cache"
+	benchMapQuicKeys        = "quic_keys"
+	benchMapQuicScratch     = "quic_scratch"
+	benchMapQuicTables      = "quic_tables"
+	benchMapServiceStats    = "service_stats"
+	benchMapServices4       = "services4"
+	benchMapServices6       = "services6"
+	benchMapTables          = "tables"
+	benchMapVips4           = "vips4"
+	benchMapVips6           = "vips6"
+	benchProgXdpBench       = "xdp_bench"
+	benchProgXdpBenchNew    = "xdp_bench_new"
+	benchProgXdpFlowHash    = "xdp_flow_hash"
+	benchVarFloodCost       = "flood_cost"
+	benchVarHashSeed        = "hash_seed"
+	benchVarLbMac           = "lb_mac"
+	benchVarUnusedQuicEntry = "unused_quic_entry"
 )
 
 // loadBench returns the embedded CollectionSpec for bench.
@@ -99,6 +101,7 @@ type benchProgramSpecs struct {
 type benchMapSpecs struct {
 	BackendStats *ebpf.MapSpec `ebpf:"backend_stats"`
 	Backends     *ebpf.MapSpec `ebpf:"backends"`
+	BenchSaved   *ebpf.MapSpec `ebpf:"bench_saved"`
 	BenchSeq     *ebpf.MapSpec `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.MapSpec `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.MapSpec `ebpf:"conntrack6"`
@@ -112,7 +115,7 @@ type benchMapSpecs struct {
 	QuicCache    *ebpf.MapSpec `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.MapSpec `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.MapSpec `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
+	QuicTables   *ebpf.MapSpec `ebpf:"quic_tables"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -125,9 +128,10 @@ type benchMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchVariableSpecs struct {
-	FloodCost *ebpf.VariableSpec `ebpf:"flood_cost"`
-	HashSeed  *ebpf.VariableSpec `ebpf:"hash_seed"`
-	LbMac     *ebpf.VariableSpec `ebpf:"lb_mac"`
+	FloodCost       *ebpf.VariableSpec `ebpf:"flood_cost"`
+	HashSeed        *ebpf.VariableSpec `ebpf:"hash_seed"`
+	LbMac           *ebpf.VariableSpec `ebpf:"lb_mac"`
+	UnusedQuicEntry *ebpf.VariableSpec `ebpf:"unused_quic_entry"`
 }
 
 // benchObjects contains all objects after they have been loaded into the kernel.
@@ -152,6 +156,7 @@ func (o *benchObjects) Close() error {
 type benchMaps struct {
 	BackendStats *ebpf.Map `ebpf:"backend_stats"`
 	Backends     *ebpf.Map `ebpf:"backends"`
+	BenchSaved   *ebpf.Map `ebpf:"bench_saved"`
 	BenchSeq     *ebpf.Map `ebpf:"bench_seq"`
 	Conntrack4   *ebpf.Map `ebpf:"conntrack4"`
 	Conntrack6   *ebpf.Map `ebpf:"conntrack6"`
@@ -165,7 +170,7 @@ type benchMaps struct {
 	QuicCache    *ebpf.Map `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.Map `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.Map `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
+	QuicTables   *ebpf.Map `ebpf:"quic_tables"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -178,6 +183,7 @@ func (m *benchMaps) Close() error {
 	return _BenchClose(
 		m.BackendStats,
 		m.Backends,
+		m.BenchSaved,
 		m.BenchSeq,
 		m.Conntrack4,
 		m.Conntrack6,
@@ -191,7 +197,7 @@ func (m *benchMaps) Close() error {
 		m.QuicCache,
 		m.QuicKeys,
 		m.QuicScratch,
-		m.QuicServers,
+		m.QuicTables,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,
@@ -205,9 +211,10 @@ func (m *benchMaps) Close() error {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchVariables struct {
-	FloodCost *ebpf.Variable `ebpf:"flood_cost"`
-	HashSeed  *ebpf.Variable `ebpf:"hash_seed"`
-	LbMac     *ebpf.Variable `ebpf:"lb_mac"`
+	FloodCost       *ebpf.Variable `ebpf:"flood_cost"`
+	HashSeed        *ebpf.Variable `ebpf:"hash_seed"`
+	LbMac           *ebpf.Variable `ebpf:"lb_mac"`
+	UnusedQuicEntry *ebpf.Variable `ebpf:"unused_quic_entry"`
 }
 
 // benchPrograms contains all programs after they have been loaded into the kernel.

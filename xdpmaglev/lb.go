@@ -138,29 +138,30 @@ const (
 // attached to an interface. Its methods are safe for concurrent use by
 // multiple goroutines.
 type LB struct {
-	mu       sync.Mutex // guards the fields below and the maps' contents
-	objs     maglevObjects
-	inner    *ebpf.MapSpec // a table's spec
-	link     link.Link     // nil if not attached
-	mode     AttachMode
-	ifindex  int
-	neigh    *neighbours // resolves backends' addresses; nil without an interface
-	drv      *driver     // reads the driver's XDP counters; nil without an interface
-	opts     Options
-	services map[Service]*service
-	svcFree  []uint32      // free service ids, oldest first
-	beFree   []uint32      // free backend ids, oldest first
-	cookie   uint32        // the last backend cookie handed out
-	gen      uint64        // the last service install
-	stop     chan struct{} // closed by Close: ends refresh
-	done     chan struct{} // closed when refresh has ended
-	metrics  *metrics
-	kptr     bool               // the kernel reads quic_keys's contexts (kptrSpec): encrypted QUIC-LB can be set
-	keyProg  *ebpf.Program      // bpf/quic_key.c's, loaded by the first encrypted QUIC-LB configuration; nil before
-	pins     *pinned            // nil without Options.PinPath
-	rec      maglevLayoutRecord // the layout record, as the layout map holds it
-	adopted  bool               // Load adopted pinned maps
-	closed   bool
+	mu        sync.Mutex // guards the fields below and the maps' contents
+	objs      maglevObjects
+	inner     *ebpf.MapSpec // a table's spec
+	link      link.Link     // nil if not attached
+	mode      AttachMode
+	ifindex   int
+	neigh     *neighbours // resolves backends' addresses; nil without an interface
+	drv       *driver     // reads the driver's XDP counters; nil without an interface
+	opts      Options
+	services  map[Service]*service
+	svcFree   []uint32      // free service ids, oldest first
+	beFree    []uint32      // free backend ids, oldest first
+	cookie    uint32        // the last backend cookie handed out
+	gen       uint64        // the last service install
+	stop      chan struct{} // closed by Close: ends refresh
+	done      chan struct{} // closed when refresh has ended
+	metrics   *metrics
+	kptr      bool               // the kernel reads quic_keys's contexts (kptrSpec): encrypted QUIC-LB can be set
+	quicInner *ebpf.MapSpec      // a table of QUIC-LB server IDs' spec
+	keyProg   *ebpf.Program      // bpf/quic_key.c's, loaded by the first encrypted QUIC-LB configuration; nil before
+	pins      *pinned            // nil without Options.PinPath
+	rec       maglevLayoutRecord // the layout record, as the layout map holds it
+	adopted   bool               // Load adopted pinned maps
+	closed    bool
 }
 
 // Load loads the data plane into the kernel and attaches it to the
@@ -196,7 +197,7 @@ func Load(iface string, opts Options) (*LB, error) {
 	if err != nil {
 		return nil, err
 	}
-	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}}
+	lb := &LB{inner: table, mode: AttachNone, opts: opts, services: map[Service]*service{}, quicInner: innerSpec(spec, "quic_tables")}
 	ifindex := 0
 	if ifc != nil {
 		ifindex = ifc.Index
@@ -239,14 +240,18 @@ func programSpec(opts Options) (*ebpf.CollectionSpec, uint64, *ebpf.MapSpec, err
 	for name, opt := range sizeOption {
 		spec.Maps[name].MaxEntries = uint32(sizes[opt] * max(1, sizeFactor[name]))
 	}
-	inner := spec.Maps["tables"].InnerMap
-	inner.MaxEntries = 1 + uint32(opts.M)
-	// Each SetService creates a table from this spec, of the service's
-	// size (BPF_F_INNER_MAP lets the tables' sizes differ): without its
-	// BTF, which the kernel would otherwise load anew every time.
-	table := inner.Copy()
-	table.Key, table.Value = nil, nil
-	return spec, hash, table, nil
+	spec.Maps["tables"].InnerMap.MaxEntries = 1 + uint32(opts.M)
+	return spec, hash, innerSpec(spec, "tables"), nil
+}
+
+// innerSpec returns the spec of the inner maps of map name of spec, which
+// SetService creates of each service's size (BPF_F_INNER_MAP lets their
+// sizes differ): without its BTF, which the kernel would otherwise load
+// anew every time.
+func innerSpec(spec *ebpf.CollectionSpec, name string) *ebpf.MapSpec {
+	m := spec.Maps[name].InnerMap.Copy()
+	m.Key, m.Value = nil, nil
+	return m
 }
 
 // load loads spec into the kernel, with the maps pinned at

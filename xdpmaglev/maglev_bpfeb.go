@@ -43,6 +43,7 @@ const (
 	maglevConstsQUIC_MAX_BLOCK    maglevConsts = 19
 	maglevConstsQUIC_MAX_SID      maglevConsts = 15
 	maglevConstsQUIC_WORDS        maglevConsts = 3
+	maglevConstsQUIC_PROBES       maglevConsts = 4
 	maglevConstsQUIC_OFF          maglevConsts = 0
 	maglevConstsQUIC_PLAIN        maglevConsts = 1
 	maglevConstsQUIC_SINGLE       maglevConsts = 2
@@ -215,6 +216,14 @@ type maglevQuicCid struct {
 	Blk   [3]uint64
 }
 
+type maglevQuicEntry struct {
+	_   structs.HostLayout
+	Sid [2]uint64
+	Cp  uint32
+	Pad uint32
+	Be  maglevSlot
+}
+
 type maglevQuicKey struct {
 	_   structs.HostLayout
 	Ctx uint64
@@ -222,13 +231,6 @@ type maglevQuicKey struct {
 
 type maglevQuicServerId struct {
 	_   structs.HostLayout
-	Sid [2]uint64
-}
-
-type maglevQuicSid struct {
-	_   structs.HostLayout
-	Svc uint32
-	Cp  uint32
 	Sid [2]uint64
 }
 
@@ -275,35 +277,36 @@ type maglevSvcKey4 struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	maglevMapBackendStats  = "backend_stats"
-	maglevMapBackends      = "backends"
-	maglevMapConntrack4    = "conntrack4"
-	maglevMapConntrack6    = "conntrack6"
-	maglevMapCounters      = "counters"
-	maglevMapDown          = "down"
-	maglevMapFloodState    = "flood_state"
-	maglevMapLayout        = "layout"
-	maglevMapModes         = "modes"
-	maglevMapNexthops      = "nexthops"
-	maglevMapPrevTables    = "prev_tables"
-	maglevMapQuicCache     = "quic_cache"
-	maglevMapQuicKeys      = "quic_keys"
-	maglevMapQuicScratch   = "quic_scratch"
-	maglevMapQuicServers   = "quic_servers"
-	maglevMapServiceStats  = "service_stats"
-	maglevMapServices4     = "services4"
-	maglevMapServices6     = "services6"
-	maglevMapTables        = "tables"
-	maglevMapVips4         = "vips4"
-	maglevMapVips6         = "vips6"
-	maglevProgXdpMaglev    = "xdp_maglev"
-	maglevVarFloodCost     = "flood_cost"
-	maglevVarHashSeed      = "hash_seed"
-	maglevVarLbMac         = "lb_mac"
-	maglevVarUnusedConsts  = "unused_consts"
-	maglevVarUnusedCounter = "unused_counter"
-	maglevVarUnusedForward = "unused_forward"
-	maglevVarUnusedLayout  = "unused_layout"
+	maglevMapBackendStats    = "backend_stats"
+	maglevMapBackends        = "backends"
+	maglevMapConntrack4      = "conntrack4"
+	maglevMapConntrack6      = "conntrack6"
+	maglevMapCounters        = "counters"
+	maglevMapDown            = "down"
+	maglevMapFloodState      = "flood_state"
+	maglevMapLayout          = "layout"
+	maglevMapModes           = "modes"
+	maglevMapNexthops        = "nexthops"
+	maglevMapPrevTables      = "prev_tables"
+	maglevMapQuicCache       = "quic_cache"
+	maglevMapQuicKeys        = "quic_keys"
+	maglevMapQuicScratch     = "quic_scratch"
+	maglevMapQuicTables      = "quic_tables"
+	maglevMapServiceStats    = "service_stats"
+	maglevMapServices4       = "services4"
+	maglevMapServices6       = "services6"
+	maglevMapTables          = "tables"
+	maglevMapVips4           = "vips4"
+	maglevMapVips6           = "vips6"
+	maglevProgXdpMaglev      = "xdp_maglev"
+	maglevVarFloodCost       = "flood_cost"
+	maglevVarHashSeed        = "hash_seed"
+	maglevVarLbMac           = "lb_mac"
+	maglevVarUnusedConsts    = "unused_consts"
+	maglevVarUnusedCounter   = "unused_counter"
+	maglevVarUnusedForward   = "unused_forward"
+	maglevVarUnusedLayout    = "unused_layout"
+	maglevVarUnusedQuicEntry = "unused_quic_entry"
 )
 
 // loadMaglev returns the embedded CollectionSpec for maglev.
@@ -369,7 +372,7 @@ type maglevMapSpecs struct {
 	QuicCache    *ebpf.MapSpec `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.MapSpec `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.MapSpec `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
+	QuicTables   *ebpf.MapSpec `ebpf:"quic_tables"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -382,13 +385,14 @@ type maglevMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type maglevVariableSpecs struct {
-	FloodCost     *ebpf.VariableSpec `ebpf:"flood_cost"`
-	HashSeed      *ebpf.VariableSpec `ebpf:"hash_seed"`
-	LbMac         *ebpf.VariableSpec `ebpf:"lb_mac"`
-	UnusedConsts  *ebpf.VariableSpec `ebpf:"unused_consts"`
-	UnusedCounter *ebpf.VariableSpec `ebpf:"unused_counter"`
-	UnusedForward *ebpf.VariableSpec `ebpf:"unused_forward"`
-	UnusedLayout  *ebpf.VariableSpec `ebpf:"unused_layout"`
+	FloodCost       *ebpf.VariableSpec `ebpf:"flood_cost"`
+	HashSeed        *ebpf.VariableSpec `ebpf:"hash_seed"`
+	LbMac           *ebpf.VariableSpec `ebpf:"lb_mac"`
+	UnusedConsts    *ebpf.VariableSpec `ebpf:"unused_consts"`
+	UnusedCounter   *ebpf.VariableSpec `ebpf:"unused_counter"`
+	UnusedForward   *ebpf.VariableSpec `ebpf:"unused_forward"`
+	UnusedLayout    *ebpf.VariableSpec `ebpf:"unused_layout"`
+	UnusedQuicEntry *ebpf.VariableSpec `ebpf:"unused_quic_entry"`
 }
 
 // maglevObjects contains all objects after they have been loaded into the kernel.
@@ -425,7 +429,7 @@ type maglevMaps struct {
 	QuicCache    *ebpf.Map `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.Map `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.Map `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
+	QuicTables   *ebpf.Map `ebpf:"quic_tables"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -450,7 +454,7 @@ func (m *maglevMaps) Close() error {
 		m.QuicCache,
 		m.QuicKeys,
 		m.QuicScratch,
-		m.QuicServers,
+		m.QuicTables,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,
@@ -464,13 +468,14 @@ func (m *maglevMaps) Close() error {
 //
 // It can be passed to loadMaglevObjects or ebpf.CollectionSpec.LoadAndAssign.
 type maglevVariables struct {
-	FloodCost     *ebpf.Variable `ebpf:"flood_cost"`
-	HashSeed      *ebpf.Variable `ebpf:"hash_seed"`
-	LbMac         *ebpf.Variable `ebpf:"lb_mac"`
-	UnusedConsts  *ebpf.Variable `ebpf:"unused_consts"`
-	UnusedCounter *ebpf.Variable `ebpf:"unused_counter"`
-	UnusedForward *ebpf.Variable `ebpf:"unused_forward"`
-	UnusedLayout  *ebpf.Variable `ebpf:"unused_layout"`
+	FloodCost       *ebpf.Variable `ebpf:"flood_cost"`
+	HashSeed        *ebpf.Variable `ebpf:"hash_seed"`
+	LbMac           *ebpf.Variable `ebpf:"lb_mac"`
+	UnusedConsts    *ebpf.Variable `ebpf:"unused_consts"`
+	UnusedCounter   *ebpf.Variable `ebpf:"unused_counter"`
+	UnusedForward   *ebpf.Variable `ebpf:"unused_forward"`
+	UnusedLayout    *ebpf.Variable `ebpf:"unused_layout"`
+	UnusedQuicEntry *ebpf.Variable `ebpf:"unused_quic_entry"`
 }
 
 // maglevPrograms contains all programs after they have been loaded into the kernel.

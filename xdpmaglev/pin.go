@@ -35,13 +35,13 @@ var sizeOption = map[string]string{
 	"vips4": "MaxServices", "vips6": "MaxServices",
 	"backends": "MaxBackends", "nexthops": "MaxBackends", "backend_stats": "MaxBackends", "down": "MaxBackends",
 	"conntrack4": "ConntrackSize", "conntrack6": "ConntrackSize",
-	"quic_servers": "MaxBackends", "quic_keys": "MaxServices", "quic_cache": "QUICCacheSize",
+	"quic_tables": "MaxServices", "quic_keys": "MaxServices", "quic_cache": "QUICCacheSize",
 }
 
-// sizeFactor is the entries a map has per unit of its sizeOption: a
-// QUIC-LB server ID per backend and codepoint, and two keys (one and its
-// successor) per service and codepoint; 1 for those not named.
-var sizeFactor = map[string]int{"quic_servers": quicConfigs, "quic_keys": 2 * quicConfigs}
+// sizeFactor is the entries a map has per unit of its sizeOption: two
+// QUIC-LB keys (one and its successor) per service and codepoint; 1 for
+// those not named.
+var sizeFactor = map[string]int{"quic_keys": 2 * quicConfigs}
 
 // pinned is an LB's hold on its pin directory: locked while the LB holds
 // it, so that two LBs never share the maps.

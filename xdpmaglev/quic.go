@@ -2,11 +2,13 @@ package xdpmaglev
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -111,8 +113,14 @@ func checkQUIC(svc Service, q *QUIC, bs []Backend) (*QUIC, error) {
 
 // quicState is what a service has of QUIC-LB in the data plane.
 type quicState struct {
-	cfgs [quicConfigs]quicCfg         // by codepoint
-	sids map[maglevQuicSid]maglevSlot // its entries in quic_servers
+	cfgs [quicConfigs]quicCfg  // by codepoint
+	sids map[sidKey]maglevSlot // its table of server IDs in quic_tables; nil where not known (adopted: written anew)
+}
+
+// sidKey is a server ID of a codepoint, as the program looks it up.
+type sidKey struct {
+	cp  uint8
+	sid [2]uint64 // the ID's octets as words (struct quic_server_id)
 }
 
 // quicCfg is a configuration as the data plane has it.
@@ -157,12 +165,111 @@ func quicMode(c quiclb.Config) uint8 {
 	return uint8(maglevConstsQUIC_PLAIN)
 }
 
-// sidKey returns quic_servers's key of server ID id of codepoint cp of
-// service svc: its octets as the program loads them, two words.
-func sidKey(svc uint32, cp uint8, id quiclb.ServerID) maglevQuicSid {
+// keyOf returns the key of server ID id of codepoint cp: its octets as
+// the program loads them, two words in the host's byte order.
+func keyOf(cp uint8, id quiclb.ServerID) sidKey {
 	var b [16]byte
 	id.Append(b[:0])
-	return maglevQuicSid{Svc: svc, Cp: uint32(cp), Sid: [2]uint64{binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint64(b[8:])}}
+	return sidKey{cp: cp, sid: [2]uint64{binary.NativeEndian.Uint64(b[:8]), binary.NativeEndian.Uint64(b[8:])}}
+}
+
+// quicProbes is QUIC_PROBES: the most entries a lookup reads.
+const quicProbes = int(maglevConstsQUIC_PROBES)
+
+// quicHash is quic_hash's twin (bpf/quic.h): the hash by which an ID's
+// entry is placed.
+func quicHash(seed uint64, cp uint8, sid [2]uint64) uint32 {
+	h := seed ^ uint64(cp)
+	h ^= sid[0] * 0x9e3779b97f4a7c15
+	h ^= sid[1] * 0xc2b2ae3d27d4eb4f
+	h ^= h >> 32
+	h *= 0xd6e8feb86659fd93
+	h ^= h >> 32
+	return uint32(h)
+}
+
+// sidTable returns the entries of a service's table of server IDs sids,
+// its header first: a power of 2 of them, at least 8 and four times the
+// IDs, each ID at most quicProbes from its hash's entry (linear probing),
+// under the first seed that places them all so (a larger table if none
+// of 64 does: at a quarter full, nearly always the first). It is
+// deterministic: the IDs are placed in sorted order.
+func sidTable(sids map[sidKey]maglevSlot) []maglevQuicEntry {
+	keys := slices.SortedFunc(maps.Keys(sids), func(a, b sidKey) int {
+		if c := cmp.Compare(a.cp, b.cp); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.sid[0], b.sid[0]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.sid[1], b.sid[1])
+	})
+	size := 8
+	for size < 4*len(keys) {
+		size *= 2
+	}
+	for ; ; size *= 2 {
+		mask := uint32(size - 1)
+	seeds:
+		for seed := range uint64(64) {
+			t := make([]maglevQuicEntry, 1+size)
+			t[0] = maglevQuicEntry{Sid: [2]uint64{seed, 0}, Cp: mask}
+			for _, k := range keys {
+				i := quicHash(seed, k.cp, k.sid)
+				placed := false
+				for p := range uint32(quicProbes) {
+					if e := &t[1+(i+p)&mask]; e.Cp == 0 {
+						*e = maglevQuicEntry{Sid: k.sid, Cp: 1 + uint32(k.cp), Be: sids[k]}
+						placed = true
+						break
+					}
+				}
+				if !placed {
+					continue seeds
+				}
+			}
+			return t
+		}
+	}
+}
+
+// putSIDTable writes the table of server IDs sids of service id into a
+// map of its own and swaps it in (or deletes the service's, for nil): the
+// kernel waits for the packets that read the old one (an RCU grace
+// period, about 10 ms). lb.mu is held.
+func (lb *LB) putSIDTable(id uint32, sids map[sidKey]maglevSlot) error {
+	if sids == nil {
+		if err := lb.objs.QuicTables.Delete(id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("xdpmaglev: deleting a QUIC-LB table of server IDs: %w", err)
+		}
+		return nil
+	}
+	t := sidTable(sids)
+	spec := *lb.quicInner
+	spec.MaxEntries = uint32(len(t))
+	m, err := ebpf.NewMap(&spec)
+	if err != nil {
+		return fmt.Errorf("xdpmaglev: creating a QUIC-LB table of server IDs: %w", err)
+	}
+	defer m.Close() // the map of tables holds it
+	keys := make([]uint32, len(t))
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := m.BatchUpdate(keys, t, nil); err != nil {
+		if !errors.Is(err, ebpf.ErrNotSupported) {
+			return fmt.Errorf("xdpmaglev: writing a QUIC-LB table of server IDs: %w", err)
+		}
+		for i := range t {
+			if err := m.Put(uint32(i), t[i]); err != nil {
+				return fmt.Errorf("xdpmaglev: writing a QUIC-LB table of server IDs: %w", err)
+			}
+		}
+	}
+	if err := lb.objs.QuicTables.Put(id, m); err != nil {
+		return fmt.Errorf("xdpmaglev: swapping a QUIC-LB table of server IDs in: %w", err)
+	}
+	return nil
 }
 
 // masks returns the words of masks of a block's first n octets, as the
@@ -186,25 +293,28 @@ func cfgValue(c quiclb.Config) maglevQuicCfg {
 	return v
 }
 
-// A staged QUIC-LB update: the entries and keys written for the next
-// state, and how to undo them.
+// A staged QUIC-LB update: what stageQUIC wrote, to undo.
 type quicStaged struct {
-	wrote   map[maglevQuicSid]*maglevSlot // entries written, with the value each had (nil: none)
-	newKeys []uint32                      // slots of quic_keys given a key
+	svc     uint32
+	table   bool                  // the service's table of server IDs was swapped
+	oldSIDs map[sidKey]maglevSlot // the one before; nil: none, or not known
+	newKeys []uint32              // slots of quic_keys given a key
 }
 
 // stageQUIC writes next's QUIC-LB state but for the service's value:
 // the AES contexts of its encrypted configurations whose key is new, in
-// slots old does not use, and its entries of quic_servers that differ
-// from old's (each backend's id and cookie, known once stageBackends ran).
-// Entries of old's that next has not are deleted by finishQUIC, once the
-// value names next's configurations. lb.mu is held.
+// slots old does not use, and its table of server IDs if it differs from
+// old's (each backend's id and cookie, known once stageBackends ran: the
+// entries of old's backends that leave still name them, until they are
+// freed). Old's keys that next has not are cleared by finishQUIC, once the
+// service's value names next's configurations. lb.mu is held.
 func (lb *LB) stageQUIC(svc Service, old, next *service, st *quicStaged) error {
 	q := next.opts.QUIC
+	st.svc = next.id
 	if q == nil {
 		return nil
 	}
-	next.quic = &quicState{sids: map[maglevQuicSid]maglevSlot{}}
+	next.quic = &quicState{sids: map[sidKey]maglevSlot{}}
 	for _, c := range q.Configs {
 		val := cfgValue(c.Config)
 		qc := quicCfg{val: val}
@@ -237,41 +347,31 @@ func (lb *LB) stageQUIC(svc Service, old, next *service, st *quicStaged) error {
 		}
 		next.quic.cfgs[c.ID] = qc
 		for a, id := range c.ServerIDs {
-			be := next.backends[a]
-			if be == nil {
-				continue // Down: out of the data plane
-			}
-			k, v := sidKey(next.id, c.ID, id), maglevSlot{Id: be.id, Cookie: be.cookie}
-			next.quic.sids[k] = v
-			var had *maglevSlot
-			if old.quic != nil {
-				if ov, ok := old.quic.sids[k]; ok {
-					if ov == v {
-						continue
-					}
-					had = &ov
-				}
-			}
-			if _, done := st.wrote[k]; !done {
-				st.wrote[k] = had
-			}
-			if err := lb.objs.QuicServers.Put(k, v); err != nil {
-				return fmt.Errorf("xdpmaglev: writing the server ID %v of %v (service %v): %w", id, a, svc, err)
+			if be := next.backends[a]; be != nil { // not Down: in the data plane
+				next.quic.sids[keyOf(c.ID, id)] = maglevSlot{Id: be.id, Cookie: be.cookie}
 			}
 		}
+	}
+	if old.quic != nil && old.quic.sids != nil && maps.Equal(old.quic.sids, next.quic.sids) {
+		return nil
+	}
+	if err := lb.putSIDTable(next.id, next.quic.sids); err != nil {
+		return fmt.Errorf("%w (service %v)", err, svc)
+	}
+	st.table = true
+	if old.quic != nil {
+		st.oldSIDs = old.quic.sids
 	}
 	return nil
 }
 
 // undoQUIC puts back what stageQUIC wrote, best effort (the error that
-// made the update fail is the caller's). lb.mu is held.
+// made the update fail is the caller's): the table of server IDs before
+// (none where it was not known), the new keys' slots cleared. lb.mu is
+// held.
 func (lb *LB) undoQUIC(st *quicStaged) {
-	for k, had := range st.wrote {
-		if had != nil {
-			_ = lb.objs.QuicServers.Put(k, *had)
-		} else {
-			_ = lb.objs.QuicServers.Delete(k)
-		}
+	if st.table {
+		_ = lb.putSIDTable(st.svc, st.oldSIDs)
 	}
 	for _, slot := range st.newKeys {
 		_ = lb.objs.QuicKeys.Put(slot, maglevQuicKey{})
@@ -279,23 +379,17 @@ func (lb *LB) undoQUIC(st *quicStaged) {
 }
 
 // finishQUIC removes what old had of QUIC-LB and next has not, once the
-// service's value names next's configurations: its entries of
-// quic_servers, and the AES contexts of its keys (their slots cleared; a
-// packet still running with one holds it until it is done). lb.mu is held.
+// service's value names next's configurations: the AES contexts of its
+// keys (their slots cleared; a packet still running with one holds it
+// until it is done), and its table of server IDs if next has QUIC-LB no
+// more. lb.mu is held.
 func (lb *LB) finishQUIC(svcID uint32, old, next *quicState) error {
 	if old == nil {
 		return nil
 	}
 	var errs []error
-	for k := range old.sids {
-		if next != nil {
-			if _, ok := next.sids[k]; ok {
-				continue
-			}
-		}
-		if err := lb.objs.QuicServers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("xdpmaglev: deleting a server ID of service %d: %w", svcID, err))
-		}
+	if next == nil {
+		errs = append(errs, lb.putSIDTable(svcID, nil))
 	}
 	keep := next.keySlots()
 	for slot := range old.keySlots() {
@@ -391,37 +485,29 @@ func putQUIC(v *maglevService, s *service) {
 	v.Quic = s.quic.vals()
 }
 
-// adoptQUIC rebuilds s's QUIC-LB state from its value v and its entries
-// of quic_servers (sids, by service id): the configurations' keys are
-// not known (a kptr reads back as 0), so the next update sets them anew.
-func adoptQUIC(s *service, v maglevService, sids map[maglevQuicSid]maglevSlot) {
+// adoptQUIC rebuilds s's QUIC-LB state from its value v: the
+// configurations' keys are not known (a kptr reads back as 0), nor its
+// table of server IDs (reading a map of maps' inner map back takes
+// CAP_SYS_ADMIN), so the next update writes them anew.
+func adoptQUIC(s *service, v maglevService) {
 	if v.Flags&uint32(maglevConstsSVC_QUIC) == 0 {
 		return
 	}
-	s.quic = &quicState{sids: maps.Clone(sids)}
-	if s.quic.sids == nil {
-		s.quic.sids = map[maglevQuicSid]maglevSlot{}
-	}
+	s.quic = &quicState{}
 	for i := range s.quic.cfgs {
 		s.quic.cfgs[i].val = v.Quic[i]
 	}
 }
 
-// adoptQUICMaps reads quic_servers's entries by service id, deleting
-// those of services not in used, and clears the slots of quic_keys that
-// no adopted service's configuration names. The LB is not shared yet.
+// adoptQUICMaps deletes the tables of server IDs of the services not in
+// used, and clears the slots of quic_keys that no adopted service's
+// configuration names. The LB is not shared yet.
 func (lb *LB) adoptQUICMaps(used map[uint32]bool) error {
-	var k maglevQuicSid
-	var v maglevSlot
-	var stale []maglevQuicSid
-	for it := lb.objs.QuicServers.Iterate(); it.Next(&k, &v); {
-		if !used[k.Svc] {
-			stale = append(stale, k)
-		}
-	}
-	for _, k := range stale {
-		if err := lb.objs.QuicServers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("xdpmaglev: clearing a server ID no service names: %w", err)
+	for id := range uint32(lb.opts.MaxServices) {
+		if !used[id] {
+			if err := lb.putSIDTable(id, nil); err != nil {
+				return err
+			}
 		}
 	}
 	inUse := map[uint32]bool{}
@@ -436,22 +522,4 @@ func (lb *LB) adoptQUICMaps(used map[uint32]bool) error {
 		}
 	}
 	return nil
-}
-
-// readQUICServers returns quic_servers's entries by service id.
-func (lb *LB) readQUICServers() (map[uint32]map[maglevQuicSid]maglevSlot, error) {
-	out := map[uint32]map[maglevQuicSid]maglevSlot{}
-	var k maglevQuicSid
-	var v maglevSlot
-	it := lb.objs.QuicServers.Iterate()
-	for it.Next(&k, &v) {
-		if out[k.Svc] == nil {
-			out[k.Svc] = map[maglevQuicSid]maglevSlot{}
-		}
-		out[k.Svc][k] = v
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("%w: reading the QUIC-LB server IDs: %v", ErrLayout, err)
-	}
-	return out, nil
 }

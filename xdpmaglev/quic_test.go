@@ -16,6 +16,9 @@ import (
 	"github.com/maglevlb/maglev/quiclb"
 )
 
+// quicWords is QUIC_WORDS: the words a block is read as.
+const quicWords = int(maglevConstsQUIC_WORDS)
+
 // QUIC versions 1 and 2 (RFC 9000, RFC 9369).
 const (
 	quicV1 = 0x00000001
@@ -513,7 +516,7 @@ func refQUIC(p []byte, d *quiclb.Decoder, cs map[uint8]quiclb.Config) (string, q
 		}
 		room, cid = int(p[5]), p[6:]
 	}
-	if len(cid) < 1+quiclb.MaxBlockLen {
+	if len(cid) < 1+8*quicWords { // the program reads the block as words
 		return "short", none
 	}
 	c, ok := cs[cid[0]>>5]

@@ -24,31 +24,32 @@ type quickeyQuicKeyArgs struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	quickeyMapBackendStats = "backend_stats"
-	quickeyMapBackends     = "backends"
-	quickeyMapConntrack4   = "conntrack4"
-	quickeyMapConntrack6   = "conntrack6"
-	quickeyMapCounters     = "counters"
-	quickeyMapDown         = "down"
-	quickeyMapFloodState   = "flood_state"
-	quickeyMapLayout       = "layout"
-	quickeyMapModes        = "modes"
-	quickeyMapNexthops     = "nexthops"
-	quickeyMapPrevTables   = "prev_tables"
-	quickeyMapQuicCache    = "quic_cache"
-	quickeyMapQuicKeys     = "quic_keys"
-	quickeyMapQuicScratch  = "quic_scratch"
-	quickeyMapQuicServers  = "quic_servers"
-	quickeyMapServiceStats = "service_stats"
-	quickeyMapServices4    = "services4"
-	quickeyMapServices6    = "services6"
-	quickeyMapTables       = "tables"
-	quickeyMapVips4        = "vips4"
-	quickeyMapVips6        = "vips6"
-	quickeyProgQuicKeySet  = "quic_key_set"
-	quickeyVarFloodCost    = "flood_cost"
-	quickeyVarHashSeed     = "hash_seed"
-	quickeyVarLbMac        = "lb_mac"
+	quickeyMapBackendStats    = "backend_stats"
+	quickeyMapBackends        = "backends"
+	quickeyMapConntrack4      = "conntrack4"
+	quickeyMapConntrack6      = "conntrack6"
+	quickeyMapCounters        = "counters"
+	quickeyMapDown            = "down"
+	quickeyMapFloodState      = "flood_state"
+	quickeyMapLayout          = "layout"
+	quickeyMapModes           = "modes"
+	quickeyMapNexthops        = "nexthops"
+	quickeyMapPrevTables      = "prev_tables"
+	quickeyMapQuicCache       = "quic_cache"
+	quickeyMapQuicKeys        = "quic_keys"
+	quickeyMapQuicScratch     = "quic_scratch"
+	quickeyMapQuicTables      = "quic_tables"
+	quickeyMapServiceStats    = "service_stats"
+	quickeyMapServices4       = "services4"
+	quickeyMapServices6       = "services6"
+	quickeyMapTables          = "tables"
+	quickeyMapVips4           = "vips4"
+	quickeyMapVips6           = "vips6"
+	quickeyProgQuicKeySet     = "quic_key_set"
+	quickeyVarFloodCost       = "flood_cost"
+	quickeyVarHashSeed        = "hash_seed"
+	quickeyVarLbMac           = "lb_mac"
+	quickeyVarUnusedQuicEntry = "unused_quic_entry"
 )
 
 // loadQuickey returns the embedded CollectionSpec for quickey.
@@ -114,7 +115,7 @@ type quickeyMapSpecs struct {
 	QuicCache    *ebpf.MapSpec `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.MapSpec `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.MapSpec `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.MapSpec `ebpf:"quic_servers"`
+	QuicTables   *ebpf.MapSpec `ebpf:"quic_tables"`
 	ServiceStats *ebpf.MapSpec `ebpf:"service_stats"`
 	Services4    *ebpf.MapSpec `ebpf:"services4"`
 	Services6    *ebpf.MapSpec `ebpf:"services6"`
@@ -127,9 +128,10 @@ type quickeyMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type quickeyVariableSpecs struct {
-	FloodCost *ebpf.VariableSpec `ebpf:"flood_cost"`
-	HashSeed  *ebpf.VariableSpec `ebpf:"hash_seed"`
-	LbMac     *ebpf.VariableSpec `ebpf:"lb_mac"`
+	FloodCost       *ebpf.VariableSpec `ebpf:"flood_cost"`
+	HashSeed        *ebpf.VariableSpec `ebpf:"hash_seed"`
+	LbMac           *ebpf.VariableSpec `ebpf:"lb_mac"`
+	UnusedQuicEntry *ebpf.VariableSpec `ebpf:"unused_quic_entry"`
 }
 
 // quickeyObjects contains all objects after they have been loaded into the kernel.
@@ -166,7 +168,7 @@ type quickeyMaps struct {
 	QuicCache    *ebpf.Map `ebpf:"quic_cache"`
 	QuicKeys     *ebpf.Map `ebpf:"quic_keys"`
 	QuicScratch  *ebpf.Map `ebpf:"quic_scratch"`
-	QuicServers  *ebpf.Map `ebpf:"quic_servers"`
+	QuicTables   *ebpf.Map `ebpf:"quic_tables"`
 	ServiceStats *ebpf.Map `ebpf:"service_stats"`
 	Services4    *ebpf.Map `ebpf:"services4"`
 	Services6    *ebpf.Map `ebpf:"services6"`
@@ -191,7 +193,7 @@ func (m *quickeyMaps) Close() error {
 		m.QuicCache,
 		m.QuicKeys,
 		m.QuicScratch,
-		m.QuicServers,
+		m.QuicTables,
 		m.ServiceStats,
 		m.Services4,
 		m.Services6,
@@ -205,9 +207,10 @@ func (m *quickeyMaps) Close() error {
 //
 // It can be passed to loadQuickeyObjects or ebpf.CollectionSpec.LoadAndAssign.
 type quickeyVariables struct {
-	FloodCost *ebpf.Variable `ebpf:"flood_cost"`
-	HashSeed  *ebpf.Variable `ebpf:"hash_seed"`
-	LbMac     *ebpf.Variable `ebpf:"lb_mac"`
+	FloodCost       *ebpf.Variable `ebpf:"flood_cost"`
+	HashSeed        *ebpf.Variable `ebpf:"hash_seed"`
+	LbMac           *ebpf.Variable `ebpf:"lb_mac"`
+	UnusedQuicEntry *ebpf.Variable `ebpf:"unused_quic_entry"`
 }
 
 // quickeyPrograms contains all programs after they have been loaded into the kernel.

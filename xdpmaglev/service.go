@@ -808,7 +808,7 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs)), down: old.down}
 	var added []uint32 // ids taken here, given back on failure
 	var addedSvc bool
-	qs := &quicStaged{wrote: map[maglevQuicSid]*maglevSlot{}}
+	qs := &quicStaged{}
 	fail := func(err error) error {
 		lb.undoQUIC(qs)
 		for _, id := range added {

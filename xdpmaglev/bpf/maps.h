@@ -44,6 +44,7 @@ enum consts {
 	QUIC_MAX_BLOCK = 19, // the most octets of server ID and nonce
 	QUIC_MAX_SID = 15,   // the most octets of a server ID
 	QUIC_WORDS = 3,      // the 8-octet words a block is read as (19 octets at most)
+	QUIC_PROBES = 4,     // the most entries of a service's table of server IDs an ID's lookup reads
 	QUIC_OFF = 0,        // no configuration at the codepoint
 	QUIC_PLAIN = 1,      // the server ID in the clear
 	QUIC_SINGLE = 2,     // one AES block (server ID and nonce are 16 octets)
@@ -345,23 +346,38 @@ struct {
 	__uint(max_entries, 4096); // Options.MaxBackends
 } down SEC(".maps");
 
-// QUIC-LB (quic.h): the backend of each server ID of each service's
-// configurations, by the service, the codepoint and the server ID (its
-// octets, zero-padded). Its entries are written as backends join and
-// leave; an ID that names none is routed by the table.
-struct quic_sid {
-	__u32 svc;
-	__u32 cp;     // the codepoint
-	__u64 sid[2]; // the server ID's octets as the block's first two words hold them, zero-padded
+// QUIC-LB (quic.h): each service's table of its server IDs, by the
+// service's id: the backend of each server ID of each of its
+// configurations, in an open-addressed table of a power of 2 entries
+// (linear probing, at most QUIC_PROBES from an ID's hash, which the
+// control plane's placement keeps to), an array the program indexes
+// where a hash map would cost a function call and a jhash a packet. It
+// is written whole into a map of its own and swapped in, as a service's
+// Maglev table is. Entry 0 is the table's header: sid[0] the hash's
+// seed, cp the mask of its size.
+struct quic_entry {
+	__u64 sid[2];  // the server ID's octets as words (as struct quic_server_id's)
+	__u32 cp;      // 1 + the codepoint; 0: an empty entry
+	__u32 pad;
+	struct slot be; // the backend
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__type(key, struct quic_sid);
-	__type(value, struct slot);
-	__uint(max_entries, 28672); // Options.MaxBackends × QUIC_CONFIGS
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-} quic_servers SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__type(key, __u32);
+	__uint(max_entries, 64); // Options.MaxServices
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_ARRAY);
+		__type(key, __u32);
+		__type(value, struct quic_entry);
+		__uint(max_entries, 9); // 1 + each table's size
+		__uint(map_flags, BPF_F_MMAPABLE | BPF_F_INNER_MAP);
+	});
+} quic_tables SEC(".maps");
+
+// Referenced so that the inner maps' value type is whole in the BTF (a
+// type named only in an __array's definition is a declaration there).
+const struct quic_entry *unused_quic_entry __attribute__((unused));
 
 // The AES contexts of the services' encrypted configurations (struct
 // quic_cfg's key), made by the control plane (bpf/quic_key.c). ctx is a
@@ -391,8 +407,10 @@ struct quic_cid {
 	__u64 blk[QUIC_WORDS]; // the block's octets as words, zero-padded
 };
 
+// A server ID: its octets as the block's first two words hold them,
+// zero-padded.
 struct quic_server_id {
-	__u64 sid[2]; // as struct quic_sid's
+	__u64 sid[2];
 };
 
 struct {

@@ -149,20 +149,65 @@ static __always_inline int quic_decrypt(struct quic_cfg *qc, struct quic_cid *k,
 	return 0;
 }
 
+// quic_hash is the hash of server ID id of codepoint cp, with the table's
+// seed: the index of its entry in its service's table, less 1, is the
+// hash ANDed with the table's mask, or one of the QUIC_PROBES after it.
+// quicHash in quic.go is its twin, by which the control plane places the
+// IDs.
+static __always_inline __u64 quic_hash(__u64 seed, __u32 cp, struct quic_server_id *id)
+{
+	__u64 h = seed ^ cp;
+	h ^= id->sid[0] * 0x9e3779b97f4a7c15ULL;
+	h ^= id->sid[1] * 0xc2b2ae3d27d4eb4fULL;
+	h ^= h >> 32;
+	h *= 0xd6e8feb86659fd93ULL;
+	h ^= h >> 32;
+	return h;
+}
+
+// quic_server returns the backend of server ID id of codepoint cp in
+// service svc's table of server IDs, with its slot in out, or 0 if it has
+// none.
+static __always_inline struct backend *quic_server(__u32 svc, __u32 cp, struct quic_server_id *id, struct slot *out)
+{
+	void *t = bpf_map_lookup_elem(&quic_tables, &svc);
+	if (!t)
+		return 0;
+	__u32 zero = 0;
+	struct quic_entry *hdr = bpf_map_lookup_elem(t, &zero);
+	if (!hdr)
+		return 0;
+	__u32 mask = hdr->cp, i = quic_hash(hdr->sid[0], cp, id);
+#pragma unroll
+	for (int p = 0; p < QUIC_PROBES; p++) {
+		__u32 k = 1 + ((i + p) & mask);
+		struct quic_entry *e = bpf_map_lookup_elem(t, &k);
+		if (!e || e->cp == 0)
+			return 0;
+		if (e->cp == cp + 1 && e->sid[0] == id->sid[0] && e->sid[1] == id->sid[1]) {
+			struct backend *b = backend(e->be.id, e->be.cookie);
+			if (b)
+				*out = e->be;
+			return b;
+		}
+	}
+	return 0;
+}
+
 // quic_decode's outcomes but 0, the server ID found.
-#define QUIC_NO_KEY 1        // the configuration's key is missing: the control plane is between its writes
-#define QUIC_NO_SERVER 2     // the server ID names no server of the service
+#define QUIC_NO_KEY 1    // the configuration's key is missing: the control plane is between its writes
+#define QUIC_NO_SERVER 2 // the server ID names no server of the service
 
 // quic_decode puts the server ID of the encrypted block in this CPU's
-// quic_scratch (its cid, the caller's, of configuration qc) in key: from
-// quic_cache, or decrypted, and then kept in quic_cache if it names a
-// server of the service. It returns 0,
+// quic_scratch (its cid, the caller's, of configuration qc at codepoint
+// cp of service svc) in id: from quic_cache, or decrypted, and then kept
+// in quic_cache if it names a server of the service. It returns 0,
 // QUIC_NO_KEY or QUIC_NO_SERVER. A global function, which the verifier
 // checks once whatever calls it, with a stack of its own: the program's
 // is nearly full.
-__attribute__((noinline)) int quic_decode(struct quic_cfg *qc, struct quic_sid *key, struct cpu_counters *c)
+__attribute__((noinline)) int quic_decode(struct quic_cfg *qc, __u32 svc, __u32 cp, struct quic_server_id *id, struct cpu_counters *c)
 {
-	if (!qc || !key || !c) // a global function's pointers may be null, for the verifier
+	if (!qc || !id || !c) // a global function's pointers may be null, for the verifier
 		return QUIC_NO_KEY;
 	__u32 zero = 0;
 	struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero); // the caller's: this CPU's
@@ -171,19 +216,20 @@ __attribute__((noinline)) int quic_decode(struct quic_cfg *qc, struct quic_sid *
 	struct quic_cid *k = &s->cid;
 	struct quic_server_id *cached = bpf_map_lookup_elem(&quic_cache, k);
 	if (cached) {
-		key->sid[0] = cached->sid[0];
-		key->sid[1] = cached->sid[1];
+		id->sid[0] = cached->sid[0];
+		id->sid[1] = cached->sid[1];
 		return 0;
 	}
 	if (quic_decrypt(qc, k, s))
 		return QUIC_NO_KEY;
 	count(c, C_QUIC_DECRYPTED);
-	key->sid[0] = *(__u64 *)s->blk & qc->sid_mask[0];
-	key->sid[1] = *(__u64 *)(s->blk + 8) & qc->sid_mask[1];
-	if (!bpf_map_lookup_elem(&quic_servers, key))
+	id->sid[0] = *(__u64 *)s->blk & qc->sid_mask[0];
+	id->sid[1] = *(__u64 *)(s->blk + 8) & qc->sid_mask[1];
+	struct slot be;
+	if (!quic_server(svc, cp, id, &be))
 		return QUIC_NO_SERVER; // not kept: a flood of made-up IDs evicts nothing
-	s->val.sid[0] = key->sid[0];
-	s->val.sid[1] = key->sid[1];
+	s->val.sid[0] = id->sid[0];
+	s->val.sid[1] = id->sid[1];
 	bpf_map_update_elem(&quic_cache, k, &s->val, BPF_ANY);
 	return 0;
 }
@@ -233,10 +279,10 @@ static __always_inline struct backend *quic_route(struct xdp_md *ctx, struct cpu
 	if (room < 1 + (__u32)qc->len)
 		goto table;
 	__u64 *w = (void *)(cid + 1); // unaligned: the kernel allows it of packets where the CPU does
-	struct quic_sid key = {.svc = svc->id, .cp = cp};
+	struct quic_server_id id;
 	if (qc->mode == QUIC_PLAIN) {
-		key.sid[0] = w[0] & qc->sid_mask[0];
-		key.sid[1] = w[1] & qc->sid_mask[1];
+		id.sid[0] = w[0] & qc->sid_mask[0];
+		id.sid[1] = w[1] & qc->sid_mask[1];
 	} else {
 		__u32 zero = 0;
 		struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero);
@@ -248,20 +294,16 @@ static __always_inline struct backend *quic_route(struct xdp_md *ctx, struct cpu
 		s->cid.blk[0] = w[0] & qc->blk_mask[0];
 		s->cid.blk[1] = w[1] & qc->blk_mask[1];
 		s->cid.blk[2] = w[2] & qc->blk_mask[2];
-		int d = quic_decode(qc, &key, c);
+		int d = quic_decode(qc, svc->id, cp, &id, c);
 		if (d) { // a constant counter, not d, which the verifier cannot bound
 			r = d == QUIC_NO_KEY ? C_QUIC_UNKNOWN_CONFIG : C_QUIC_UNKNOWN_SERVER;
 			goto table;
 		}
 	}
-	struct slot *s = bpf_map_lookup_elem(&quic_servers, &key);
 	r = C_QUIC_UNKNOWN_SERVER;
-	if (!s)
-		goto table;
-	struct backend *b = backend(s->id, s->cookie);
+	struct backend *b = quic_server(svc->id, cp, &id, out);
 	if (!b)
 		goto table;
-	*out = *s;
 	count(c, C_QUIC_CID);
 	return b;
 table:
