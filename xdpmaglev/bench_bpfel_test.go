@@ -39,6 +39,9 @@ const (
 	benchMapTables          = "tables"
 	benchMapVips4           = "vips4"
 	benchMapVips6           = "vips6"
+	benchProgXdpAesCopy     = "xdp_aes_copy"
+	benchProgXdpAesDecrypt  = "xdp_aes_decrypt"
+	benchProgXdpAesEncrypt  = "xdp_aes_encrypt"
 	benchProgXdpBench       = "xdp_bench"
 	benchProgXdpBenchNew    = "xdp_bench_new"
 	benchProgXdpFlowHash    = "xdp_flow_hash"
@@ -90,9 +93,12 @@ type benchSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type benchProgramSpecs struct {
-	XdpBench    *ebpf.ProgramSpec `ebpf:"xdp_bench"`
-	XdpBenchNew *ebpf.ProgramSpec `ebpf:"xdp_bench_new"`
-	XdpFlowHash *ebpf.ProgramSpec `ebpf:"xdp_flow_hash"`
+	XdpAesCopy    *ebpf.ProgramSpec `ebpf:"xdp_aes_copy"`
+	XdpAesDecrypt *ebpf.ProgramSpec `ebpf:"xdp_aes_decrypt"`
+	XdpAesEncrypt *ebpf.ProgramSpec `ebpf:"xdp_aes_encrypt"`
+	XdpBench      *ebpf.ProgramSpec `ebpf:"xdp_bench"`
+	XdpBenchNew   *ebpf.ProgramSpec `ebpf:"xdp_bench_new"`
+	XdpFlowHash   *ebpf.ProgramSpec `ebpf:"xdp_flow_hash"`
 }
 
 // benchMapSpecs contains maps before they are loaded into the kernel.
@@ -221,13 +227,19 @@ type benchVariables struct {
 //
 // It can be passed to loadBenchObjects or ebpf.CollectionSpec.LoadAndAssign.
 type benchPrograms struct {
-	XdpBench    *ebpf.Program `ebpf:"xdp_bench"`
-	XdpBenchNew *ebpf.Program `ebpf:"xdp_bench_new"`
-	XdpFlowHash *ebpf.Program `ebpf:"xdp_flow_hash"`
+	XdpAesCopy    *ebpf.Program `ebpf:"xdp_aes_copy"`
+	XdpAesDecrypt *ebpf.Program `ebpf:"xdp_aes_decrypt"`
+	XdpAesEncrypt *ebpf.Program `ebpf:"xdp_aes_encrypt"`
+	XdpBench      *ebpf.Program `ebpf:"xdp_bench"`
+	XdpBenchNew   *ebpf.Program `ebpf:"xdp_bench_new"`
+	XdpFlowHash   *ebpf.Program `ebpf:"xdp_flow_hash"`
 }
 
 func (p *benchPrograms) Close() error {
 	return _BenchClose(
+		p.XdpAesCopy,
+		p.XdpAesDecrypt,
+		p.XdpAesEncrypt,
 		p.XdpBench,
 		p.XdpBenchNew,
 		p.XdpFlowHash,

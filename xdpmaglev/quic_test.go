@@ -658,3 +658,61 @@ func TestQUICAdopt(t *testing.T) {
 		t.Fatalf("a removed configuration's ID went to %v", got)
 	}
 }
+
+// lookupTable is quic_server's lookup (bpf/quic.h) in Go, on a table of
+// sidTable's: the backend of server ID k, or false.
+func lookupTable(t []maglevQuicEntry, k sidKey) (maglevSlot, bool) {
+	mask := t[0].Cp
+	i := quicHash(t[0].Sid[0], k.cp, k.sid)
+	for p := range uint32(quicProbes) {
+		e := t[1+(i+p)&mask]
+		if e.Cp == 0 {
+			return maglevSlot{}, false
+		}
+		if e.Cp == 1+uint32(k.cp) && e.Sid == k.sid {
+			return e.Be, true
+		}
+	}
+	return maglevSlot{}, false
+}
+
+// TestSIDTable: a table of server IDs of 0 to 3,000 entries (seven
+// codepoints of up to 429 backends, random IDs of 1 to 15 octets) places
+// every ID within its probes, a quarter full at most, deterministically,
+// and finds no other ID.
+func TestSIDTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, n := range []int{0, 1, 2, 7, 100, 1000, 3000} {
+		sids := map[sidKey]maglevSlot{}
+		for len(sids) < n {
+			b := make([]byte, 1+rng.IntN(quiclb.MaxServerIDLen))
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+			id, _ := quiclb.MakeServerID(b)
+			sids[keyOf(uint8(rng.IntN(quicConfigs)), id)] = maglevSlot{Id: uint32(len(sids)), Cookie: rng.Uint32() | 1}
+		}
+		tab := sidTable(sids)
+		size := len(tab) - 1
+		if size&(size-1) != 0 || size < 8 || size < 4*n || int(tab[0].Cp) != size-1 {
+			t.Fatalf("%d IDs: a table of %d entries, mask %#x", n, size, tab[0].Cp)
+		}
+		for k, v := range sids {
+			if got, ok := lookupTable(tab, k); !ok || got != v {
+				t.Fatalf("%d IDs: %+v found %v, %v; want %v", n, k, got, ok, v)
+			}
+		}
+		for range 1000 {
+			k := sidKey{cp: uint8(rng.IntN(quicConfigs)), sid: [2]uint64{rng.Uint64(), rng.Uint64() >> 8}}
+			if _, ok := sids[k]; ok {
+				continue
+			}
+			if got, ok := lookupTable(tab, k); ok {
+				t.Fatalf("%d IDs: %+v, no ID of the table, found %v", n, k, got)
+			}
+		}
+		if again := sidTable(sids); !slices.Equal(again, tab) {
+			t.Fatalf("%d IDs: two tables of the same IDs differ", n)
+		}
+	}
+}

@@ -2,7 +2,8 @@
 
 // Programs for the tests and benchmarks only, which Load never loads: the
 // load balancer's program wrapped to run on one buffer many times
-// (BPF_PROG_TEST_RUN's repeats), and the flow hash written into a frame.
+// (BPF_PROG_TEST_RUN's repeats), the flow hash written into a frame, and
+// the kernel's AES alone.
 // The tests load this object against an LB's own maps.
 
 #include "lb.h"
@@ -122,6 +123,60 @@ int xdp_flow_hash(struct xdp_md *ctx)
 	__u64 h = bpf_htonll(flow_hash(&p.f));
 	__builtin_memcpy(data, &h, 8); // parse checked 14 bytes or more
 	return XDP_TX;
+}
+
+// aes runs the kernel's AES alone, for BenchmarkAES: the frame's first
+// 16 octets through the AES context in quic_keys's slot 0 (op 1:
+// decrypt, 2: encrypt), or copied (op 0: the same lookups and dynptrs,
+// no AES), written back over them. XDP_TX, or XDP_ABORTED where the
+// context or the kernel's AES is missing.
+static __always_inline int aes(struct xdp_md *ctx, int op)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if (data + 16 > end || !bpf_ksym_exists(bpf_crypto_encrypt) || !bpf_ksym_exists(bpf_crypto_decrypt))
+		return XDP_ABORTED;
+	__u32 zero = 0;
+	struct quic_key *key = bpf_map_lookup_elem(&quic_keys, &zero);
+	struct quic_blocks *s = bpf_map_lookup_elem(&quic_scratch, &zero);
+	if (!key || !s)
+		return XDP_ABORTED;
+	struct bpf_crypto_ctx *cctx = (void *)key->ctx; // a kptr, by the map's BTF
+	if (!cctx)
+		return XDP_ABORTED;
+	__builtin_memcpy(s->in, data, 16);
+	struct bpf_dynptr in, out;
+	bpf_dynptr_from_mem(s->in, 16, 0, &in);
+	bpf_dynptr_from_mem(s->out, 16, 0, &out);
+	int err = 0;
+	if (op == 1)
+		err = bpf_crypto_decrypt(cctx, &in, &out, 0);
+	else if (op == 2)
+		err = bpf_crypto_encrypt(cctx, &in, &out, 0);
+	else
+		__builtin_memcpy(s->out, s->in, 16);
+	if (err)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, s->out, 16);
+	return XDP_TX;
+}
+
+SEC("xdp")
+int xdp_aes_copy(struct xdp_md *ctx)
+{
+	return aes(ctx, 0);
+}
+
+SEC("xdp")
+int xdp_aes_decrypt(struct xdp_md *ctx)
+{
+	return aes(ctx, 1);
+}
+
+SEC("xdp")
+int xdp_aes_encrypt(struct xdp_md *ctx)
+{
+	return aes(ctx, 2);
 }
 
 char __license[] SEC("license") = "Dual MIT/GPL";

@@ -1,10 +1,10 @@
-// QUIC-LB (draft-ietf-quic-load-balancers; docs/xdp.md, "QUIC by
-// connection ID"): a UDP packet of a service with QUIC-LB configurations
-// goes to the backend whose server ID its destination connection ID
-// carries, wherever its client's address has moved, when it carries one
-// the service knows; every other packet goes by the table, counted by
-// reason, never dropped for that alone. The Go package quiclb is this
-// file's twin (its Decoder), and the tests hold one against the other.
+// QUIC-LB (draft-ietf-quic-load-balancers; docs/quic.md): a UDP packet
+// of a service with QUIC-LB configurations goes to the backend whose
+// server ID its destination connection ID carries, wherever its client's
+// address has moved, when it carries one the service knows; every other
+// packet goes by the table, counted by reason, never dropped for that
+// alone. The Go package quiclb is this file's twin (its Decoder), and the
+// tests hold one against the other (FuzzQUIC).
 //
 // A long header Initial or 0-RTT packet carries the ID its client chose,
 // so the table routes it; a Handshake packet, and every short header
@@ -52,9 +52,9 @@ static __always_inline int quic_long(__u32 v, __u8 t)
 #define QUIC_HALF_MASK 15  // of left and right, 16 octets
 #define QUIC_BLOCK_MASK 31 // of blk, 32 octets
 
-// below returns 0xff if i < n, else 0, without a branch: the loops over
-// a connection ID's octets copy or mask them all, so that the verifier
-// walks one path, not one per length.
+// below returns 0xff if i < n, else 0, without a branch: the four-pass
+// network's loops mask every octet of a half, so that the verifier walks
+// one path, not one per length.
 static __always_inline __u8 below(__u32 i, __u32 n)
 {
 	return (__u8)((__s32)(i - n) >> 31);
