@@ -27,14 +27,14 @@ func ExampleGenerator() {
 	if err != nil {
 		panic(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tr := &quic.Transport{Conn: conn, ConnectionIDGenerator: gen}
-	defer tr.Close()
+	defer func() { _ = tr.Close() }()
 	srv, err := quicecho.Serve(tr, "backend-a") // a QUIC server of tr's: quic-go's Listen, or http3
 	if err != nil {
 		panic(err)
 	}
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	// A client, and what the load balancer reads of an ID the server issues.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -43,12 +43,12 @@ func ExampleGenerator() {
 	if err != nil {
 		panic(err)
 	}
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	c, err := quicecho.Dial(ctx, client, conn.LocalAddr())
 	if err != nil {
 		panic(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	name, err := c.Echo(ctx, "hello")
 	fmt.Println("answered by", name, err)
 

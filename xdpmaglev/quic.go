@@ -251,7 +251,7 @@ func (lb *LB) putSIDTable(id uint32, sids map[sidKey]maglevSlot) error {
 	if err != nil {
 		return fmt.Errorf("xdpmaglev: creating a QUIC-LB table of server IDs: %w", err)
 	}
-	defer m.Close() // the map of tables holds it
+	defer func() { _ = m.Close() }() // the map of tables holds it
 	keys := make([]uint32, len(t))
 	for i := range keys {
 		keys[i] = uint32(i)

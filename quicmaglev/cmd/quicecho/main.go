@@ -78,15 +78,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready chan<- net.
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	tr := &quic.Transport{Conn: conn, ConnectionIDGenerator: gen}
-	defer tr.Close()
+	defer func() { _ = tr.Close() }()
 	srv, err := quicecho.Serve(tr, *name)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	fmt.Fprintf(stderr, "quicecho: %s serving on %v, server ID %v, configuration %d (%v)\n", *name, conn.LocalAddr(), id, c.ID, c.Mode())
+	defer func() { _ = srv.Close() }()
+	_, _ = fmt.Fprintf(stderr, "quicecho: %s serving on %v, server ID %v, configuration %d (%v)\n", *name, conn.LocalAddr(), id, c.ID, c.Mode())
 	if ready != nil {
 		ready <- conn.LocalAddr()
 	}
