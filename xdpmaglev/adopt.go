@@ -11,6 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
+	"golang.org/x/sys/unix"
 )
 
 // adoptedBackend is a backends map entry in use, and its id.
@@ -150,6 +151,7 @@ func (lb *LB) adoptModes(svc Service, s *service, v maglevService) error {
 	s.opts.SecondChance = max(time.Until(until), time.Nanosecond) // what is left of it; the next SetServiceOptions says the window
 	if time.Now().Before(until) {
 		s.prevUntil = until
+		s.prev = lb.readPrev(s.id) // nil where the kernel does not let it: then Handoffs has none
 		lb.armPrev(svc, nil, s)
 		return nil
 	}
@@ -158,6 +160,44 @@ func (lb *LB) adoptModes(svc Service, s *service, v maglevService) error {
 	}
 	s.val.Until = 0
 	return nil
+}
+
+// readPrev returns the second hops prev_tables holds for service id, or
+// nil if it holds none or they cannot be read: reading an inner map takes
+// its id to a file descriptor, which the kernel allows only with
+// CAP_SYS_ADMIN. The LB is not shared yet.
+func (lb *LB) readPrev(id uint32) []maglevSlot {
+	var m *ebpf.Map
+	if err := lb.objs.PrevTables.Lookup(id, &m); err != nil {
+		return nil
+	}
+	defer func() { _ = m.Close() }()
+	slots, err := readSlots(m)
+	if err != nil {
+		return nil
+	}
+	return slots
+}
+
+// readSlots returns the slots of a table map written by writeSlots (slot
+// 0, the size, left out), read from its memory.
+func readSlots(m *ebpf.Map) ([]maglevSlot, error) {
+	size := 8 * int(m.MaxEntries())
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(m.FD(), 0, (size+page-1)/page*page, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %w", err)
+	}
+	defer func() { _ = unix.Munmap(mem) }()
+	n := int(binary.NativeEndian.Uint32(mem))
+	if n != int(m.MaxEntries())-1 {
+		return nil, fmt.Errorf("%w: a table of %d slots in a map of %d", ErrLayout, n, m.MaxEntries())
+	}
+	out := make([]maglevSlot, n)
+	for i := range out {
+		out[i] = maglevSlot{Id: binary.NativeEndian.Uint32(mem[8+8*i:]), Cookie: binary.NativeEndian.Uint32(mem[8+8*i+4:])}
+	}
+	return out, nil
 }
 
 // adoptVIPs makes the maps of VIPs those of the adopted services: a VIP

@@ -42,6 +42,9 @@ var (
 	// ErrInUse: another LB, in this process or another, holds
 	// Options.PinPath.
 	ErrInUse = errors.New("xdpmaglev: pin directory in use")
+	// ErrHandoff: a Handoff that names an invalid service, size, backend
+	// or second hop, or whose JSON form is not one.
+	ErrHandoff = errors.New("xdpmaglev: bad handoff")
 	// ErrUnsupported: the kernel lacks what an option needs (the BPF
 	// crypto kfuncs of an encrypted QUIC-LB configuration, Linux 6.10).
 	ErrUnsupported = errors.New("xdpmaglev: not supported by the kernel")

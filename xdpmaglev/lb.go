@@ -155,12 +155,13 @@ type LB struct {
 	stop      chan struct{} // closed by Close: ends refresh
 	done      chan struct{} // closed when refresh has ended
 	metrics   *metrics
-	kptr      bool               // the kernel reads quic_keys's contexts (kptrSpec): encrypted QUIC-LB can be set
-	quicInner *ebpf.MapSpec      // a table of QUIC-LB server IDs' spec
-	keyProg   *ebpf.Program      // bpf/quic_key.c's, loaded by the first encrypted QUIC-LB configuration; nil before
-	pins      *pinned            // nil without Options.PinPath
-	rec       maglevLayoutRecord // the layout record, as the layout map holds it
-	adopted   bool               // Load adopted pinned maps
+	kptr      bool                         // the kernel reads quic_keys's contexts (kptrSpec): encrypted QUIC-LB can be set
+	quicInner *ebpf.MapSpec                // a table of QUIC-LB server IDs' spec
+	keyProg   *ebpf.Program                // bpf/quic_key.c's, loaded by the first encrypted QUIC-LB configuration; nil before
+	pins      *pinned                      // nil without Options.PinPath
+	rec       maglevLayoutRecord           // the layout record, as the layout map holds it
+	adopted   bool                         // Load adopted pinned maps
+	handoffs  map[Service][]pendingHandoff // SetHandoffs's, until their services are created
 	closed    bool
 }
 

@@ -63,39 +63,47 @@ func slotValues(owners []uint32, vals []maglevSlot) []maglevSlot {
 	return out
 }
 
-// oldSlots returns the slots of the table s has in use, as the data plane
-// has them: nil if it has none.
-func (s *service) oldSlots() []maglevSlot {
+// slotsBy returns the slots of the table s has in use, each owner as the
+// slot value of backends (next's: a backend that is not one of them owns
+// no slot, as it is no second hop), or nil if s has no table.
+func (s *service) slotsBy(backends map[netip.Addr]*backend) []maglevSlot {
 	if s.table == nil || s.table.Size() == 0 {
 		return nil
 	}
 	vals := make([]maglevSlot, s.table.NumBackends())
 	for i := range vals {
 		vals[i] = maglevSlot{Id: noBackend}
-		if be := s.backends[netip.MustParseAddr(s.table.Backend(i))]; be != nil {
+		if be := backends[netip.MustParseAddr(s.table.Backend(i))]; be != nil {
 			vals[i] = maglevSlot{Id: be.id, Cookie: be.cookie}
 		}
 	}
 	return slotValues(s.table.AppendSlots(make([]uint32, 0, s.table.Size())), vals)
 }
 
-// prevSlots returns the second hops of a service going from old to the
-// table whose slots are now, at time t: each slot's owner in old where it
-// differs from now's; where it does not, the second hop old had, while
-// its window runs. A table of another size than old's takes old's slots
-// whole (a slot of one is no slot of the other). It returns nil if no
-// slot has a second hop.
-func prevSlots(old *service, now []maglevSlot, t time.Time) []maglevSlot {
-	was := old.oldSlots()
-	if was == nil {
-		return nil
+// prevSlots returns the second hops of a service going from old to next,
+// whose table's slots are now, at time t, and whether the table changed:
+// each slot's owner in old where it differs from now's and is still a
+// backend of next; where it is not, or the owner is the same, the second
+// hop old had, while its window runs. A table of another size than old's
+// takes old's slots whole (a slot of one is no slot of the other). Where
+// the table did not change (a change of options alone, or the same
+// backends again) it returns nil, false: old's second hops and window
+// stay as they are. Where it changed and no slot has a second hop, it
+// returns nil, true.
+func prevSlots(old, next *service, now []maglevSlot, t time.Time) ([]maglevSlot, bool) {
+	if old.table == nil || next.table == nil {
+		return nil, true
 	}
+	if old.table.Size() == next.table.Size() && old.table.Diff(next.table) == 0 {
+		return nil, false
+	}
+	was := old.slotsBy(next.backends)
 	if len(was) != len(now) {
-		return was
+		return was, true
 	}
 	carry := old.prev != nil && len(old.prev) == len(now) && t.Before(old.prevUntil)
 	out := make([]maglevSlot, len(now))
-	moved := false
+	some := false
 	for i := range now {
 		switch {
 		case was[i] != now[i] && was[i].Id != noBackend:
@@ -105,28 +113,47 @@ func prevSlots(old *service, now []maglevSlot, t time.Time) []maglevSlot {
 		default:
 			out[i] = maglevSlot{Id: noBackend}
 		}
-		moved = moved || out[i].Id != noBackend
+		some = some || out[i].Id != noBackend
 	}
-	if !moved {
-		return nil
+	if !some {
+		return nil, true
 	}
-	return out
+	return out, true
 }
 
 // stagePrev makes st's table of second hops, for a service with second
 // chance whose table changes at time t to the slots now: st.prev, a map
-// of the tables' layout, and st.next's prev and prevUntil. Where no slot
-// moved and none has a second hop to carry, the service keeps what it had
-// (an adopted service's second hops, whose slots this LB does not know,
-// among them). lb.mu is held.
+// of the tables' layout, and st.next's prev and prevUntil. Where the
+// table did not change, the service keeps what it had (an adopted
+// service's second hops, whose slots this LB may not know, among them);
+// where it changed and no slot has a second hop, it has none (putPrev
+// takes them out). A new service has none, unless it takes a Handoff
+// (st.before): then its second hops are those of a change from the
+// handoff's table, or the handoff's own where the table is the same.
+// lb.mu is held.
 func (lb *LB) stagePrev(st *staged, now []maglevSlot, t time.Time) error {
-	if st.next.opts.SecondChance <= 0 || st.isNew {
+	if st.next.opts.SecondChance <= 0 {
 		return nil
 	}
-	prev := prevSlots(st.old, now, t)
-	if prev == nil {
+	base := st.old
+	if st.isNew {
+		if base = st.before; base == nil {
+			return nil
+		}
+	}
+	prev, changed := prevSlots(base, st.next, now, t)
+	until := t.Add(st.next.opts.SecondChance)
+	switch {
+	case prev != nil:
+	case changed:
+		return nil // none: st.next has no second hops
+	case !st.isNew:
 		st.next.prev, st.next.prevUntil, st.next.prevSized = st.old.prev, st.old.prevUntil, st.old.prevSized
 		return nil
+	case base.prev == nil:
+		return nil
+	default:
+		prev, until = base.prev, base.prevUntil // the handoff's, as its load balancer has them
 	}
 	spec := *lb.inner
 	spec.MaxEntries = 1 + uint32(len(prev))
@@ -143,7 +170,7 @@ func (lb *LB) stagePrev(st *staged, now []maglevSlot, t time.Time) error {
 		return fmt.Errorf("xdpmaglev: writing the second hops of %v: %w", st.svc, err)
 	}
 	st.prev = m
-	st.next.prev, st.next.prevUntil = prev, t.Add(st.next.opts.SecondChance)
+	st.next.prev, st.next.prevUntil = prev, until
 	st.next.prevSized = len(prev) != st.next.table.Size()
 	return nil
 }

@@ -204,6 +204,7 @@ type service struct {
 	prevSized  bool                     // prev_tables' entry has a size of its own, the table's before M changed (SVC_PREV_SIZED)
 	prevTimer  *time.Timer              // takes it out then
 	quic       *quicState               // QUIC-LB: its configurations and server IDs in the data plane; nil: none
+	handoff    string                   // the From of the Handoff the service took when it was created; "": none
 }
 
 // backend is the state of one backend of a service: its id, the index of
@@ -786,6 +787,7 @@ type staged struct {
 	isNew     bool
 	inner     *ebpf.Map // the table; the caller closes it (close)
 	prev      *ebpf.Map // the second hops, nil if none new; the caller closes it (close)
+	before    *service  // a new service's state before it, from the Handoff it takes; nil: none
 	fail      func(error) error
 	undone    bool // by swapAll: fail was called, or finish failed
 }
@@ -805,7 +807,7 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 	if isNew {
 		old = &service{backends: map[netip.Addr]*backend{}}
 	}
-	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs)), down: old.down}
+	next := &service{id: old.id, table: table, opts: opts, backends: make(map[netip.Addr]*backend, len(bs)), down: old.down, handoff: old.handoff}
 	var added []uint32 // ids taken here, given back on failure
 	var addedSvc bool
 	qs := &quicStaged{}
@@ -841,7 +843,13 @@ func (lb *LB) stage(svc Service, table *maglev.Table, bs []Backend, opts Service
 		return nil, fail(err)
 	}
 	st := &staged{svc: svc, old: old, next: next, isNew: isNew, inner: inner, fail: fail}
-	if err := lb.stagePrev(st, slotValues(owners, slots), time.Now()); err != nil {
+	now := time.Now()
+	if isNew {
+		if st.before = lb.takeHandoff(svc, next, now); st.before != nil {
+			next.handoff = st.before.handoff
+		}
+	}
+	if err := lb.stagePrev(st, slotValues(owners, slots), now); err != nil {
 		_ = inner.Close()
 		return nil, fail(err)
 	}
@@ -942,6 +950,9 @@ func (lb *LB) finish(st *staged) error {
 		}
 	}
 	lb.services[st.svc] = st.next
+	if st.isNew {
+		delete(lb.handoffs, st.svc) // taken, or not for it (no second chance)
+	}
 	lb.armPrev(st.svc, st.old, st.next)
 	var errs []error
 	if !st.isNew {
