@@ -89,12 +89,17 @@ type ServiceReport struct {
 	Forward   string `json:"forward"`                 // l2, ipip or gue
 	Conntrack string `json:"conntrack"`               // on, or off for a stateless service
 	Second    string `json:"second_chance,omitempty"` // the second chance window; none with second chance off
-	TableSize int    `json:"table_size"`
-	Digest    string `json:"digest"`
-	Health    string `json:"health"` // the check, or "none"
-	FailOpen  bool   `json:"fail_open"`
-	Error     string `json:"error,omitempty"` // the last update's, if it failed
-	Packets   uint64 `json:"packets"`         // forwarded to its backends, since the data plane holds it
+	// SecondHopsUntil and Handoff are pool.Status's: when the second hops
+	// of the last change end, while it has some, and where those the
+	// service started with came from.
+	SecondHopsUntil string `json:"second_hops_until,omitempty"`
+	Handoff         string `json:"handoff,omitempty"`
+	TableSize       int    `json:"table_size"`
+	Digest          string `json:"digest"`
+	Health          string `json:"health"` // the check, or "none"
+	FailOpen        bool   `json:"fail_open"`
+	Error           string `json:"error,omitempty"` // the last update's, if it failed
+	Packets         uint64 `json:"packets"`         // forwarded to its backends, since the data plane holds it
 	// QUIC are its QUIC-LB configurations, the one in force first.
 	QUIC     []pool.QUICStatus `json:"quic_lb,omitempty"`
 	Backends []BackendReport   `json:"backends"` // by address
@@ -140,7 +145,8 @@ func join(st Status, svcs []pool.Status) Report {
 	for _, s := range svcs {
 		t := tables[s.Name]
 		sr := ServiceReport{Name: s.Name, Service: s.Service, Forward: t.Forward, Conntrack: t.Conntrack, Second: t.SecondChance, TableSize: t.Table.Size, Digest: s.Digest,
-			Health: s.Health, FailOpen: s.FailOpen, Error: s.Error, Packets: counts[s.Service].Packets, QUIC: s.QUIC}
+			Health: s.Health, FailOpen: s.FailOpen, Error: s.Error, Packets: counts[s.Service].Packets, QUIC: s.QUIC,
+			SecondHopsUntil: s.SecondHopsUntil, Handoff: s.Handoff}
 		if len(s.QUIC) > 0 {
 			q := st.Stats.QUIC
 			r.QUIC = &QUICCounts{CID: q.CID, Decrypted: q.Decrypted, Table: q.Table}

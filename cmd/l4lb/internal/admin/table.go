@@ -15,7 +15,8 @@ import (
 // with stateless, the second chance window and the QUIC-LB
 // configurations if so, table size, health check), under it a line per
 // backend (its address, and QUIC-LB server ID if any, state, weight,
-// slots in the table in use, health, and the packets forwarded to it),
+// slots in the table in use, health, and the packets forwarded to it)
+// and, while the service has second hops, when they end,
 // then the QUIC-LB counters and BGP's peers and routes. The data plane counts packets, not
 // connections: a backend's packets since it joined the service are what
 // the table shows, and what a drain's progress can be judged by.
@@ -44,6 +45,13 @@ func WriteTable(w io.Writer, r Report) error {
 				addr += "@" + b.ServerID
 			}
 			printf("  -> %s\t%s\t%d\t%d\t%s\t%d\n", addr, state, b.Weight, b.Slots, healthOf(b.Health, b.HealthOK, b.HealthFailed), b.Packets)
+		}
+		if s.SecondHopsUntil != "" {
+			from := ""
+			if s.Handoff != "" {
+				from = ", taken from the " + s.Handoff + " at start"
+			}
+			printf("  second hops until %s%s\n", s.SecondHopsUntil, from)
 		}
 		if s.Error != "" {
 			printf("  the last update failed: %s\n", s.Error)

@@ -170,6 +170,7 @@ func (b *Balancer) stopRemoved(svcs []config.Service, old map[xdpmaglev.Service]
 // the members, for the caller to apply (pool.ApplyAll).
 func (b *Balancer) start(c config.Service) (*running, error) {
 	p := pool.New(b.lb, c, b.announcer(), b.logger)
+	p.OnApplied(b.opts.Applied)
 	r := &running{cfg: c, pool: p}
 	if c.Health.Kind != "" {
 		h, err := checker.New(c.Svc, c.Health, b.opts.Meter, b.logger, func() { _ = p.Apply() })

@@ -50,6 +50,10 @@ type Options struct {
 	Meter   metric.Meter // l4lb's metrics
 	Speaker Speaker      // nil: no BGP
 	Logger  *slog.Logger // status lines, and the membership sources' warnings
+	// Applied, if not nil, is called after each update of a service in
+	// the data plane, with the service's pool locked: it waits for
+	// nothing (l4lb's state file writer).
+	Applied func()
 }
 
 // A Balancer is the running load balancer: the data plane, and a running

@@ -30,6 +30,7 @@ func buildGlobal(vs *setting.Values) (Global, error) {
 		return g, setting.Errorf(logFormat.Setting, "-log-format %q: text or json", g.LogFormat)
 	}
 	g.Pin = Pin{Dir: pinDir.Get(vs), Explicit: vs.Given(pinDir.Setting), Rebuild: rebuild.Get(vs)}
+	g.Handoff = Handoff{StateFile: stateFile.Get(vs), Listen: handoffListen.Get(vs), Peers: handoffPeers.Get(vs)}
 	if g.Pin.Rebuild && g.Pin.Dir == "" {
 		return g, setting.Errorf(rebuild.Setting, "-rebuild needs a -pin-dir")
 	}

@@ -38,9 +38,18 @@ type Global struct {
 	Pin       Pin               // pin-dir, -rebuild
 	File      string            // the configuration file the services come from; "" for the flags' one service
 	LogFormat string            // text or json
+	Handoff   Handoff           // state-file, handoff-listen, handoff-peers
 	Warnings  []string          // logged at start: legal, but likely not what the operator meant
 
 	vals *setting.Values // the settings given, for SameGlobal
+}
+
+// Handoff is where l4lb keeps its services' tables and second hops
+// (xdpmaglev.Handoff) for the next l4lb, and shares them with the fleet.
+type Handoff struct {
+	StateFile string   // state-file, cleaned; "": none
+	Listen    string   // handoff-listen: the peer listener's address; "": none
+	Peers     []string // handoff-peers: the others' listeners, HOST:PORT, asked at start
 }
 
 // Pin is where the data plane is pinned so that it outlives l4lb

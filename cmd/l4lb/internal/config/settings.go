@@ -46,6 +46,14 @@ var (
 	pinDir = setting.New(setting.Setting{Name: "pin-dir", Scope: setting.LB,
 		Doc: "the `directory`, in a BPF filesystem, where the data plane is pinned (in a subdirectory named after -iface) so that it outlives l4lb: SIGINT and SIGTERM leave the program attached and forwarding, and the next l4lb adopts it (connection tracking, tables, counters) and replaces the program without a gap; empty: nothing pinned, and a restart detaches and forgets connection tracking"},
 		DefaultPinDir, cleanPath)
+	stateFile = setting.New(setting.Setting{Name: "state-file", Scope: setting.LB,
+		Doc: "a `file` where l4lb keeps each second chance service's table and second hops, written after every change and read at start: an l4lb that starts without the pinned data plane (-pin-dir \"\", a crash that lost the pins, a reboot) forwards with the second hops of a change made inside the window, and makes its own for a change made while it was down (empty: none)"},
+		"", cleanPath)
+	handoffListen = setting.New(setting.Setting{Name: "handoff-listen", Scope: setting.LB,
+		Doc: "the `address` on which l4lb serves its services' tables and second hops to the other load balancers of its fleet (GET /debug/maglev/handoff, nothing else; empty: none)"}, "", setting.String)
+	handoffPeers = setting.NewList(setting.Setting{Name: "handoff-peer", Key: "handoff-peers", Scope: setting.LB, Reload: true,
+		Doc: "another load balancer's -handoff-listen `HOST:PORT` (repeat the flag for each; in a file a list): at start, l4lb asks them all for their services' tables and second hops (waiting 2 s at most), so that a service it starts inside another's second chance window forwards with the second hops of a change it did not see; read at start only"},
+		setting.One(parseHostPort)).Checked(distinctHostPort)
 	logFormat = setting.New(setting.Setting{Name: "log-format", Scope: setting.LB, Also: setting.Decap,
 		Doc: "the log records' `format` on standard error: text (key=value) or json, each with its time, level and message"}, "text", setting.String)
 	bgpASN = setting.New(setting.Setting{Name: "bgp-asn", Scope: setting.LB,
@@ -151,7 +159,7 @@ var (
 // table is every setting of l4lb, in the order of -h and the docs.
 var table = concat(
 	[]*setting.Setting{iface.Setting, mode.Setting, seed.Setting, floodRate.Setting, conntrackSize.Setting, maxServices.Setting,
-		maxBackends.Setting, admin.Setting, pinDir.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
+		maxBackends.Setting, admin.Setting, pinDir.Setting, stateFile.Setting, handoffListen.Setting, handoffPeers.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
 		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
 		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
 		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting,
@@ -272,6 +280,28 @@ func peerOf(f map[string]string) (bgp.Peer, error) {
 		return bgp.Peer{}, err
 	}
 	return bgp.Peer{Addr: a.Unmap(), ASN: n}, nil
+}
+
+// parseHostPort parses HOST:PORT, a port in [1, 65535].
+func parseHostPort(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return "", fmt.Errorf("%q is not HOST:PORT", s)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", fmt.Errorf("%q: port %q is not in [1, 65535]", s, port)
+	}
+	return s, nil
+}
+
+// distinctHostPort refuses an address given before.
+func distinctHostPort(have []string, s string) error {
+	for _, h := range have {
+		if h == s {
+			return fmt.Errorf("%s: given twice", s)
+		}
+	}
+	return nil
 }
 
 // distinctPeer refuses a peer given before.

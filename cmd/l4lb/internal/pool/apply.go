@@ -76,6 +76,9 @@ func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	p.err = nil
 	p.applied, p.ready, p.appliedFwd = bs, true, fwd
 	p.updates.Add(1)
+	if p.onApplied != nil {
+		p.onApplied()
+	}
 	p.logTable("")
 	return nil
 }

@@ -90,11 +90,12 @@ type Announcer interface {
 // applyMu is taken before mu, and mu before the checker's lock; the
 // checker's probes hold none of them, and it calls Apply with none held.
 type Pool struct {
-	lb      *xdpmaglev.LB
-	svc     xdpmaglev.Service
-	log     *slog.Logger // status lines
-	bgp     Announcer    // nil: no BGP; told after each apply whether the service is healthy
-	updates atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
+	lb        *xdpmaglev.LB
+	svc       xdpmaglev.Service
+	log       *slog.Logger // status lines
+	bgp       Announcer    // nil: no BGP; told after each apply whether the service is healthy
+	updates   atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
+	onApplied func()       // nil, or called after each update of the data plane (OnApplied), with p.mu held
 
 	applyMu    sync.Mutex               // held by Apply across the data plane's update
 	mu         sync.Mutex               // guards the fields below
@@ -134,6 +135,16 @@ func New(lb *xdpmaglev.LB, c config.Service, an Announcer, log *slog.Logger) *Po
 		p.drained[a.Unmap()] = true
 	}
 	return p
+}
+
+// OnApplied makes f called after each update of the data plane, before
+// the first: with the pool's lock held, so f must wait for nothing (l4lb
+// tells its state file's writer, which writes from a goroutine of its
+// own).
+func (p *Pool) OnApplied(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onApplied = f
 }
 
 // SetHealth gives the pool its health check, before its first members.

@@ -20,6 +20,12 @@ type Status struct {
 	// FailOpen is true while every backend of weight > 0 is down by the
 	// health check and the service keeps its last table.
 	FailOpen bool `json:"fail_open"`
+	// SecondHopsUntil is when the window of the service's second hops
+	// ends (RFC 3339), while it has some; Handoff is where those it
+	// started with came from ("state file", "peer HOST:PORT"), if it
+	// took a handoff when it started.
+	SecondHopsUntil string `json:"second_hops_until,omitempty"`
+	Handoff         string `json:"handoff,omitempty"`
 	// QUIC are the service's QUIC-LB configurations with quic-lb on, the
 	// one in force first.
 	QUIC     []QUICStatus    `json:"quic_lb,omitempty"`
@@ -77,6 +83,11 @@ func (p *Pool) Status() Status {
 	if p.err != nil {
 		st.Error = p.err.Error()
 	}
+	until, from := p.lb.SecondHops(p.svc)
+	if !until.IsZero() {
+		st.SecondHopsUntil = until.UTC().Format(time.RFC3339)
+	}
+	st.Handoff = from
 	st.QUIC = p.quicStatus()
 	ids := map[netip.Addr]quiclb.ServerID{}
 	if p.quic.cur != nil {
