@@ -245,15 +245,21 @@ func newFleet(t *testing.T) *fleet {
 // between the load balancers and etcd would be. While etcd is stopped,
 // connections to it are refused, as they would be.
 func (f *fleet) forwardEtcd(ns string) {
+	forwardEtcd(f.t, ns, f.etcd)
+}
+
+// forwardEtcd makes etcd reachable at 127.0.0.1:2379 in namespace ns (see
+// fleet.forwardEtcd), until the end of the test.
+func forwardEtcd(t *testing.T, ns string, etcd *etcdtest.Server) {
 	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", "127.0.0.1:2379") })
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
-	target := strings.TrimPrefix(f.etcd.Endpoint(), "http://")
+	target := strings.TrimPrefix(etcd.Endpoint(), "http://")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	open := map[net.Conn]bool{}
-	f.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = ln.Close()
 		mu.Lock()
 		for c := range open {
@@ -297,11 +303,14 @@ func (f *fleet) forwardEtcd(ns string) {
 	})
 }
 
-// serve runs backend name's TCP server in namespace ns: it sends its name,
-// then echoes. It stops at the end of the test, or when stop is called
-// (its listener and connections closed), once.
-func serve(t *testing.T, ns, name string) (stop func()) {
-	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", ":80") })
+// serve runs backend name's TCP server on port 80 in namespace ns: it
+// sends its name, then echoes. It stops at the end of the test, or when
+// stop is called (its listener and connections closed), once.
+func serve(t *testing.T, ns, name string) (stop func()) { return serveAt(t, ns, name, ":80") }
+
+// serveAt is serve on addr.
+func serveAt(t *testing.T, ns, name, addr string) (stop func()) {
+	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,9 +574,12 @@ type fconn struct {
 
 // dialFrom connects from the client's port (0: any) to the VIP, on the
 // calling thread, which must be in the client's namespace.
-func dialFrom(port int) (*fconn, error) {
+func dialFrom(port int) (*fconn, error) { return dialFromTo(port, fleetVIP) }
+
+// dialFromTo is dialFrom to vip.
+func dialFromTo(port int, vip netip.AddrPort) (*fconn, error) {
 	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: fleetClient.AsSlice(), Port: port}}
-	c, err := d.Dial("tcp4", fleetVIP.String())
+	c, err := d.Dial("tcp4", vip.String())
 	if err != nil {
 		return nil, err
 	}
@@ -667,6 +679,12 @@ func startPumps(conns []*fconn) *pumps { return startPumpsWithin(conns, 3*time.S
 
 // startPumpsWithin is startPumps with a line's timeout of d.
 func startPumpsWithin(conns []*fconn, d time.Duration) *pumps {
+	return startPumpsEvery(conns, 20*time.Millisecond, d)
+}
+
+// startPumpsEvery is startPumps with a line every interval, each line's
+// timeout d.
+func startPumpsEvery(conns []*fconn, interval, d time.Duration) *pumps {
 	p := &pumps{timeout: d, stop: make(chan struct{}), errs: map[int]error{}, conns: conns}
 	pad := strings.Repeat("x", 64)
 	for _, c := range conns {
@@ -676,7 +694,7 @@ func startPumpsWithin(conns []*fconn, d time.Duration) *pumps {
 				select {
 				case <-p.stop:
 					return
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(interval):
 				}
 				line := fmt.Sprintf("%d %d %s", c.port, seq, pad)
 				if err := c.echoWithin(line, p.timeout); err != nil {

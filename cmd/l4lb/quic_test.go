@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,9 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/quicmaglev"
@@ -40,17 +36,15 @@ import (
 //	        quic-go echo server on VIP:443 issuing QUIC-LB connection
 //	        IDs of its server ID, answering the client through the router
 type quicNet struct {
-	t                  *testing.T // the (sub)test the methods fail
-	top                *testing.T // TestQUIC: what outlives a subtest is cleaned up with it
-	suffix             string
-	router, client, lb string
-	backends           []string // namespaces
-	servers            []*quicServer
-	bin, dir, admin    string
-	keys               map[uint8]string // key files by codepoint
-	decaps             []*process
-	lbProc             *process
-	table              *maglev.Table // the table of the backends in the file
+	*routedNet
+	lb              string   // namespace
+	backends        []string // namespaces
+	servers         []*quicServer
+	bin, dir, admin string
+	keys            map[uint8]string // key files by codepoint
+	decaps          []*process
+	lbProc          *process
+	table           *maglev.Table // the table of the backends in the file
 }
 
 var (
@@ -96,97 +90,23 @@ func (g *countingGenerator) counts() map[uint8]int {
 	return out
 }
 
-func (q *quicNet) addNS(name string) string {
-	ns := fmt.Sprintf("q%s-%s", name, q.suffix)
-	ip(q.t, "netns", "add", ns)
-	q.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(q.t, "-n", ns, "link", "set", "lo", "up")
-	return ns
-}
-
-// link joins ns to the router by a veth pair, eth0 in ns with addr, dev
-// in the router's namespace, enslaved to br0 if addr is on the bridge's
-// subnet, and with checksum offload off on both ends: a packet that XDP
-// encapsulates loses the note that its checksum is still to be filled in.
-func (q *quicNet) link(ns, dev, addr string, bridged bool) {
-	ip(q.t, "-n", q.router, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	ip(q.t, "-n", ns, "addr", "add", addr, "dev", "eth0")
-	if bridged {
-		ip(q.t, "-n", q.router, "link", "set", dev, "master", "br0")
-	}
-	ip(q.t, "-n", q.router, "link", "set", dev, "up")
-	ip(q.t, "-n", ns, "link", "set", "eth0", "up")
-	for _, at := range [][2]string{{ns, "eth0"}, {q.router, dev}} {
-		if out, err := exec.Command("ip", "netns", "exec", at[0], "ethtool", "-K", at[1], "tx", "off").CombinedOutput(); err != nil {
-			q.t.Fatalf("ethtool: %v: %s", err, out)
-		}
-	}
-}
-
-func (q *quicNet) sysctl(ns, key, value string) {
-	q.t.Helper()
-	if out, err := exec.Command("ip", "netns", "exec", ns, "sysctl", "-qw", key+"="+value).CombinedOutput(); err != nil {
-		q.t.Fatalf("sysctl %s: %v: %s", key, err, out)
-	}
-}
-
 // newQUICNet builds the network with n backends (servers that issue IDs
 // of configuration c), each running l4lb decap, and no l4lb yet.
 func newQUICNet(t *testing.T, n int, c quiclb.Config) *quicNet {
-	need(t)
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("ethtool is missing: install it (apt-get install ethtool)")
-		}
-		t.Skip("ethtool is missing: install it (apt-get install ethtool)")
-	}
 	// quic-go's UDP segmentation offload needs the checksum offload the
 	// links have off.
 	t.Setenv("QUIC_GO_DISABLE_GSO", "1")
-	q := &quicNet{t: t, top: t, suffix: fmt.Sprint(os.Getpid()), dir: t.TempDir(), admin: "127.0.0.1:9183", keys: map[uint8]string{}}
+	q := &quicNet{routedNet: newRoutedNet(t, "q"), dir: t.TempDir(), admin: "127.0.0.1:9183", keys: map[uint8]string{}}
 	q.bin = build(t)
-	q.router = q.addNS("rt")
-	q.sysctl(q.router, "net.ipv4.ip_forward", "1")
-	ip(t, "-n", q.router, "link", "add", "br0", "type", "bridge")
-	ip(t, "-n", q.router, "addr", "add", "198.18.0.1/24", "dev", "br0")
-	ip(t, "-n", q.router, "link", "set", "br0", "up")
 	ip(t, "-n", q.router, "route", "add", quicVIP.Addr().String()+"/32", "via", "198.18.0.3")
-
-	q.client = q.addNS("cl")
-	q.link(q.client, "r-cl", quicClient.String()+"/24", false)
-	ip(t, "-n", q.router, "addr", "add", "198.18.1.1/24", "dev", "r-cl")
-	ip(t, "-n", q.client, "route", "add", "default", "via", "198.18.1.1")
-
 	q.lb = q.addNS("lb")
 	q.link(q.lb, "r-lb", "198.18.0.3/24", true)
 	ip(t, "-n", q.lb, "route", "add", "default", "via", "198.18.0.1")
 	q.sysctl(q.lb, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's encapsulation
-	// XDP_TX on a veth needs a program on its peer: one that passes all,
-	// on the bridge's port of l4lb and of each backend (the decapsulator's
-	// second hops).
-	pass, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT",
-		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
-	if err != nil {
-		t.Fatalf("loading an XDP_PASS program: %v", err)
-	}
-	t.Cleanup(func() { _ = pass.Close() })
-	attachPass := func(dev string) {
-		l, err := inNS(q.router, func() (link.Link, error) {
-			ifc, err := net.InterfaceByName(dev)
-			if err != nil {
-				return nil, err
-			}
-			return link.AttachXDP(link.XDPOptions{Program: pass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
-	}
-	attachPass("r-lb")
+	q.attachPass("r-lb")
 	for i := range n {
 		q.addBackend(i, c)
-		attachPass(fmt.Sprintf("r-be%d", i))
+		q.attachPass(fmt.Sprintf("r-be%d", i))
 	}
 	return q
 }

@@ -174,3 +174,27 @@ func TestReportQUIC(t *testing.T) {
 		}
 	}
 }
+
+// TestReportSecondHops: while a service has second hops, its table says
+// until when, and where those it started with came from; join takes
+// both from the service's status.
+func TestReportSecondHops(t *testing.T) {
+	st := Status{Attach: "native", Services: []ServiceStatus{{Name: "web", Service: "tcp/198.19.0.1:80", Forward: "gue", Conntrack: "off", SecondChance: "10m0s"}}}
+	svcs := []pool.Status{{Name: "web", Service: "tcp/198.19.0.1:80", Health: "none", SecondHopsUntil: "2026-12-07T05:00:00Z", Handoff: "peer 198.18.0.3:9181"}}
+	r := join(st, svcs)
+	if s := r.Services[0]; s.SecondHopsUntil != "2026-12-07T05:00:00Z" || s.Handoff != "peer 198.18.0.3:9181" {
+		t.Fatalf("joined %+v", s)
+	}
+	var b strings.Builder
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if w := "  second hops until 2026-12-07T05:00:00Z, taken from the peer 198.18.0.3:9181 at start\n"; !strings.Contains(b.String(), w) {
+		t.Errorf("the table lacks %q:\n%s", w, b.String())
+	}
+	r.Services[0].SecondHopsUntil = ""
+	b.Reset()
+	if err := WriteTable(&b, r); err != nil || strings.Contains(b.String(), "second hops") {
+		t.Errorf("without second hops: %v\n%s", err, b.String())
+	}
+}

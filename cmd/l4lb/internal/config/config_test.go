@@ -2,9 +2,12 @@ package config
 
 import (
 	"errors"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +267,63 @@ services:
 	} {
 		if _, _, err := Parse([]byte(tc.file)); err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want %q...", tc.file, err, tc.want)
+		}
+	}
+}
+
+// TestConfigHandoff: state-file, handoff-listen and handoff-peers, by
+// file and by flags; a peer that is not HOST:PORT, or given twice, is
+// refused at its line; a reload may change the peers (they are asked at
+// start only), not the state file or the listener.
+func TestConfigHandoff(t *testing.T) {
+	const svc = "services:\n  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11]\n"
+	top := "iface: eth0\nstate-file: /var/lib/l4lb/../l4lb/eth0.json\nhandoff-listen: 198.18.0.3:9181\nhandoff-peers: [198.18.0.4:9181, \"lb3.example:9181\", \"[2001:db8::5]:9181\"]\n"
+	g, _, err := Parse([]byte(top + svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Handoff{StateFile: "/var/lib/l4lb/eth0.json", Listen: "198.18.0.3:9181", Peers: []string{"198.18.0.4:9181", "lb3.example:9181", "[2001:db8::5]:9181"}}
+	if !reflect.DeepEqual(g.Handoff, want) {
+		t.Errorf("from a file: %+v, want %+v", g.Handoff, want)
+	}
+	c, err := parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11 -state-file /run/x.json -handoff-listen :9181 -handoff-peer 198.18.0.4:9181 -handoff-peer 198.18.0.5:9181"), io.Discard)
+	if err != nil || c.Handoff.StateFile != "/run/x.json" || c.Handoff.Listen != ":9181" || !slices.Equal(c.Handoff.Peers, []string{"198.18.0.4:9181", "198.18.0.5:9181"}) {
+		t.Errorf("from flags: %+v, %v", c.Handoff, err)
+	}
+	g, _, err = Parse([]byte("iface: eth0\n" + svc))
+	if err != nil || !reflect.DeepEqual(g.Handoff, Handoff{}) {
+		t.Errorf("the defaults: %+v, %v; want none", g.Handoff, err)
+	}
+	for _, bad := range []struct{ line, want string }{
+		{"handoff-peers: [198.18.0.4]", `handoff-peers "198.18.0.4": not HOST:PORT`},
+		{"handoff-peers: [\"198.18.0.4:0\"]", `port "0" is not in [1, 65535]`},
+		{"handoff-peers: [\"198.18.0.4:http\"]", `port "http" is not in [1, 65535]`},
+		{"handoff-peers: [\":9181\"]", `":9181": not HOST:PORT`},
+		{"handoff-peers: [198.18.0.4:9181, 198.18.0.4:9181]", "198.18.0.4:9181: given twice"},
+	} {
+		_, _, err := Parse([]byte("iface: eth0\n" + bad.line + "\n" + svc))
+		if err == nil || !strings.HasPrefix(err.Error(), "2: ") || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want line 2 and %q", bad.line, err, bad.want)
+		}
+	}
+	a, _, err := Parse([]byte(top + svc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, change := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"handoff-peers: [198.18.0.4:9181", "handoff-peers: [198.18.0.6:9181", true},
+		{"state-file: /var/lib/l4lb/../l4lb/eth0.json", "state-file: /var/lib/l4lb/eth1.json", false},
+		{"handoff-listen: 198.18.0.3:9181", "handoff-listen: 198.18.0.3:9182", false},
+	} {
+		b, _, err := Parse([]byte(strings.Replace(top, change.from, change.to, 1) + svc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := SameGlobal(a, b); (err == nil) != change.ok {
+			t.Errorf("%s: SameGlobal: %v", change.to, err)
 		}
 	}
 }

@@ -286,10 +286,10 @@ func peerOf(f map[string]string) (bgp.Peer, error) {
 func parseHostPort(s string) (string, error) {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil || host == "" {
-		return "", fmt.Errorf("%q is not HOST:PORT", s)
+		return "", errors.New("not HOST:PORT")
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return "", fmt.Errorf("%q: port %q is not in [1, 65535]", s, port)
+		return "", fmt.Errorf("port %q is not in [1, 65535]", port)
 	}
 	return s, nil
 }

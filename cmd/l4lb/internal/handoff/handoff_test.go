@@ -124,7 +124,9 @@ func TestAsk(t *testing.T) {
 	gone := ln.Addr().String()
 	_ = ln.Close() // nothing listens there now
 	failing := serve(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusInternalServerError) })
-	junk := serve(func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, `[{"v":1,"service":"tcp/198.19.0.1:80","m":250}]`) })
+	junk := serve(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprint(w, `[{"v":1,"service":"tcp/198.19.0.1:80","m":250}]`)
+	})
 
 	const wait = 500 * time.Millisecond
 	start := time.Now()
