@@ -28,7 +28,8 @@ func TestConfigExample(t *testing.T) {
 	}
 	if g.Iface != "eth0" || g.Opts.Seed != 7 || g.Admin != "127.0.0.1:9180" || g.Opts.MaxServices != 64 ||
 		g.BGP.ASN != 65001 || len(g.BGP.Peers) != 1 || g.BGP.Peers[0] != (bgp.Peer{Addr: netip.MustParseAddr("10.0.0.1"), ASN: 65000}) ||
-		g.BGP.Restart != 120*time.Second || g.File != "../../example.yaml" {
+		g.BGP.Restart != 120*time.Second || g.File != "../../example.yaml" ||
+		!reflect.DeepEqual(g.Handoff, Handoff{StateFile: "/var/lib/l4lb/eth0.json", Listen: "10.0.0.5:9181", Peers: []string{"10.0.0.6:9181"}}) {
 		t.Errorf("global %+v", g)
 	}
 	if len(svcs) != 4 {
