@@ -134,7 +134,10 @@ func (h *Handoff) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHandoff, err)
 	}
-	out := Handoff{Service: svc, M: j.M, Backends: make([]Backend, len(j.Backends)), Hops: j.Hops}
+	out := Handoff{Service: svc, M: j.M, Backends: make([]Backend, len(j.Backends))}
+	if len(j.Hops) > 0 {
+		out.Hops = j.Hops
+	}
 	for i, b := range j.Backends {
 		out.Backends[i] = Backend{Addr: b.Addr, Weight: b.Weight, Down: b.Down}
 	}

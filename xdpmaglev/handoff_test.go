@@ -335,3 +335,33 @@ func TestHandoffPinned(t *testing.T) {
 		t.Errorf("adopted:\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// FuzzHandoff: any bytes a peer or a state file may hold: a JSON form
+// is read, or refused with ErrHandoff, never a panic; one read writes
+// back the same handoff.
+func FuzzHandoff(f *testing.F) {
+	bs := encapBackends(3, false)
+	h := Handoff{Service: Service{VIP: vip(false, 80), Proto: TCP}, M: 251, Backends: bs, Hops: []netip.Addr{bs[1].Addr}, Slots: make([]uint32, 251), Until: time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)}
+	h.Slots[3], h.Slots[200] = 1, 1
+	f.Add(must(json.Marshal(h)))
+	f.Add([]byte(`{"v":1,"service":"udp/[2001:db8::1]:53","m":7,"backends":[{"addr":"2001:db8::11","weight":0}]}`))
+	f.Add([]byte(`{"v":1,"service":"tcp/198.19.0.1:80","m":7,"backends":[],"hops":["198.18.0.1"],"prev_m":7,"slots":"AAEFAQ=="}`))
+	f.Add([]byte(`{"v":1,"service":"tcp/198.19.0.1:80","m":7,"backends":null,"hops":[]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Handoff
+		if err := json.Unmarshal(b, &h); err != nil {
+			if !errors.Is(err, ErrHandoff) && json.Valid(b) {
+				t.Fatalf("%q: %v, not ErrHandoff", b, err)
+			}
+			return
+		}
+		again, err := json.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var h2 Handoff
+		if err := json.Unmarshal(again, &h2); err != nil || !sameHandoffs([]Handoff{h}, []Handoff{h2}, 0) {
+			t.Fatalf("%q read, written %s, read again %+v, %v", b, again, h2, err)
+		}
+	})
+}
