@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -31,6 +32,11 @@ func buildGlobal(vs *setting.Values) (Global, error) {
 	}
 	g.Pin = Pin{Dir: pinDir.Get(vs), Explicit: vs.Given(pinDir.Setting), Rebuild: rebuild.Get(vs)}
 	g.Handoff = Handoff{StateFile: stateFile.Get(vs), Listen: handoffListen.Get(vs), Peers: handoffPeers.Get(vs)}
+	if l := g.Handoff.Listen; l != "" {
+		if _, port, err := net.SplitHostPort(l); err != nil || port == "" {
+			return g, setting.Errorf(handoffListen.Setting, "-handoff-listen %q: not [HOST]:PORT", l)
+		}
+	}
 	if g.Pin.Rebuild && g.Pin.Dir == "" {
 		return g, setting.Errorf(rebuild.Setting, "-rebuild needs a -pin-dir")
 	}

@@ -301,6 +301,7 @@ func TestConfigHandoff(t *testing.T) {
 		{"handoff-peers: [\"198.18.0.4:http\"]", `port "http" is not in [1, 65535]`},
 		{"handoff-peers: [\":9181\"]", `":9181": not HOST:PORT`},
 		{"handoff-peers: [198.18.0.4:9181, 198.18.0.4:9181]", "198.18.0.4:9181: given twice"},
+		{"handoff-listen: 198.18.0.3", `-handoff-listen "198.18.0.3": not [HOST]:PORT`},
 	} {
 		_, _, err := Parse([]byte("iface: eth0\n" + bad.line + "\n" + svc))
 		if err == nil || !strings.HasPrefix(err.Error(), "2: ") || !strings.Contains(err.Error(), bad.want) {
