@@ -22,7 +22,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
@@ -204,18 +203,7 @@ func newFleet(t *testing.T) *fleet {
 		f.join(ns, fmt.Sprintf("p-lb%d", i), lbAddr(i))
 		f.nsexec(ns, "ethtool", "-K", "eth0", "tx", "off")
 		f.lbs = append(f.lbs, ns)
-		port := fmt.Sprintf("p-lb%d", i)
-		l, err := inNS(f.sw, func() (link.Link, error) {
-			ifc, err := net.InterfaceByName(port)
-			if err != nil {
-				return nil, err
-			}
-			return link.AttachXDP(link.XDPOptions{Program: f.pass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = l.Close() })
+		attachXDP(t, f.sw, fmt.Sprintf("p-lb%d", i), f.pass)
 	}
 	for i := range fleetBEs {
 		ns := f.addNS(fmt.Sprintf("be%d", i))
@@ -619,30 +607,47 @@ func (c *fconn) echoWithin(line string, d time.Duration) error {
 // backend, and the connections if keep.
 func (f *fleet) connect(want *maglev.Table, ports []int, keep bool) (map[string]int, []*fconn) {
 	f.t.Helper()
-	var mu sync.Mutex
+	conns, errs := dialEach(f.client, fleetVIP, ports, func(port int) string { return predict(want, port) })
+	if len(errs) > 0 {
+		f.t.Fatalf("%d of %d connections failed; first: %v", len(errs), len(ports), errors.Join(errs[:min(5, len(errs))]...))
+	}
 	per := map[string]int{}
+	for _, c := range conns {
+		per[c.backend]++
+		if !keep {
+			_ = c.Close()
+		}
+	}
+	if !keep {
+		conns = nil
+	}
+	return per, conns
+}
+
+// dialEach connects from the client's namespace ns to vip from each port,
+// 8 at a time, and returns the connections that reached the backend want
+// says, and an error for each other (those that reached another backend
+// closed).
+func dialEach(ns string, vip netip.AddrPort, ports []int, want func(port int) string) ([]*fconn, []error) {
+	var mu sync.Mutex
 	var conns []*fconn
 	var errs []error
 	work := make(chan int)
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, _ = inNS(f.client, func() (struct{}, error) {
+			_, _ = inNS(ns, func() (struct{}, error) {
 				for port := range work {
-					c, err := dialFrom(port)
+					c, err := dialFromTo(port, vip)
 					mu.Lock()
 					switch {
 					case err != nil:
 						errs = append(errs, fmt.Errorf("port %d: %w", port, err))
-					case c.backend != predict(want, port):
-						errs = append(errs, fmt.Errorf("port %d reached %s, the table says %s", port, c.backend, predict(want, port)))
-					default:
-						per[c.backend]++
-					}
-					if c != nil && keep {
-						conns = append(conns, c)
-					} else if c != nil {
+					case c.backend != want(port):
+						errs = append(errs, fmt.Errorf("port %d reached %s, the table says %s", port, c.backend, want(port)))
 						_ = c.Close()
+					default:
+						conns = append(conns, c)
 					}
 					mu.Unlock()
 				}
@@ -655,10 +660,7 @@ func (f *fleet) connect(want *maglev.Table, ports []int, keep bool) (map[string]
 	}
 	close(work)
 	wg.Wait()
-	if len(errs) > 0 {
-		f.t.Fatalf("%d of %d connections failed; first: %v", len(errs), len(ports), errors.Join(errs[:min(5, len(errs))]...))
-	}
-	return per, conns
+	return conns, errs
 }
 
 // pumps keep data flowing on long-lived connections: each sends a

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -183,42 +183,12 @@ func handoffTo(tbl *maglev.Table, port int, vip netip.AddrPort) string {
 // checks that each reaches the backend tbl says.
 func (n *handoffNet) connect(tbl *maglev.Table, vip netip.AddrPort, ports []int) []*fconn {
 	n.t.Helper()
-	var mu sync.Mutex
-	var conns []*fconn
-	var errs []string
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Go(func() {
-			_, _ = inNS(n.client, func() (struct{}, error) {
-				for port := range work {
-					c, err := dialFromTo(port, vip)
-					mu.Lock()
-					switch {
-					case err != nil:
-						errs = append(errs, fmt.Sprintf("port %d: %v", port, err))
-					case c.backend != handoffTo(tbl, port, vip):
-						errs = append(errs, fmt.Sprintf("port %d reached %s, the table says %s", port, c.backend, handoffTo(tbl, port, vip)))
-						_ = c.Close()
-					default:
-						conns = append(conns, c)
-					}
-					mu.Unlock()
-				}
-				return struct{}{}, nil
-			})
-		})
-	}
-	for _, p := range ports {
-		work <- p
-	}
-	close(work)
-	wg.Wait()
+	conns, errs := dialEach(n.client, vip, ports, func(port int) string { return handoffTo(tbl, port, vip) })
 	if len(errs) > 0 {
 		for _, c := range conns {
 			_ = c.Close()
 		}
-		n.t.Fatalf("%d of %d connections to %v failed: %s", len(errs), len(ports), vip, strings.Join(errs[:min(3, len(errs))], "; "))
+		n.t.Fatalf("%d of %d connections to %v failed; first: %v", len(errs), len(ports), vip, errors.Join(errs[:min(3, len(errs))]...))
 	}
 	return conns
 }

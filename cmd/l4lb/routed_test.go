@@ -95,16 +95,21 @@ func (n *routedNet) sysctl(ns, key, value string) {
 // attachPass attaches the XDP_PASS program to the router's port dev:
 // XDP_TX on a veth (l4lb's, a decapsulator's second hop) needs a program
 // on its peer.
-func (n *routedNet) attachPass(dev string) {
-	l, err := inNS(n.router, func() (link.Link, error) {
+func (n *routedNet) attachPass(dev string) { attachXDP(n.t, n.router, dev, n.pass) }
+
+// attachXDP attaches prog to dev in namespace ns, natively, until the end
+// of the test.
+func attachXDP(t *testing.T, ns, dev string, prog *ebpf.Program) {
+	t.Helper()
+	l, err := inNS(ns, func() (link.Link, error) {
 		ifc, err := net.InterfaceByName(dev)
 		if err != nil {
 			return nil, err
 		}
-		return link.AttachXDP(link.XDPOptions{Program: n.pass, Interface: ifc.Index, Flags: link.XDPDriverMode})
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
 	})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
-	n.t.Cleanup(func() { _ = l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 }
