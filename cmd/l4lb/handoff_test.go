@@ -293,7 +293,7 @@ func TestHandoff(t *testing.T) {
 		{name: "restart without pins, no state file", restart: true},
 		{name: "restart without pins, state file", restart: true, first: handoffLB{state: true}, second: handoffLB{state: true}, covered: true, from: "state file"},
 		{name: "crash, state file", restart: true, crash: true, first: handoffLB{state: true}, second: handoffLB{state: true}, covered: true, from: "state file"},
-		{name: "a second load balancer, its peer not answering", second: handoffLB{peer: peer}, logs: "handoff: peer " + peer + ": "},
+		{name: "a second load balancer, its peer not answering", second: handoffLB{peer: peer}, logs: `msg="handoff: a peer did not answer" peer=` + peer + " err="},
 		{name: "a second load balancer, asking its peer", first: handoffLB{listen: true}, second: handoffLB{peer: peer}, covered: true, from: "peer " + peer},
 		{name: "etcd, a second load balancer, asking its peer", first: handoffLB{listen: true, etcd: "etcd"}, second: handoffLB{peer: peer, etcd: "etcd"}, covered: true, from: "peer " + peer},
 	}

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
@@ -73,9 +72,8 @@ type lbRun struct {
 	sp  *bgp.Speaker // nil: no BGP
 	b   *balancer.Balancer
 	// state writes the services' handoffs to the state file after each
-	// change, once the first Apply is done; nil without a state file, or
-	// before.
-	state atomic.Pointer[handoff.Writer]
+	// change, once started; nil without a state file.
+	state *handoff.Writer
 }
 
 // runLB is the load balancer of g's settings and the services svcs, until
@@ -100,24 +98,19 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 		defer r.sp.StopServer(false) // on an error, with no drain; after Restart or Retire, nothing
 	}
 	defer r.b.Close()
-	r.takeHandoffs(ctx)
+	handoff.Take(ctx, r.lb, g.Handoff.StateFile, g.Handoff.Peers, log)
 	reload, err := r.start(ctx, svcs)
 	if err != nil {
 		return err
 	}
-	if g.Handoff.StateFile != "" {
-		r.state.Store(handoff.NewWriter(g.Handoff.StateFile, r.lb, func(err error) { log.Warn(err.Error()) }))
-		defer r.closeState() // on an error; the normal path closes it in wait
-	}
+	r.state.Start()
+	defer r.state.Close() // on an error; the normal path closes it in wait
 	if g.Handoff.Listen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("GET "+handoff.Path, handoff.Handler(r.lb))
-		a, err := ops.ServeAdmin(g.Handoff.Listen, mux)
+		a, err := handoff.Serve(g.Handoff.Listen, r.lb, log)
 		if err != nil {
-			return fmt.Errorf("-handoff-listen: %w", err)
+			return err
 		}
 		defer func() { _ = a.Close() }()
-		log.Info(fmt.Sprintf("handoffs for the fleet on http://%s%s", a.Addr(), handoff.Path))
 	}
 	if g.Admin != "" {
 		var asp admin.Speaker // nil, not a nil *bgp.Speaker, without BGP
@@ -163,12 +156,8 @@ func (r *lbRun) load(ctx context.Context) error {
 		bsp = r.sp
 		r.log.Info(fmt.Sprintf("bgp: %v", g.BGP))
 	}
-	applied := func() {
-		if w := r.state.Load(); w != nil {
-			w.Changed()
-		}
-	}
-	if r.b, err = balancer.New(ctx, r.lb, balancer.Options{Iface: g.Iface, Meter: r.pm.Provider.Meter(meterScope), Speaker: bsp, Logger: r.log, Applied: applied}); err != nil {
+	r.state = handoff.NewWriter(g.Handoff.StateFile, r.lb, r.log)
+	if r.b, err = balancer.New(ctx, r.lb, balancer.Options{Iface: g.Iface, Meter: r.pm.Provider.Meter(meterScope), Speaker: bsp, Logger: r.log, Applied: r.state.Changed}); err != nil {
 		if r.sp != nil {
 			r.sp.StopServer(false)
 		}
@@ -178,50 +167,6 @@ func (r *lbRun) load(ctx context.Context) error {
 	bal.Store(r.b)
 	r.b.Adopt()
 	return nil
-}
-
-// takeHandoffs gives the data plane the handoffs of the services it will
-// start (xdpmaglev.LB.SetHandoffs): the state file's, then the peers',
-// in the order of -handoff-peer, each service taking the first whose
-// table is its own, else the first. A service the data plane has already
-// (a pinned restart) keeps its own second hops.
-func (r *lbRun) takeHandoffs(ctx context.Context) {
-	h := r.g.Handoff
-	var hs []xdpmaglev.Handoff
-	if h.StateFile != "" {
-		got, written, err := handoff.Read(h.StateFile)
-		switch {
-		case err != nil:
-			r.log.Warn(fmt.Sprintf("handoff: %v: starting without it", err))
-		case written.IsZero():
-			r.log.Info(fmt.Sprintf("handoff: no state file at %s yet", h.StateFile))
-		default:
-			r.log.Info(fmt.Sprintf("handoff: %d services from the state file, written %s ago", len(got), time.Since(written).Round(time.Second)))
-			hs = append(hs, got...)
-		}
-	}
-	if len(h.Peers) > 0 {
-		for _, a := range handoff.Ask(ctx, h.Peers, handoff.Wait) {
-			if a.Err != nil {
-				r.log.Warn(fmt.Sprintf("handoff: peer %s: %v", a.Peer, a.Err))
-				continue
-			}
-			r.log.Info(fmt.Sprintf("handoff: %d services from peer %s", len(a.Handoffs), a.Peer))
-			hs = append(hs, a.Handoffs...)
-		}
-	}
-	if err := r.lb.SetHandoffs(hs); err != nil {
-		r.log.Warn(fmt.Sprintf("handoff: %v", err)) // each was checked as it was read: none, normally
-	}
-}
-
-// closeState writes the state file a last time, and stops its writer.
-func (r *lbRun) closeState() {
-	if w := r.state.Swap(nil); w != nil {
-		if err := w.Close(); err != nil {
-			r.log.Warn(err.Error())
-		}
-	}
 }
 
 // start applies the services, deletes those an earlier l4lb left that
@@ -277,9 +222,7 @@ func (r *lbRun) reloader() func() (string, error) {
 		if err == nil {
 			did, err = r.b.Apply(nsvcs)
 		}
-		if w := r.state.Load(); w != nil {
-			w.Changed() // a service that stopped is no longer the file's
-		}
+		r.state.Changed() // a service that stopped is no longer the file's
 		if err != nil {
 			r.log.Warn(fmt.Sprintf("reload refused, the running configuration stays: %v", err))
 			return "", err
@@ -314,7 +257,7 @@ func (r *lbRun) wait(ctx context.Context) error {
 	stopDriver()
 	<-driverDone
 	r.b.Close()
-	r.closeState() // the last word of this l4lb, for the next
+	r.state.Close() // the last word of this l4lb, for the next
 	if retired {
 		return dataplane.Detach(r.lb, r.g.Iface, r.log) // out of service: the program and the pins go
 	}

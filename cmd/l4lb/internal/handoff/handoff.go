@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -112,6 +114,17 @@ func Handler(lb *xdpmaglev.LB) http.Handler {
 	})
 }
 
+// Serve serves lb's handoffs to the fleet on addr (GET Path, nothing
+// else), until Close.
+func Serve(addr string, lb *xdpmaglev.LB, log *slog.Logger) (io.Closer, error) {
+	a, err := ops.ServeAdmin(addr, Handler(lb))
+	if err != nil {
+		return nil, fmt.Errorf("-handoff-listen: %w", err)
+	}
+	log.Info("handoffs for the fleet", "url", "http://"+a.Addr().String()+Path)
+	return a, nil
+}
+
 // An Answer is a peer's: its handoffs, or why it gave none.
 type Answer struct {
 	Peer     string
@@ -173,34 +186,88 @@ func ask(ctx context.Context, peer string) ([]xdpmaglev.Handoff, error) {
 	return hs, nil
 }
 
-// A Writer writes a load balancer's handoffs to its state file each
-// time it is told of a change, one write at a time, from a goroutine of
-// its own.
-type Writer struct {
-	path   string
-	lb     *xdpmaglev.LB
-	warn   func(error)
-	kick   chan struct{}
-	done   chan struct{}
-	stopMu sync.Mutex
-	closed bool
+// Take gives lb the handoffs of the services it will start
+// (xdpmaglev.LB.SetHandoffs), before it starts them: the state file's at
+// stateFile ("": none), then those of the peers, asked at once and
+// waited for Wait at most, in their order; each service takes the first
+// whose table is its own, else the first. A service lb has already (a
+// pinned restart) keeps its own second hops. It logs what it took, and
+// what it could not.
+func Take(ctx context.Context, lb *xdpmaglev.LB, stateFile string, peers []string, log *slog.Logger) {
+	var hs []xdpmaglev.Handoff
+	if stateFile != "" {
+		got, written, err := Read(stateFile)
+		switch {
+		case err != nil:
+			log.Warn("handoff: the state file is unreadable; starting without it", "path", stateFile, "err", err)
+		case written.IsZero():
+			log.Info("handoff: no state file yet", "path", stateFile)
+		default:
+			log.Info("handoff: took the state file", "path", stateFile, "services", len(got), "written", written.Format(time.RFC3339))
+			hs = append(hs, got...)
+		}
+	}
+	for _, a := range Ask(ctx, peers, Wait) {
+		if a.Err != nil {
+			log.Warn("handoff: a peer did not answer", "peer", a.Peer, "err", a.Err)
+			continue
+		}
+		log.Info("handoff: took a peer's", "peer", a.Peer, "services", len(a.Handoffs))
+		hs = append(hs, a.Handoffs...)
+	}
+	if err := lb.SetHandoffs(hs); err != nil {
+		log.Warn("handoff: none taken", "err", err) // each was checked as it was read: none, normally
+	}
 }
 
-// NewWriter starts the writer of lb's handoffs to path, which calls warn
-// with a write's error; it writes once at once.
-func NewWriter(path string, lb *xdpmaglev.LB, warn func(error)) *Writer {
-	w := &Writer{path: path, lb: lb, warn: warn, kick: make(chan struct{}, 1), done: make(chan struct{})}
+// A Writer writes a load balancer's handoffs to its state file, once
+// started, each time it is told of a change, one write at a time, from a
+// goroutine of its own. A nil *Writer (no state file) does nothing.
+type Writer struct {
+	path    string
+	lb      *xdpmaglev.LB
+	log     *slog.Logger
+	kick    chan struct{}
+	done    chan struct{}
+	mu      sync.Mutex // guards started and closed, and kick's sends
+	started bool
+	closed  bool
+}
+
+// NewWriter returns the writer of lb's handoffs to path, or nil if path
+// is "". It writes nothing until Start: a load balancer whose first
+// services fail to start leaves the file as the last one wrote it.
+func NewWriter(path string, lb *xdpmaglev.LB, log *slog.Logger) *Writer {
+	if path == "" {
+		return nil
+	}
+	return &Writer{path: path, lb: lb, log: log, kick: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// Start writes the handoffs at once, and after each Changed from then on.
+func (w *Writer) Start() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started || w.closed {
+		return
+	}
+	w.started = true
 	w.kick <- struct{}{}
 	go w.run()
-	return w
 }
 
-// Changed tells the writer that the handoffs changed: it writes them
-// soon, without blocking the caller.
+// Changed tells a started writer that the handoffs changed: it writes
+// them soon, without blocking the caller.
 func (w *Writer) Changed() {
-	w.stopMu.Lock()
-	defer w.stopMu.Unlock()
-	if w.closed {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.started || w.closed {
 		return
 	}
 	select {
@@ -215,23 +282,29 @@ func (w *Writer) run() {
 	for range w.kick {
 		err := Write(w.path, w.lb.Handoffs())
 		if err != nil && (last == nil || err.Error() != last.Error()) {
-			w.warn(err)
+			w.log.Warn("handoff: writing the state file failed", "path", w.path, "err", err)
 		}
 		last = err
 	}
 }
 
-// Close writes the handoffs a last time, and stops the writer; it
-// returns the last write's error.
-func (w *Writer) Close() error {
-	w.stopMu.Lock()
-	if w.closed {
-		w.stopMu.Unlock()
-		return nil
+// Close stops a started writer, writing the handoffs a last time (and
+// logging that write's error). A writer never started writes nothing.
+func (w *Writer) Close() {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	if !w.started || w.closed {
+		w.closed = true
+		w.mu.Unlock()
+		return
 	}
 	w.closed = true
-	w.stopMu.Unlock()
 	close(w.kick)
+	w.mu.Unlock()
 	<-w.done
-	return Write(w.path, w.lb.Handoffs())
+	if err := Write(w.path, w.lb.Handoffs()); err != nil {
+		w.log.Warn("handoff: writing the state file failed", "path", w.path, "err", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -178,7 +179,14 @@ func TestWriterAndHandler(t *testing.T) {
 	}
 	set(3)
 	path := filepath.Join(t.TempDir(), "state.json")
-	w := NewWriter(path, lb, func(err error) { t.Error(err) })
+	var logs nstest.LogBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	w := NewWriter(path, lb, log)
+	w.Changed() // before Start: nothing
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("a writer not started wrote")
+	}
+	w.Start()
 	fileIs := func(want []xdpmaglev.Handoff) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -225,15 +233,47 @@ func TestWriterAndHandler(t *testing.T) {
 		t.Errorf("POST: %s", resp.Status)
 	}
 
+	// A load balancer that starts takes the state file's handoff first,
+	// then the peer's; its service takes the first, whose table is its
+	// own; a peer that is not there is logged.
+	lb2, err := xdpmaglev.Load("", xdpmaglev.Options{ConntrackSize: 1 << 10, MaxServices: 4, MaxBackends: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb2.Close() })
+	var logs2 nstest.LogBuffer
+	Take(context.Background(), lb2, path, []string{ln.Addr().String(), "127.0.0.1:1"}, slog.New(slog.NewTextHandler(&logs2, nil)))
+	if err := lb2.SetServiceOptions(svc, lb.Backends(svc), opts); err != nil {
+		t.Fatal(err)
+	}
+	if until, from := lb2.SecondHops(svc); from != "state file" || !until.Equal(hs[0].Until) {
+		t.Errorf("the service took %q, until %v; want the state file's, until %v", from, until, hs[0].Until)
+	}
+	for _, want := range []string{
+		`msg="handoff: took the state file" path=` + path + " services=1 written=",
+		`msg="handoff: took a peer's" peer=` + ln.Addr().String() + " services=1",
+		`msg="handoff: a peer did not answer" peer=127.0.0.1:1 err=`,
+	} {
+		if !strings.Contains(logs2.String(), want) {
+			t.Errorf("Take did not log %q:\n%s", want, logs2.String())
+		}
+	}
+
 	if err := lb.DeleteService(svc); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	w.Close()
 	fileIs(nil)
 	w.Changed() // after Close: nothing, and no panic
-	if err := w.Close(); err != nil {
-		t.Errorf("Close again: %v", err)
+	w.Close()
+	if strings.Contains(logs.String(), "failed") {
+		t.Errorf("the writer logged a failure:\n%s", logs.String())
+	}
+	var none *Writer // no state file
+	none.Start()
+	none.Changed()
+	none.Close()
+	if NewWriter("", lb, log) != nil {
+		t.Error("NewWriter without a path: not nil")
 	}
 }

@@ -304,8 +304,9 @@ func (p *Pool) Reconfigure(c config.Service, old []netip.Addr, h Health, health 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.name, p.fwd, p.timeout = c.Name, c.Fwd, c.Timeout
-	if w := p.quic.reconfigure(c.QUIC, p.appliedIDs()); w != "" {
-		p.log.Warn(p.prefix() + w)
+	if p.quic.reconfigure(c.QUIC, p.appliedIDs()) {
+		p.log.Warn("QUIC-LB configuration changed in place: the connection IDs issued under it before no longer decode, and their connections are routed by the table (rotate to another -quic-lb-config-id to keep them)",
+			"service", p.name, "quic_lb_config_id", c.QUIC.Config.ID)
 	}
 	for _, a := range old {
 		delete(p.drained, a.Unmap())

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"bytes"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -32,24 +31,23 @@ func sameConfig(a, b quiclb.Config) bool {
 // one in force before keeps decoding, with the server IDs ids gives its
 // backends now; one of the same codepoint (another key or lengths)
 // replaces it, the earlier IDs of that codepoint decoding no more (it
-// returns a warning then).
-func (q *quicPlan) reconfigure(next *config.QUIC, ids map[netip.Addr]quiclb.ServerID) string {
+// returns true then, for a warning).
+func (q *quicPlan) reconfigure(next *config.QUIC, ids map[netip.Addr]quiclb.ServerID) (inPlace bool) {
 	if next == nil {
 		q.cur, q.prev = nil, nil
-		return ""
+		return false
 	}
-	warning := ""
 	if q.cur != nil && !sameConfig(q.cur.Config, next.Config) {
 		if q.cur.Config.ID != next.Config.ID {
 			q.prev = slices.DeleteFunc(q.prev, func(c xdpmaglev.QUICConfig) bool { return c.ID == q.cur.Config.ID })
 			q.prev = append(q.prev, xdpmaglev.QUICConfig{Config: q.cur.Config, ServerIDs: maps.Clone(ids)})
 		} else {
-			warning = fmt.Sprintf("QUIC-LB configuration %d changed in place: the connection IDs issued under it before no longer decode, and their connections are routed by the table (rotate to another -quic-lb-config-id to keep them)", next.Config.ID)
+			inPlace = true
 		}
 	}
 	q.prev = slices.DeleteFunc(q.prev, func(c xdpmaglev.QUICConfig) bool { return c.ID == next.Config.ID })
 	q.cur = next
-	return warning
+	return inPlace
 }
 
 // options returns the data plane's QUIC-LB of the backends bs: the
