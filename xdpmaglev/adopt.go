@@ -243,23 +243,19 @@ func (lb *LB) adoptService(svc Service, id uint32, m int, bes []adoptedBackend, 
 		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
 	}
 	s := &service{id: id, backends: make(map[netip.Addr]*backend, len(bes)), opts: ServiceOptions{M: m}, down: out}
-	names := make([]maglev.Backend, 0, len(bes)+len(out))
-	var without []string // out of service: Down, or unresolved (those have an entry, without a MAC)
 	for i, b := range bes {
 		addr := entryAddr(b.e.Addr, b.e.Family)
 		o, isOut := out[addr]
 		if s.backends[addr] != nil || (isOut && o.Why != uint32(maglevConstsOUT_UNRESOLVED)) {
 			return nil, fmt.Errorf("%w: service %v has backend %v twice", ErrLayout, svc, addr)
 		}
-		names = append(names, maglev.Backend{Name: addr.String(), Weight: b.e.Weight})
 		be := &backend{id: b.id, cookie: b.e.Cookie, entry: b.e}
 		if Forward(b.e.Mode) == ForwardL2 && !isOut {
 			be.hw = slices.Clone(b.e.Mac[:])
 		}
 		s.backends[addr] = be
 		s.adopted = append(s.adopted, Backend{Addr: addr, Weight: b.e.Weight})
-		if isOut {
-			without = append(without, addr.String())
+		if isOut { // unresolved: an entry, without a MAC
 			s.unresolved = append(s.unresolved, addr.String())
 		}
 		if i == 0 {
@@ -270,8 +266,6 @@ func (lb *LB) adoptService(svc Service, id uint32, m int, bes []adoptedBackend, 
 		if s.backends[addr] != nil {
 			continue // unresolved, above
 		}
-		names = append(names, maglev.Backend{Name: addr.String(), Weight: o.Weight})
-		without = append(without, addr.String())
 		if o.Why == uint32(maglevConstsOUT_UNRESOLVED) {
 			s.unresolved = append(s.unresolved, addr.String())
 			s.adopted = append(s.adopted, Backend{Addr: addr, Weight: o.Weight})
@@ -280,14 +274,11 @@ func (lb *LB) adoptService(svc Service, id uint32, m int, bes []adoptedBackend, 
 		}
 	}
 	var err error
-	if s.full, err = maglev.NewWeighted(names, m, nil); err != nil {
+	if s.full, err = fullTable(s.adopted, m); err != nil {
 		return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
 	}
-	s.table = s.full
-	if len(without) > 0 {
-		if s.table, err = s.full.Without(without...); err != nil {
-			return nil, fmt.Errorf("%w: the table of %v: %w", ErrLayout, svc, err)
-		}
+	if s.table, _, err = inService(svc, s.adopted, s.full, s.unresolved); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrLayout, err)
 	}
 	return s, nil
 }

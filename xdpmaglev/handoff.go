@@ -182,8 +182,6 @@ func (h Handoff) table() (*maglev.Table, error) {
 	if err := maglev.CheckSize(h.M); err != nil {
 		return nil, fmt.Errorf("%w %v: M: %w", ErrHandoff, h.Service, err)
 	}
-	names := make([]maglev.Backend, len(h.Backends))
-	var down []string
 	seen := make(map[netip.Addr]bool, len(h.Backends))
 	for i, b := range h.Backends {
 		a := b.Addr.Unmap()
@@ -191,10 +189,6 @@ func (h Handoff) table() (*maglev.Table, error) {
 			return nil, fmt.Errorf("%w %v: backend %d, %v: invalid or listed twice", ErrHandoff, h.Service, i, b.Addr)
 		}
 		seen[a] = true
-		names[i] = maglev.Backend{Name: a.String(), Weight: b.Weight}
-		if b.Down {
-			down = append(down, names[i].Name)
-		}
 	}
 	if h.Slots != nil {
 		if err := maglev.CheckSize(len(h.Slots)); err != nil {
@@ -214,14 +208,13 @@ func (h Handoff) table() (*maglev.Table, error) {
 			return nil, fmt.Errorf("%w %v: second hop %v: invalid", ErrHandoff, h.Service, a)
 		}
 	}
-	t, err := maglev.NewWeighted(names, h.M, nil)
+	full, err := fullTable(h.Backends, h.M)
 	if err != nil {
 		return nil, fmt.Errorf("%w %v: %w", ErrHandoff, h.Service, err)
 	}
-	if len(down) > 0 {
-		if t, err = t.Without(down...); err != nil {
-			return nil, fmt.Errorf("%w %v: %w", ErrHandoff, h.Service, err)
-		}
+	t, _, err := inService(h.Service, h.Backends, full, nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrHandoff, err)
 	}
 	return t, nil
 }
@@ -246,11 +239,7 @@ func (lb *LB) Handoffs() []Handoff {
 			continue
 		}
 		h := Handoff{Service: svc, M: s.table.Size()}
-		src := s.request
-		if src == nil {
-			src = s.adopted
-		}
-		for _, b := range src {
+		for _, b := range s.given() {
 			h.Backends = append(h.Backends, Backend{Addr: b.Addr.Unmap(), Weight: b.Weight, Down: b.Down})
 		}
 		slices.SortFunc(h.Backends, func(x, y Backend) int { return x.Addr.Compare(y.Addr) })

@@ -66,6 +66,17 @@ func TestHandoffJSON(t *testing.T) {
 		t.Errorf("a table of 65,537 slots, a quarter moved: %d octets, %v", len(b), err)
 	}
 
+	// A backend written as an IPv4-mapped IPv6 address is its IPv4 one,
+	// Down or not; twice so, it is refused.
+	mapped := Handoff{Service: h.Service, M: 251, Backends: []Backend{{Addr: netip.MustParseAddr("::ffff:198.18.64.10"), Weight: 1, Down: true}, bs[1]}}
+	if tbl, err := mapped.table(); err != nil || tbl.Index("198.18.64.10") < 0 || tbl.Counts()[tbl.Index("198.18.64.10")] != 0 {
+		t.Errorf("a mapped Down backend: %v", err)
+	}
+	mapped.Backends = append(mapped.Backends, bs[0])
+	if _, err := mapped.table(); !errors.Is(err, ErrHandoff) {
+		t.Errorf("a backend twice, once mapped: %v", err)
+	}
+
 	good := string(must(json.Marshal(h)))
 	slots := regexp.MustCompile(`"slots":"[^"]*"`)
 	if !slots.MatchString(good) {

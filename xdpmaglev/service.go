@@ -207,6 +207,15 @@ type service struct {
 	handoff    string                   // the From of the Handoff the service took when it was created; "": none
 }
 
+// given returns the backends s was last given: the request, or before
+// the first, those an adopted service's maps record.
+func (s *service) given() []Backend {
+	if s.request == nil {
+		return s.adopted
+	}
+	return s.request
+}
+
 // backend is the state of one backend of a service: its id, the index of
 // its entry in the backends and backend_stats maps, and the cookie the
 // entry holds while the backend is in the service.
@@ -342,11 +351,7 @@ func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions, wait
 			return prepared{}, err
 		}
 	}
-	names := make([]maglev.Backend, len(bs))
-	for i, b := range bs {
-		names[i] = maglev.Backend{Name: b.Addr.String(), Weight: b.Weight}
-	}
-	table, err := maglev.NewWeighted(names, opts.M, nil)
+	table, err := fullTable(bs, opts.M)
 	if err != nil {
 		return prepared{}, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
 	}
@@ -431,6 +436,17 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 	return lb.record(svc, request, bs, full, unresolved)
 }
 
+// fullTable returns the table of every backend of bs, Down or not:
+// maglev.NewWeighted's of their addresses (unmapped) and weights, of m
+// slots.
+func fullTable(bs []Backend, m int) (*maglev.Table, error) {
+	names := make([]maglev.Backend, len(bs))
+	for i, b := range bs {
+		names[i] = maglev.Backend{Name: b.Addr.Unmap().String(), Weight: b.Weight}
+	}
+	return maglev.NewWeighted(names, m, nil)
+}
+
 // inService returns the table of full less the unresolved and the Down
 // backends of bs, and the backends of bs that are not Down.
 func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []string) (*maglev.Table, []Backend, error) {
@@ -439,7 +455,7 @@ func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []strin
 	for _, b := range bs {
 		if !b.Down {
 			up = append(up, b)
-		} else if name := b.Addr.String(); !slices.Contains(out, name) {
+		} else if name := b.Addr.Unmap().String(); !slices.Contains(out, name) {
 			out = append(out, name)
 		}
 	}
@@ -513,10 +529,7 @@ func (lb *LB) Backends(svc Service) []Backend {
 	if s == nil {
 		return nil
 	}
-	src := s.request
-	if s.request == nil {
-		src = s.adopted
-	}
+	src := s.given()
 	out := make([]Backend, len(src))
 	for i, b := range src {
 		b.Addr = b.Addr.Unmap()
