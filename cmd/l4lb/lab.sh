@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A one-machine lab for l4lb in network namespaces (docs/l4lb.md, "Quick
-# start"): a client, the load balancer and two backends on one segment,
+# A one-machine lab for l4lb in network namespaces (docs/l4lb-quickstart.md,
+# "Quick start"): a client, the load balancer and two backends on one segment,
 # a bridge in a namespace of its own; nothing joined to the machine's
 # own network.
 #
@@ -124,7 +124,7 @@ case "${1:-}" in
 up) up ;;
 down) down ;;
 *)
-	echo "usage: $0 up|down   (L4LAB=NAME names the lab; docs/l4lb.md, \"Quick start\")" >&2
+	echo "usage: $0 up|down   (L4LAB=NAME names the lab; docs/l4lb-quickstart.md)" >&2
 	exit 2
 	;;
 esac

@@ -75,11 +75,12 @@ func (h Config) String() string {
 //
 // A backend's schedule is a timer, and a goroutine only while a probe is
 // under way: at 10,000 backends an idle goroutine each would hold more
-// memory in stacks than everything else the process has (docs/l4lb.md,
-// "Health checks at scale"). A TCP probe connects anew each time; an HTTP
-// probe keeps its connection for the next one (HTTP/1.1 keep-alive), and
-// reads the response in its own goroutine (net/http's transport would
-// add two goroutines and 8 KiB of buffers a connection).
+// memory in stacks than everything else the process has
+// (docs/l4lb-howto-health.md, "Health checks at scale"). A TCP probe
+// connects anew each time; an HTTP probe keeps its connection for the
+// next one (HTTP/1.1 keep-alive), and reads the response in its own
+// goroutine (net/http's transport would add two goroutines and 8 KiB of
+// buffers a connection).
 //
 // A checker is safe for concurrent use by multiple goroutines. mu guards
 // the backends' states and is never held across a probe, which waits on
@@ -202,9 +203,9 @@ func New(svc xdpmaglev.Service, cfg Config, meter metric.Meter, log *slog.Logger
 // from now on, the first time after a random part of the interval, so
 // that many backends' probes spread out over it (grouped in bursts, they
 // would share the process's wakeups, but 10,000 HTTP probes a second then
-// missed their deadlines: docs/l4lb.md, "Health checks at scale"); one no
-// longer listed stops being probed and its health is forgotten. It waits
-// for nothing.
+// missed their deadlines: docs/l4lb-howto-health.md, "Health checks at
+// scale"); one no longer listed stops being probed and its health is
+// forgotten. It waits for nothing.
 func (c *Checker) Set(addrs []netip.Addr) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -36,7 +36,7 @@ import (
 // namespace (this test binary again, as TestHealthScaleChild), so that its
 // CPU time (getrusage) and Go heap are the checker's alone: the servers run
 // in the test's process. Run by TestHealthScale (1,000 backends, in CI) and
-// BenchmarkHealthScale (10,000, the figures of docs/l4lb.md).
+// BenchmarkHealthScale (10,000, the figures of docs/l4lb-howto-health.md).
 
 // scaleProfileEnv names the environment variable that, set to a file
 // name, has each run of BenchmarkHealthScale write a CPU profile of the
@@ -399,7 +399,7 @@ const scaleBenchEnv = "L4LB_HEALTH_SCALE"
 // loaded machine, the first round, every connection dialled and accepted
 // at once, can miss deadlines). It creates a network namespace: run it as
 // root with L4LB_HEALTH_SCALE=1 and -benchtime 10x, not beside other
-// namespace tests (docs/l4lb.md, "Health checks at scale").
+// namespace tests (docs/l4lb-howto-health.md, "Health checks at scale").
 func BenchmarkHealthScale(b *testing.B) {
 	if os.Getenv(scaleBenchEnv) != "1" {
 		b.Skip("set L4LB_HEALTH_SCALE=1 to run it (a minute or more)")

@@ -9,10 +9,10 @@ import (
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 )
 
-var write = flag.Bool("write", false, "write the settings table of docs/l4lb.md from the declarations")
+var write = flag.Bool("write", false, "write the settings table of docs/l4lb-reference.md from the declarations")
 
 // docsPath is the page whose "Settings" section holds the table.
-const docsPath = "../../../../docs/l4lb.md"
+const docsPath = "../../../../docs/l4lb-reference.md"
 
 // The table's markers in docsPath.
 const (
@@ -20,7 +20,7 @@ const (
 	tableEnd   = "<!-- end of the settings table -->\n"
 )
 
-// TestDocsTable: the settings table of docs/l4lb.md is the declarations'
+// TestDocsTable: the settings table of docs/l4lb-reference.md is the declarations'
 // (setting.Table of Settings), row for row; with -write (go generate) it
 // writes it there.
 func TestDocsTable(t *testing.T) {

@@ -2,8 +2,9 @@
 // see a service's change: each service's table and second hops
 // (xdpmaglev.Handoff) written to a state file after every change, for the
 // next l4lb on this machine, and served to the other load balancers of
-// the fleet, which ask for them when they start. docs/l4lb.md, "Second
-// chance across restarts and load balancers".
+// the fleet, which ask for them when they start.
+// docs/l4lb-howto-second-chance.md, "Second chance across restarts and
+// load balancers".
 package handoff
 
 import (
