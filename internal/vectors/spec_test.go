@@ -12,11 +12,12 @@ import (
 	"testing"
 )
 
-// TestSpecExample checks the candidate walk-through of docs/spec.md's worked
-// example: each row of its probe table recomputed from the key's hash, and
-// each lookup it quotes in full present in xxh3.json.
+// TestSpecExample checks the candidate walk-through of the spec's worked
+// example (docs/spec-example.md): each row of its probe table recomputed
+// from the key's hash, and each lookup it quotes in full present in
+// xxh3.json.
 func TestSpecExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/spec.md")
+	doc, err := os.ReadFile("../../docs/spec-example.md")
 	if err != nil {
 		t.Fatal(err)
 	}
