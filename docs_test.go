@@ -1,6 +1,7 @@
 package maglev_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/printer"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // docFiles returns README.md and every page under docs/.
@@ -23,6 +25,46 @@ func docFiles(t *testing.T) []string {
 	return append([]string{"README.md"}, pages...)
 }
 
+// docPages returns README.md and every page under docs/ and its folders
+// (docs/notes/ among them).
+func docPages(t *testing.T) []string {
+	t.Helper()
+	pages := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+			pages = append(pages, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pages
+}
+
+// maxPageLines is the most lines a page of the docs may have: a longer
+// one mixes what readers come for, and is split by it (a guide, a
+// reference, an explanation, the tests' records).
+const maxPageLines = 600
+
+// TestDocPageLength checks that no page under docs/, nor the README, is
+// longer than maxPageLines, and lists each one that is.
+func TestDocPageLength(t *testing.T) {
+	var long []string
+	for _, file := range docPages(t) {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(text), "\n"); n > maxPageLines {
+			long = append(long, fmt.Sprintf("%s (%d lines)", file, n))
+		}
+	}
+	if len(long) > 0 {
+		t.Errorf("pages over %d lines, to split by what a reader comes for:\n\t%s", maxPageLines, strings.Join(long, "\n\t"))
+	}
+}
+
 var (
 	// mdLink matches a Markdown link target: [text](target).
 	mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
@@ -30,28 +72,112 @@ var (
 	// command line, up to a pipe, a redirection, a comment or a closing
 	// backquote.
 	goCmd = regexp.MustCompile("\\bgo (?:run|test|vet|generate|build)\\b([^|>&;#`]*)")
+	// heading matches a Markdown heading line, its text in group 1.
+	heading = regexp.MustCompile(`^#{1,6}\s+(.*?)\s*#*\s*$`)
 )
 
 // TestDocLinks checks that every relative link in the README and the docs
-// pages names a file or folder of the repository.
+// pages (docs/notes/ too) names a file or folder of the repository, and
+// that every anchor of a link to a page (#section, page.md#section) is a
+// heading of that page, as GitHub names it, so that a section moved to
+// another page or renamed cannot leave a link pointing at nothing.
 func TestDocLinks(t *testing.T) {
-	for _, file := range docFiles(t) {
+	anchors := map[string]map[string]bool{} // by page
+	pageAnchors := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := headingAnchors(string(text))
+		anchors[path] = a
+		return a
+	}
+	for _, file := range docPages(t) {
 		text, err := os.ReadFile(file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range mdLink.FindAllStringSubmatch(string(text), -1) {
 			target := m[1]
-			if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			target, _, _ = strings.Cut(target, "#")
-			path := filepath.Join(filepath.Dir(file), filepath.FromSlash(target))
-			if _, err := os.Stat(path); err != nil {
-				t.Errorf("%s: link to %s: %v", file, m[1], err)
+			target, anchor, _ := strings.Cut(target, "#")
+			path := file
+			if target != "" {
+				path = filepath.Join(filepath.Dir(file), filepath.FromSlash(target))
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s: link to %s: %v", file, m[1], err)
+					continue
+				}
+			}
+			if anchor != "" && strings.HasSuffix(path, ".md") && !pageAnchors(path)[anchor] {
+				t.Errorf("%s: link to %s: %s has no heading #%s", file, m[1], path, anchor)
 			}
 		}
 	}
+}
+
+// TestHeadingAnchors checks headingAnchors against anchors GitHub gives
+// headings of these docs.
+func TestHeadingAnchors(t *testing.T) {
+	text := "# Top\n" +
+		"## Backends in other subnets: `-forward ipip|gue` and `l4lb decap`\n" +
+		"```sh\n# a comment, no heading\n```\n" +
+		"### Per packet\n## Per packet\n" +
+		"## Bounded loads: `-inflight`, `-balance-factor`\n" +
+		"## l4lb's own\n"
+	got := headingAnchors(text)
+	for _, want := range []string{"top", "backends-in-other-subnets--forward-ipipgue-and-l4lb-decap", "per-packet", "per-packet-1", "bounded-loads--inflight--balance-factor", "l4lbs-own"} {
+		if !got[want] {
+			t.Errorf("no anchor %q in %v", want, got)
+		}
+	}
+	if got["a-comment-no-heading"] || len(got) != 6 {
+		t.Errorf("anchors %v, want the 6 headings' only", got)
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives the headings of a
+// Markdown page: each heading lower-cased, without the characters that are
+// not letters, digits, spaces, '-' or '_', its spaces made '-'; a second
+// heading with the same anchor gets "-1", a third "-2". Lines in code
+// blocks are no headings.
+func headingAnchors(text string) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	fence := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+			continue
+		}
+		m := heading.FindStringSubmatch(line)
+		if fence || m == nil {
+			continue
+		}
+		var b strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a = fmt.Sprintf("%s-%d", a, n)
+		} else {
+			seen[a] = 1
+		}
+		anchors[a] = true
+	}
+	return anchors
 }
 
 // TestDocCommands checks that every local package a go command in the
