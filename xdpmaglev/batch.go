@@ -92,7 +92,7 @@ func (lb *LB) SetServices(us []Update) error {
 		if st.undone {
 			continue
 		}
-		if err := lb.record(rs[i].u.Service, rs[i].u.Backends, rs[i].p.bs, rs[i].p.full, rs[i].p.unresolved); err != nil {
+		if err := lb.record(rs[i].p); err != nil {
 			errs = append(errs, err)
 		}
 	}

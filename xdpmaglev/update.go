@@ -58,13 +58,15 @@ func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOpt
 	if err != nil {
 		return err
 	}
-	return lb.install(svc, backends, p.bs, p.full, p.opts, p.unresolved, nil)
+	return lb.install(p, nil)
 }
 
 // prepared is a service's update, checked, its table built and its
 // backends resolved: what install takes.
 type prepared struct {
-	bs         []Backend
+	svc        Service
+	request    []Backend // the caller's backends, as given: kept for the refresh
+	bs         []Backend // request normalized (checkBackends), with the MACs resolved
 	full       *maglev.Table
 	opts       ServiceOptions
 	unresolved []string
@@ -74,86 +76,107 @@ type prepared struct {
 // backends, with no lock held; with wait, it waits up to resolveWait for
 // the neighbours the kernel is asked to resolve (see resolve and prime).
 func (lb *LB) prepare(svc Service, backends []Backend, opts ServiceOptions, wait bool) (prepared, error) {
+	p := prepared{svc: svc, request: backends, opts: opts}
 	if err := svc.check(); err != nil {
 		return prepared{}, err
 	}
-	if err := lb.serviceOptions(svc, &opts); err != nil {
+	if err := lb.serviceOptions(svc, &p.opts); err != nil {
 		return prepared{}, err
 	}
+	var err error
+	if p.bs, err = checkBackends(svc, backends, p.opts); err != nil {
+		return prepared{}, err
+	}
+	if p.opts.QUIC != nil {
+		if p.opts.QUIC, err = checkQUIC(svc, p.opts.QUIC, p.bs); err != nil {
+			return prepared{}, err
+		}
+	}
+	if p.full, err = fullTable(p.bs, p.opts.M); err != nil {
+		return prepared{}, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
+	}
+	if p.opts.Forward != ForwardL2 {
+		if lb.neigh != nil && wait {
+			lb.neigh.prime(upAddrs(p.bs)...)
+		}
+		return p, nil
+	}
+	if p.unresolved, err = lb.resolveMACs(svc, p.bs, wait); err != nil {
+		return prepared{}, err
+	}
+	return p, nil
+}
+
+// checkBackends checks the backends of svc, forwarded as opts says, and
+// returns them normalized: each address unmapped, an encapsulating mode's
+// with no hardware address.
+func checkBackends(svc Service, backends []Backend, opts ServiceOptions) ([]Backend, error) {
 	encap := opts.Forward != ForwardL2
 	bs := make([]Backend, len(backends))
 	seen := make(map[netip.Addr]bool, len(backends))
 	for i, b := range backends {
 		b.Addr = b.Addr.Unmap()
 		if !b.Addr.IsValid() || b.Addr.Zone() != "" {
-			return prepared{}, fmt.Errorf("%w %d: invalid address %v", ErrBackend, i, b.Addr)
+			return nil, fmt.Errorf("%w %d: invalid address %v", ErrBackend, i, b.Addr)
 		}
 		if seen[b.Addr] {
-			return prepared{}, fmt.Errorf("%w %v: listed twice", ErrBackend, b.Addr)
+			return nil, fmt.Errorf("%w %v: listed twice", ErrBackend, b.Addr)
 		}
 		seen[b.Addr] = true
 		if len(b.HW) != 0 && len(b.HW) != 6 {
-			return prepared{}, fmt.Errorf("%w %v: hardware address %v is not 6 bytes", ErrBackend, b.Addr, b.HW)
+			return nil, fmt.Errorf("%w %v: hardware address %v is not 6 bytes", ErrBackend, b.Addr, b.HW)
 		}
 		if encap && b.Addr.Is4() != svc.VIP.Addr().Unmap().Is4() {
-			return prepared{}, fmt.Errorf("%w %v: %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", ErrBackend, b.Addr, opts.Forward, svc.VIP.Addr())
+			return nil, fmt.Errorf("%w %v: %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", ErrBackend, b.Addr, opts.Forward, svc.VIP.Addr())
 		}
 		if encap {
 			b.HW = nil
 		}
 		bs[i] = b
 	}
-	if opts.QUIC != nil {
-		var err error
-		if opts.QUIC, err = checkQUIC(svc, opts.QUIC, bs); err != nil {
-			return prepared{}, err
-		}
-	}
-	table, err := fullTable(bs, opts.M)
-	if err != nil {
-		return prepared{}, fmt.Errorf("xdpmaglev: service %v: %w", svc, err)
-	}
+	return bs, nil
+}
 
-	// Hardware addresses: the ones the service has, else the neighbour
-	// table's, all asked for at once, outside the lock. A backend that
-	// does not resolve is out of service (maglev.Table.Without: only its
-	// slots move, as on every load balancer that sees the same failure)
-	// until the refresh finds it resolved.
-	var unresolved []string
-	if !encap {
-		known := lb.knownMACs(svc)
-		var need []netip.Addr
-		for i := range bs {
-			if len(bs[i].HW) != 0 || bs[i].Down {
-				continue
-			}
-			if hw := known[bs[i].Addr]; hw != nil {
-				bs[i].HW = hw
-				continue
-			}
-			if lb.neigh == nil {
-				return prepared{}, fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
-			}
-			need = append(need, bs[i].Addr)
+// resolveMACs fills in the hardware addresses of svc's ForwardL2 backends
+// bs that have none and are not Down: the ones the service has, else the
+// neighbour table's, all asked for at once, with no lock held (waiting
+// with wait, as prepare says). It returns the backends that did not
+// resolve: each is out of service (maglev.Table.Without: only its slots
+// move, as on every load balancer that sees the same failure) until the
+// refresh finds it resolved.
+func (lb *LB) resolveMACs(svc Service, bs []Backend, wait bool) ([]string, error) {
+	known := lb.knownMACs(svc)
+	var need []netip.Addr
+	for i := range bs {
+		if len(bs[i].HW) != 0 || bs[i].Down {
+			continue
 		}
-		if len(need) > 0 {
-			macs, err := lb.neigh.resolve(wait, need...)
-			if err != nil {
-				return prepared{}, err
-			}
-			for i := range bs {
-				if len(bs[i].HW) != 0 || bs[i].Down {
-					continue
-				}
-				if bs[i].HW = macs[bs[i].Addr]; bs[i].HW == nil {
-					unresolved = append(unresolved, bs[i].Addr.String())
-				}
-			}
+		if hw := known[bs[i].Addr]; hw != nil {
+			bs[i].HW = hw
+			continue
 		}
-	} else if lb.neigh != nil && wait {
-		lb.neigh.prime(upAddrs(bs)...)
+		if lb.neigh == nil {
+			return nil, fmt.Errorf("%w for %v: no interface to resolve it on", ErrNoNeighbor, bs[i].Addr)
+		}
+		need = append(need, bs[i].Addr)
 	}
-	return prepared{bs: bs, full: table, opts: opts, unresolved: unresolved}, nil
+	if len(need) == 0 {
+		return nil, nil
+	}
+	macs, err := lb.neigh.resolve(wait, need...)
+	if err != nil {
+		return nil, err
+	}
+	var unresolved []string
+	for i := range bs {
+		if len(bs[i].HW) != 0 || bs[i].Down {
+			continue
+		}
+		if bs[i].HW = macs[bs[i].Addr]; bs[i].HW == nil {
+			unresolved = append(unresolved, bs[i].Addr.String())
+		}
+	}
+	return unresolved, nil
 }
 
 // upAddrs returns the addresses of the backends of bs that are not Down.
@@ -171,12 +194,12 @@ func upAddrs(bs []Backend) []netip.Addr {
 // the generation it was given.
 var errChangedSince = errors.New("xdpmaglev: the service changed since")
 
-// install sets svc to the table full less the unresolved and the Down
-// backends, with bs resolved; the Down ones leave the data plane. request
-// is the caller's list, kept for the refresh. With gen, it does nothing
+// install sets p.svc to the table p.full less the unresolved and the
+// Down backends, with p.bs resolved; the Down ones leave the data plane.
+// p.request is kept for the refresh. With gen, it does nothing
 // (errChangedSince) unless the service is still at that generation.
-func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, opts ServiceOptions, unresolved []string, gen *uint64) error {
-	table, up, err := inService(svc, bs, full, unresolved)
+func (lb *LB) install(p prepared, gen *uint64) error {
+	table, up, err := inService(p.svc, p.bs, p.full, p.unresolved)
 	if err != nil {
 		return err
 	}
@@ -185,13 +208,13 @@ func (lb *LB) install(svc Service, request, bs []Backend, full *maglev.Table, op
 	if lb.closed {
 		return ErrClosed
 	}
-	if gen != nil && (lb.services[svc] == nil || lb.services[svc].gen != *gen) {
+	if s := lb.services[p.svc]; gen != nil && (s == nil || s.gen != *gen) {
 		return errChangedSince // the next refresh looks again
 	}
-	if err := lb.set(svc, table, up, opts); err != nil {
+	if err := lb.set(p.svc, table, up, p.opts); err != nil {
 		return err
 	}
-	return lb.record(svc, request, bs, full, unresolved)
+	return lb.record(p)
 }
 
 // fullTable returns the table of every backend of bs, Down or not:
@@ -227,17 +250,18 @@ func inService(svc Service, bs []Backend, full *maglev.Table, unresolved []strin
 	return table, up, nil
 }
 
-// record keeps what the refresh needs of svc's install, request as the
-// caller gave it and bs as prepare normalized it, and writes bs's
+// record keeps what the refresh needs of p's install, p.request as the
+// caller gave it and p.bs as prepare normalized it, and writes p.bs's
 // backends that are out of the data plane (Down, unresolved) to the down
 // map, so that an LB that adopts the maps knows the service's whole set.
 // lb.mu is held.
-func (lb *LB) record(svc Service, request, bs []Backend, full *maglev.Table, unresolved []string) error {
+func (lb *LB) record(p prepared) error {
+	svc, unresolved := p.svc, p.unresolved
 	s := lb.services[svc]
 	lb.gen++
-	s.gen, s.request, s.full, s.unresolved, s.adopted = lb.gen, request, full, unresolved, nil
+	s.gen, s.request, s.full, s.unresolved, s.adopted = lb.gen, p.request, p.full, unresolved, nil
 	out := map[netip.Addr]maglevOut{}
-	for _, b := range bs {
+	for _, b := range p.bs {
 		switch {
 		case b.Down:
 			out[b.Addr] = maglevOut{Weight: b.Weight, Why: uint32(maglevConstsOUT_DOWN)}
