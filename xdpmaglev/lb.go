@@ -168,8 +168,9 @@ type LB struct {
 // Load loads the data plane into the kernel and attaches it to the
 // interface named iface, in opts.Mode. With AttachAuto it attaches natively
 // if the driver supports XDP and generically otherwise: Mode says which.
-// An empty iface loads the program without attaching it (Program returns
-// it, to attach elsewhere or to run with BPF_PROG_TEST_RUN).
+// An empty iface loads the program without attaching it (Mode AttachNone):
+// its services can be set and read, and the package's tests run it with
+// BPF_PROG_TEST_RUN.
 //
 // With opts.PinPath, Load adopts the maps and the link pinned there, if
 // any (see Options.PinPath), and pins its own otherwise.
@@ -453,9 +454,6 @@ func (lb *LB) attachNew(ifc *net.Interface, mode AttachMode) error {
 // Mode returns how the program is attached: AttachNative, AttachGeneric,
 // or AttachNone for an LB loaded without an interface.
 func (lb *LB) Mode() AttachMode { return lb.mode }
-
-// Program returns the XDP program. It stays owned by the LB: Close closes it.
-func (lb *LB) Program() *ebpf.Program { return lb.objs.XdpMaglev }
 
 // Close detaches the program, if attached, and closes the program and
 // every map, which the kernel then frees; with Options.PinPath, it

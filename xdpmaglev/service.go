@@ -93,9 +93,9 @@ func ParseForward(s string) (Forward, error) {
 	return 0, fmt.Errorf("%w: forwarding mode %q is not l2, ipip or gue", ErrService, s)
 }
 
-// Overhead returns the bytes f adds to a packet of the given IP family
+// overhead returns the bytes f adds to a packet of the given IP family
 // (4 or 6).
-func (f Forward) Overhead(family int) int {
+func (f Forward) overhead(family int) int {
 	ip := 20
 	if family == 6 {
 		ip = 40

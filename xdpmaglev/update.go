@@ -11,15 +11,11 @@ import (
 	"github.com/maglevlb/maglev"
 )
 
-// SetService is SetServiceOptions with the zero ServiceOptions: svc's
-// packets reach backends on the segment, by ForwardL2.
-func (lb *LB) SetService(svc Service, backends []Backend) error {
-	return lb.SetServiceOptions(svc, backends, ServiceOptions{})
-}
-
-// SetServiceOptions makes the load balancer send svc's packets to backends
-// in the way opts says, by the Maglev table maglev.NewWeighted builds with the backends' addresses
-// as names, M slots and the default hasher: the table Table returns.
+// SetService makes the load balancer send svc's packets to backends in
+// the way opts says (the zero ServiceOptions: ForwardL2, to backends on
+// the segment), by the Maglev table maglev.NewWeighted builds with the
+// backends' addresses as names, M slots and the default hasher: the table
+// Table returns. SetServices sets many services at once.
 //
 // The update is atomic for the service: the new table is written to a new
 // map, which then replaces the old one in one step, so every packet is
@@ -39,7 +35,7 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // tables for each packet's next hop, and a backend with no route, or a
 // next hop that does not answer, has its packets dropped and counted
 // (Stats.Dropped no_route, no_neighbor) while the others serve.
-// SetServiceOptions asks the kernel to resolve each backend's next hop,
+// SetService asks the kernel to resolve each backend's next hop,
 // and waits up to 250 ms in all for them, without failing. A backend of
 // the encapsulating modes must be of the VIP's address family.
 //
@@ -53,7 +49,7 @@ func (lb *LB) SetService(svc Service, backends []Backend) error {
 // service's packets are then dropped, and counted. SetService costs one
 // table build (about a millisecond for 1,000 backends at M = 65,537) and a
 // write of 8·M bytes to the kernel.
-func (lb *LB) SetServiceOptions(svc Service, backends []Backend, opts ServiceOptions) error {
+func (lb *LB) SetService(svc Service, backends []Backend, opts ServiceOptions) error {
 	p, err := lb.prepare(svc, backends, opts, true)
 	if err != nil {
 		return err
