@@ -58,15 +58,15 @@ type Options struct {
 	Seed uint64
 	// ConntrackSize is the number of flows connection tracking holds for
 	// each address family, IPv4 and IPv6 (least recently used ones are
-	// forgotten first): 262,144 if 0. An entry takes 96 bytes of kernel
-	// memory in the IPv4 map and 120 in the IPv6 one: 54 MiB for the two
-	// at the default.
+	// forgotten first): DefaultConntrackSize (262,144) if 0. An entry
+	// takes 96 bytes of kernel memory in the IPv4 map and 120 in the IPv6
+	// one: 54 MiB for the two at the default.
 	ConntrackSize int
 	// Mode is the attach mode; AttachAuto if zero.
 	Mode AttachMode
 	// MaxServices and MaxBackends bound the services, and the backends of
-	// all services together (a backend in two services counts twice): 64
-	// and 4,096 if 0.
+	// all services together (a backend in two services counts twice):
+	// DefaultMaxServices and DefaultMaxBackends if 0.
 	MaxServices, MaxBackends int
 	// SourceMAC is the source address of forwarded frames: the
 	// interface's address if nil.
@@ -122,11 +122,15 @@ type Options struct {
 	Rebuild bool
 }
 
+// The sizes of the data plane's maps that Options' zero values take.
 const (
-	defaultConntrack   = 1 << 18
-	defaultMaxServices = 64
-	defaultMaxBackends = 4096
-	maxEntries         = 1 << 24
+	DefaultConntrackSize = 1 << 18 // Options.ConntrackSize
+	DefaultMaxServices   = 64      // Options.MaxServices
+	DefaultMaxBackends   = 4096    // Options.MaxBackends
+)
+
+const (
+	maxEntries = 1 << 24
 	// floodIdle is the time, in seconds, that the default FloodRate
 	// keeps an idle entry through any flood, plus the guard's ten seconds
 	// of burst.
@@ -352,6 +356,12 @@ func (lb *LB) start(ifc *net.Interface) error {
 	return nil
 }
 
+// Validate checks o as Load does before it touches the kernel: an error
+// wrapping ErrOptions that names the field at fault, or nil. A field's
+// zero value is valid: it takes the default its doc states.
+func (o Options) Validate() error { return normalize(&o) }
+
+// normalize fills in o's defaults and checks it.
 func normalize(o *Options) error {
 	if o.M == 0 {
 		o.M = maglev.DefaultSize
@@ -364,9 +374,9 @@ func normalize(o *Options) error {
 		v    *int
 		def  int
 	}{
-		{"ConntrackSize", &o.ConntrackSize, defaultConntrack},
-		{"MaxServices", &o.MaxServices, defaultMaxServices},
-		{"MaxBackends", &o.MaxBackends, defaultMaxBackends},
+		{"ConntrackSize", &o.ConntrackSize, DefaultConntrackSize},
+		{"MaxServices", &o.MaxServices, DefaultMaxServices},
+		{"MaxBackends", &o.MaxBackends, DefaultMaxBackends},
 		{"QUICCacheSize", &o.QUICCacheSize, defaultQUICCache},
 	} {
 		if *f.v == 0 {

@@ -151,6 +151,65 @@ type ServiceOptions struct {
 	QUIC *QUIC
 }
 
+// Validate checks svc, o and backends as SetService does before it
+// touches the data plane, with no LB: it returns the error SetService
+// would for bad input (wrapping ErrService or ErrBackend), or nil. What
+// only an LB knows is left to SetService: the table size of an M of 0
+// (the LB's Options.M), the Source of an encapsulating mode without one
+// (the interface's address), and the neighbours of ForwardL2 backends.
+func (o ServiceOptions) Validate(svc Service, backends []Backend) error {
+	if err := svc.check(); err != nil {
+		return err
+	}
+	if err := o.check(svc); err != nil {
+		return err
+	}
+	bs, err := checkBackends(svc, backends, o)
+	if err != nil {
+		return err
+	}
+	if o.QUIC != nil {
+		_, err = checkQUIC(svc, o.QUIC, bs)
+	}
+	return err
+}
+
+// check checks o for svc, but for what only an LB knows (see Validate).
+func (o ServiceOptions) check(svc Service) error {
+	if o.M != 0 {
+		if err := maglev.CheckSize(o.M); err != nil {
+			return fmt.Errorf("%w %v: M: %w", ErrService, svc, err)
+		}
+	}
+	if o.Conntrack != ConntrackOn && o.Conntrack != ConntrackOff {
+		return fmt.Errorf("%w %v: Conntrack %v", ErrService, svc, o.Conntrack)
+	}
+	if o.SecondChance < 0 || (o.SecondChance > 0 && o.Forward != ForwardGUE) {
+		return fmt.Errorf("%w %v: SecondChance %v: a positive window, with ForwardGUE (only its header carries the second hop)", ErrService, svc, o.SecondChance)
+	}
+	switch o.Forward {
+	case ForwardL2:
+		return nil
+	case ForwardIPIP, ForwardGUE:
+	default:
+		return fmt.Errorf("%w %v: forwarding mode %v", ErrService, svc, o.Forward)
+	}
+	if o.SourceBits > MaxSourceBits {
+		return fmt.Errorf("%w %v: SourceBits %d: at most %d", ErrService, svc, o.SourceBits, MaxSourceBits)
+	}
+	if !o.Source.IsValid() {
+		return nil // the interface's, which SetService checks
+	}
+	src := o.Source.Unmap()
+	if src.Is4() != svc.VIP.Addr().Unmap().Is4() || src.Zone() != "" {
+		return fmt.Errorf("%w %v: Source %v is not an address of the VIP's family", ErrService, svc, src)
+	}
+	if p, err := src.Prefix(src.BitLen() - int(o.SourceBits)); err != nil || p.Addr() != src {
+		return fmt.Errorf("%w %v: Source %v has bits set in its lowest %d (SourceBits), which vary per flow: give the prefix's first address", ErrService, svc, src, o.SourceBits)
+	}
+	return nil
+}
+
 // MaxSourceBits is the most bits of the outer source ServiceOptions can
 // vary per flow: 65,536 addresses.
 const MaxSourceBits = 16

@@ -333,56 +333,40 @@ func (lb *LB) knownMACs(svc Service) map[netip.Addr]net.HardwareAddr {
 	return out
 }
 
-// serviceOptions checks opts and fills in its defaults for svc.
+// serviceOptions checks opts and fills in its defaults for svc: the LB's
+// M, and for an encapsulating mode its GUE port and the interface's
+// address as the Source.
 func (lb *LB) serviceOptions(svc Service, opts *ServiceOptions) error {
 	if opts.M == 0 {
 		opts.M = lb.opts.M
 	}
-	if err := maglev.CheckSize(opts.M); err != nil {
-		return fmt.Errorf("%w %v: M: %w", ErrService, svc, err)
-	}
-	if opts.Conntrack != ConntrackOn && opts.Conntrack != ConntrackOff {
-		return fmt.Errorf("%w %v: Conntrack %v", ErrService, svc, opts.Conntrack)
-	}
-	if opts.SecondChance < 0 || (opts.SecondChance > 0 && opts.Forward != ForwardGUE) {
-		return fmt.Errorf("%w %v: SecondChance %v: a positive window, with ForwardGUE (only its header carries the second hop)", ErrService, svc, opts.SecondChance)
+	if err := opts.check(svc); err != nil {
+		return err
 	}
 	switch opts.Forward {
 	case ForwardL2:
 		*opts = ServiceOptions{M: opts.M, Conntrack: opts.Conntrack, QUIC: opts.QUIC}
 		return nil
-	case ForwardIPIP, ForwardGUE:
-	default:
-		return fmt.Errorf("%w %v: forwarding mode %v", ErrService, svc, opts.Forward)
-	}
-	if opts.Forward == ForwardGUE && opts.GUEPort == 0 {
-		opts.GUEPort = DefaultGUEPort
-	}
-	if opts.Forward == ForwardIPIP {
+	case ForwardIPIP:
 		opts.GUEPort = 0
-	}
-	v4 := svc.VIP.Addr().Unmap().Is4()
-	if !opts.Source.IsValid() {
-		if lb.neigh == nil {
-			return fmt.Errorf("%w %v: %v needs a Source address: the LB has no interface to take one from", ErrService, svc, opts.Forward)
+	case ForwardGUE:
+		if opts.GUEPort == 0 {
+			opts.GUEPort = DefaultGUEPort
 		}
-		src, err := lb.neigh.addr(v4)
-		if err != nil {
-			return fmt.Errorf("%w %v: %v", ErrService, svc, err)
-		}
-		opts.Source = src
 	}
-	opts.Source = opts.Source.Unmap()
-	if opts.Source.Is4() != v4 || opts.Source.Zone() != "" {
-		return fmt.Errorf("%w %v: Source %v is not an address of the VIP's family", ErrService, svc, opts.Source)
+	if opts.Source.IsValid() {
+		opts.Source = opts.Source.Unmap()
+		return nil
 	}
-	if opts.SourceBits > MaxSourceBits {
-		return fmt.Errorf("%w %v: SourceBits %d: at most %d", ErrService, svc, opts.SourceBits, MaxSourceBits)
+	if lb.neigh == nil {
+		return fmt.Errorf("%w %v: %v needs a Source address: the LB has no interface to take one from", ErrService, svc, opts.Forward)
 	}
-	if p, err := opts.Source.Prefix(opts.Source.BitLen() - int(opts.SourceBits)); err != nil || p.Addr() != opts.Source {
-		return fmt.Errorf("%w %v: Source %v has bits set in its lowest %d (SourceBits), which vary per flow: give the prefix's first address", ErrService, svc, opts.Source, opts.SourceBits)
+	src, err := lb.neigh.addr(svc.VIP.Addr().Unmap().Is4())
+	if err != nil {
+		return fmt.Errorf("%w %v: %v", ErrService, svc, err)
 	}
-	return nil
+	opts.Source = src.Unmap()
+	return opts.check(svc) // the interface's address, with SourceBits
 }
 
 // set installs table for svc, with bs resolved. lb.mu is held.
