@@ -1,10 +1,12 @@
 package xdpmaglev
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,11 @@ import (
 func TestExported(t *testing.T) {
 	got := exported(t, ".")
 	b, err := os.ReadFile("../api/xdpmaglev.txt")
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, werr := os.Stat("../go.work"); errors.Is(werr, fs.ErrNotExist) {
+			t.Skip("the module outside its repository: no api/ list to compare with")
+		}
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
