@@ -195,7 +195,7 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 		c.Backends = append(c.Backends, b.Backend)
 	}
 	var qw []string
-	if c.QUIC, qw, err = buildQUIC(vs, c.Svc.Proto, bs); err != nil {
+	if c.QUIC, qw, err = buildQUIC(vs, c.Svc, bs); err != nil {
 		return c, nil, err
 	}
 	warnings = append(warnings, qw...)
@@ -214,11 +214,12 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 // quicSettings are the settings of QUIC-LB besides quic-lb.
 var quicSettings = []*setting.Setting{quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting}
 
-// buildQUIC returns the service's QUIC-LB, of protocol proto and backends
-// bs (nil with quic-lb off, when no other quic-lb-* setting and no
-// server-id may be given), and its warnings: a backend without a server
-// ID gets only what the table sends it.
-func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, []string, error) {
+// buildQUIC returns the QUIC-LB of svc, of backends bs (nil with quic-lb
+// off, when no other quic-lb-* setting and no server-id may be given),
+// and its warnings: a backend without a server ID gets only what the
+// table sends it. xdpmaglev checks the service's protocol and the server
+// IDs (ServiceOptions.Validate).
+func buildQUIC(vs *setting.Values, svc xdpmaglev.Service, bs []Backend) (*QUIC, []string, error) {
 	if !quicLB.Get(vs) {
 		for _, s := range quicSettings {
 			if vs.Given(s) {
@@ -231,9 +232,6 @@ func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, 
 			}
 		}
 		return nil, nil, nil
-	}
-	if proto != xdpmaglev.UDP {
-		return nil, nil, setting.Errorf(quicLB.Setting, "-quic-lb routes QUIC, over UDP: the service is -proto %v", proto)
 	}
 	q := &QUIC{KeyFile: quicLBKeyFile.Get(vs), ServerIDs: map[netip.Addr]quiclb.ServerID{}}
 	id, sidLen := quicLBConfigID.Get(vs), quicLBServerIDLength.Get(vs)
@@ -260,22 +258,23 @@ func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, 
 			return nil, nil, setting.Errorf(quicLBKeyFile.Setting, "-quic-lb-key-file %s: %v", q.KeyFile, err)
 		}
 	}
+	xq := &xdpmaglev.QUIC{Configs: []xdpmaglev.QUICConfig{{Config: q.Config}}}
+	if err := (xdpmaglev.ServiceOptions{QUIC: xq}).Validate(svc, nil); err != nil {
+		return nil, nil, setting.Errorf(quicLB.Setting, "-quic-lb: %v", err)
+	}
 	var warnings []string
-	owner := map[quiclb.ServerID]netip.Addr{}
-	for _, b := range bs {
-		a := b.Addr.Unmap()
+	xbs := make([]xdpmaglev.Backend, len(bs))
+	for i, b := range bs {
+		xbs[i] = b.Backend
 		if b.ServerID.Len() == 0 {
-			warnings = append(warnings, fmt.Sprintf("-backend %v has no server ID (@SERVERID): its QUIC connections are routed by the table alone, and break when their clients move", a))
+			warnings = append(warnings, fmt.Sprintf("-backend %v has no server ID (@SERVERID): its QUIC connections are routed by the table alone, and break when their clients move", b.Addr.Unmap()))
 			continue
 		}
-		if b.ServerID.Len() != sidLen {
-			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: a server ID of %d octets, and -quic-lb-server-id-length is %d", a, b.ServerID, b.ServerID.Len(), sidLen)
-		}
-		if o, dup := owner[b.ServerID]; dup {
-			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: server ID %v is %v's too", a, b.ServerID, b.ServerID, o)
-		}
-		owner[b.ServerID] = a
-		q.ServerIDs[a] = b.ServerID
+		q.ServerIDs[b.Addr.Unmap()] = b.ServerID
+	}
+	xq.Configs[0].ServerIDs = q.ServerIDs
+	if err := (xdpmaglev.ServiceOptions{QUIC: xq}).Validate(svc, xbs); err != nil {
+		return nil, nil, setting.Errorf(backends.Setting, "-backend: %v", err)
 	}
 	return q, warnings, nil
 }
