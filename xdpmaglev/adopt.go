@@ -22,7 +22,7 @@ type adoptedBackend struct {
 
 // adopt rebuilds the LB's state from adopted maps: each service with its
 // id, table and options, each backend with its id, cookie and entry, the
-// free ids and the cookie counter. So SetServiceOptions with the same
+// free ids and the cookie counter. So SetService with the same
 // backends keeps every backend's id and cookie, and the flows connection
 // tracking holds for them stay where they are. Entries that no service
 // names (a SetService cut short by the end of its process) are cleared.
@@ -148,7 +148,7 @@ func (lb *LB) adoptModes(svc Service, s *service, v maglevService) error {
 	if v.Flags&uint32(maglevConstsSVC_SECOND_CHANCE) == 0 || until.IsZero() {
 		return nil
 	}
-	s.opts.SecondChance = max(time.Until(until), time.Nanosecond) // what is left of it; the next SetServiceOptions says the window
+	s.opts.SecondChance = max(time.Until(until), time.Nanosecond) // what is left of it; the next SetService says the window
 	if time.Now().Before(until) {
 		s.prevUntil = until
 		s.prev = lb.readPrev(s.id) // nil where the kernel does not let it: then Handoffs has none

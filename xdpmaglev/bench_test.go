@@ -27,7 +27,7 @@ import (
 func BenchmarkPacket(b *testing.B) {
 	lb := newLB(b, Options{})
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
-	if err := lb.SetService(svc, testBackends(1, 100, false)); err != nil {
+	if err := lb.SetService(svc, testBackends(1, 100, false), ServiceOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	flow := packet(client(false, 1), svc.VIP, 6, nil)
@@ -94,7 +94,7 @@ func BenchmarkSetService(b *testing.B) {
 			svc := Service{VIP: vip(false, 80), Proto: TCP}
 			b.ReportAllocs()
 			for i := range b.N {
-				if err := lb.SetService(svc, sets[i%2]); err != nil {
+				if err := lb.SetService(svc, sets[i%2], ServiceOptions{}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -222,14 +222,14 @@ func BenchmarkForward(b *testing.B) {
 			if c.mode == ForwardGUE && c.ct == ConntrackOff {
 				opts.SecondChance = time.Hour
 			}
-			if err := lb.SetServiceOptions(svc, bs, opts); err != nil {
+			if err := lb.SetService(svc, bs, opts); err != nil {
 				b.Fatal(err)
 			}
 			defer func() { _ = lb.DeleteService(svc) }()
 			port := uint16(1)
 			if opts.SecondChance > 0 { // a backend joins; the port names a flow whose slot moved, or did not
 				old := lb.Table(svc)
-				if err := lb.SetServiceOptions(svc, encapBackends(101, c.v6), opts); err != nil {
+				if err := lb.SetService(svc, encapBackends(101, c.v6), opts); err != nil {
 					b.Fatal(err)
 				}
 				now := lb.Table(svc)

@@ -96,7 +96,7 @@ func TestCompare(t *testing.T) {
 	// of two backends may send to different servers, each then waiting
 	// for the other: its service has one backend.
 	for port, bs := range map[string][]Backend{"80": backends, "5201": backends[:1]} {
-		if err := lb.SetService(Service{VIP: netip.MustParseAddrPort(vip + ":" + port), Proto: TCP}, bs); err != nil {
+		if err := lb.SetService(Service{VIP: netip.MustParseAddrPort(vip + ":" + port), Proto: TCP}, bs, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -12,7 +12,7 @@
 //	err = lb.SetService(svc, []xdpmaglev.Backend{
 //		{Addr: netip.MustParseAddr("10.0.0.11"), Weight: 1}, // MAC from the neighbour table
 //		{Addr: netip.MustParseAddr("10.0.0.12"), Weight: 1},
-//	})
+//	}, xdpmaglev.ServiceOptions{}) // ForwardL2: backends on the segment
 //
 // Per packet, the program hashes the 5-tuple (FlowHash, seeded), looks the
 // flow up in connection tracking (an LRU map from the 5-tuple to the

@@ -17,7 +17,7 @@ func TestDown(t *testing.T) {
 	lb := newLB(t, Options{M: 1021})
 	svc := Service{VIP: vip(false, 443), Proto: TCP}
 	bs := testBackends(1, 5, false)
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	full, err := maglev.NewWeighted(names(bs), 1021, nil)
@@ -37,7 +37,7 @@ func TestDown(t *testing.T) {
 
 	down := append([]Backend(nil), bs...)
 	down[2].Down = true
-	if err := lb.SetService(svc, down); err != nil {
+	if err := lb.SetService(svc, down, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want, err := full.Without(bs[2].Addr.String())
@@ -84,7 +84,7 @@ func TestDown(t *testing.T) {
 		}
 	}
 
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if lb.Table(svc).Diff(full) != 0 {
@@ -95,7 +95,7 @@ func TestDown(t *testing.T) {
 	for i := range all {
 		all[i].Down = true
 	}
-	if err := lb.SetService(svc, all); err != nil {
+	if err := lb.SetService(svc, all, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := run(t, lb, packet(client(false, 9), svc.VIP, 6, nil)); v != xdpDrop || lb.Table(svc).NumBackends() != 5 {

@@ -224,7 +224,7 @@ func (e *e2e) set(t *testing.T, idx ...int) {
 	for _, i := range idx {
 		bs = append(bs, Backend{Addr: e.addrs[i], Weight: 1})
 	}
-	if err := e.lb.SetService(e.svc(), bs); err != nil {
+	if err := e.lb.SetService(e.svc(), bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -32,7 +32,7 @@ func TestSYNRules(t *testing.T) {
 	for _, v6 := range []bool{false, true} {
 		svc := Service{VIP: vip(v6, 443), Proto: TCP}
 		bs := testBackends(1, 4, v6)
-		if err := lb.SetService(svc, bs); err != nil {
+		if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		const n = 400
@@ -44,7 +44,7 @@ func TestSYNRules(t *testing.T) {
 		}
 		next := testBackends(1, 5, v6)
 		next[0].Weight = 0
-		if err := lb.SetService(svc, next); err != nil {
+		if err := lb.SetService(svc, next, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		before := counters(t, lb)
@@ -146,7 +146,7 @@ func TestSpoofedSYN(t *testing.T) {
 	r := newRouted(t)
 	svc := Service{VIP: r.vip(false, 80), Proto: TCP}
 	bs := []Backend{{Addr: r.addrs4[0], Weight: 1}, {Addr: r.addrs4[1], Weight: 1}, {Addr: r.addrs4[2], Weight: 1}}
-	if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
+	if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 50
@@ -163,7 +163,7 @@ func TestSpoofedSYN(t *testing.T) {
 	for p := range n {
 		before[p] = r.predict(svc.VIP, 43000+p)
 	}
-	if err := r.lb.SetServiceOptions(svc, append(bs, Backend{Addr: r.addrs4[3], Weight: 1}), ServiceOptions{Forward: ForwardGUE}); err != nil {
+	if err := r.lb.SetService(svc, append(bs, Backend{Addr: r.addrs4[3], Weight: 1}), ServiceOptions{Forward: ForwardGUE}); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0
@@ -211,7 +211,7 @@ func TestDrainReusedPorts(t *testing.T) {
 	for _, a := range r.addrs4 {
 		bs = append(bs, Backend{Addr: a, Weight: 1})
 	}
-	if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
+	if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
 		t.Fatal(err)
 	}
 	const n, open = 60, 20
@@ -243,7 +243,7 @@ func TestDrainReusedPorts(t *testing.T) {
 		t.Fatalf("no connection reached %s: %v", drained, on)
 	}
 	bs[0].Weight = 0
-	if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
+	if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
 		t.Fatal(err)
 	}
 	// The ports closed by FIN are in TIME_WAIT at the client: reused after

@@ -215,7 +215,7 @@ func TestEncapFixtures(t *testing.T) {
 				t.Run(fmt.Sprintf("%v/v6=%v/%v", mode, v6, proto), func(t *testing.T) {
 					svc := Service{VIP: vip(v6, 80), Proto: proto}
 					bs := encapBackends(5, v6)
-					if err := lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
+					if err := lb.SetService(svc, bs, ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
 						t.Fatal(err)
 					}
 					defer func() { _ = lb.DeleteService(svc) }()
@@ -253,7 +253,7 @@ func TestEncapSourceBits(t *testing.T) {
 				prefix = netip.MustParseAddr("2001:db8:c8::")
 			}
 			svc := Service{VIP: vip(v6, 80), Proto: TCP}
-			if err := lb.SetServiceOptions(svc, encapBackends(5, v6), ServiceOptions{Forward: mode, Source: prefix, SourceBits: 8}); err != nil {
+			if err := lb.SetService(svc, encapBackends(5, v6), ServiceOptions{Forward: mode, Source: prefix, SourceBits: 8}); err != nil {
 				t.Fatal(err)
 			}
 			sources := map[netip.Addr]bool{}
@@ -284,7 +284,7 @@ func TestEncapSourceBits(t *testing.T) {
 		{Forward: ForwardIPIP, Source: netip.MustParseAddr("198.18.200.0"), SourceBits: MaxSourceBits + 1},
 		{Forward: ForwardIPIP, Source: netip.MustParseAddr("198.18.200.1"), SourceBits: 8},
 	} {
-		wantErr(t, lb.SetServiceOptions(svc, encapBackends(2, false), o), ErrService)
+		wantErr(t, lb.SetService(svc, encapBackends(2, false), o), ErrService)
 	}
 }
 
@@ -360,7 +360,7 @@ func TestTooBig(t *testing.T) {
 	for _, mode := range []Forward{ForwardIPIP, ForwardGUE} {
 		for _, v6 := range []bool{false, true} {
 			svc := Service{VIP: vip(v6, 80), Proto: TCP}
-			if err := lb.SetServiceOptions(svc, encapBackends(3, v6), ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
+			if err := lb.SetService(svc, encapBackends(3, v6), ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
 				t.Fatal(err)
 			}
 			c := client(v6, 5000)
@@ -369,7 +369,7 @@ func TestTooBig(t *testing.T) {
 				ipLen = 40
 			}
 			// The largest packet that fits, then one byte more.
-			fits := fixtureMTU - mode.Overhead(map[bool]int{false: 4, true: 6}[v6])
+			fits := fixtureMTU - mode.overhead(map[bool]int{false: 4, true: 6}[v6])
 			mk := func(l3 int) []byte {
 				in := packet(c, svc.VIP, 6, make([]byte, l3-ipLen-20))
 				if !v6 {
@@ -482,7 +482,7 @@ func TestICMPToFlowBackend(t *testing.T) {
 			if mode == ForwardL2 {
 				bs = testBackends(1, 7, v6)
 			}
-			if err := lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
+			if err := lb.SetService(svc, bs, ServiceOptions{Forward: mode, Source: source(v6)}); err != nil {
 				t.Fatal(err)
 			}
 			for port := uint16(2000); port < 2020; port++ {
@@ -545,7 +545,7 @@ func TestEncapNoRoute(t *testing.T) {
 	for _, c := range cases {
 		a := netip.MustParseAddr(c.addr)
 		svc := Service{VIP: vip(a.Is6(), 80), Proto: UDP}
-		if err := lb.SetServiceOptions(svc, []Backend{{Addr: a, Weight: 1}}, ServiceOptions{Forward: ForwardIPIP, Source: source(a.Is6())}); err != nil {
+		if err := lb.SetService(svc, []Backend{{Addr: a, Weight: 1}}, ServiceOptions{Forward: ForwardIPIP, Source: source(a.Is6())}); err != nil {
 			t.Fatal(err)
 		}
 		before := counters(t, lb)
@@ -578,7 +578,7 @@ func TestFloodGuard(t *testing.T) {
 	lb := fixtureLB(t, f, Options{FloodRate: rate, ConntrackSize: 1024})
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	bs := testBackends(1, 5, false)
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := counters(t, lb)
@@ -627,7 +627,7 @@ func TestFloodGuard(t *testing.T) {
 			rest = append(rest, b)
 		}
 	}
-	if err := lb.SetService(svc, rest); err != nil {
+	if err := lb.SetService(svc, rest, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if d := one(est); d["conntrack_stale"] != 1 || d["conntrack_flood"] != 1 {

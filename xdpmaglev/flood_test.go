@@ -163,7 +163,7 @@ func TestFlood(t *testing.T) {
 					bs = append(bs, Backend{Addr: a, Weight: 1})
 				}
 			}
-			if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: ForwardIPIP}); err != nil {
+			if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: ForwardIPIP}); err != nil {
 				t.Fatal(err)
 			}
 			broken, onRemoved := 0, 0
@@ -223,7 +223,7 @@ func TestFloodDefaults(t *testing.T) {
 			for _, a := range r.addrs4[:3] {
 				bs = append(bs, Backend{Addr: a, Weight: 1})
 			}
-			if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
+			if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: ForwardGUE}); err != nil {
 				t.Fatal(err)
 			}
 			const idle = 50
@@ -274,7 +274,7 @@ func TestFloodDefaults(t *testing.T) {
 
 			// The fourth backend joins: the idle connections on the slots
 			// that moved keep their backend only through their entries.
-			if err := r.lb.SetServiceOptions(svc, append(bs, Backend{Addr: r.addrs4[3], Weight: 1}), ServiceOptions{Forward: ForwardGUE}); err != nil {
+			if err := r.lb.SetService(svc, append(bs, Backend{Addr: r.addrs4[3], Weight: 1}), ServiceOptions{Forward: ForwardGUE}); err != nil {
 				t.Fatal(err)
 			}
 			var moved, broken []int

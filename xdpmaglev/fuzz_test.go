@@ -180,7 +180,7 @@ func FuzzProgram(f *testing.F) {
 				bs = bs6
 			}
 			svc := Service{VIP: vip(v6, 80), Proto: proto}
-			if err := lb.SetService(svc, bs); err != nil {
+			if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 				f.Fatal(err)
 			}
 			svcs[svc] = bs

@@ -32,7 +32,7 @@ type Handoff struct {
 	// Backends are the table's backends: each one's Addr, Weight and
 	// Down (HW is not part of a handoff). The table is
 	// maglev.NewWeighted's of them all, Without the Down ones, as
-	// SetServiceOptions makes it.
+	// SetService makes it.
 	Backends []Backend
 	// Hops are the second hops' addresses, and Slots each slot's: slot
 	// i's second hop is Hops[Slots[i]-1], and it has none where Slots[i]
@@ -48,9 +48,9 @@ type Handoff struct {
 	From string
 }
 
-// ParseService returns the Service of its String form: "tcp/VIP:PORT"
+// parseService returns the Service of its String form: "tcp/VIP:PORT"
 // or "udp/[IPv6]:PORT".
-func ParseService(s string) (Service, error) {
+func parseService(s string) (Service, error) {
 	p, vip, ok := strings.Cut(s, "/")
 	if !ok {
 		return Service{}, fmt.Errorf("%w %q: not PROTO/VIP:PORT", ErrService, s)
@@ -130,7 +130,7 @@ func (h *Handoff) UnmarshalJSON(data []byte) error {
 	if j.V != handoffVersion {
 		return fmt.Errorf("%w: version %d, not %d", ErrHandoff, j.V, handoffVersion)
 	}
-	svc, err := ParseService(j.Service)
+	svc, err := parseService(j.Service)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrHandoff, err)
 	}

@@ -15,18 +15,18 @@ import (
 )
 
 // TestHandoffJSON: a handoff's JSON form gives back the handoff, its
-// slots packed; ParseService reads what Service.String writes; every bad
+// slots packed; parseService reads what Service.String writes; every bad
 // form is refused with ErrHandoff.
 func TestHandoffJSON(t *testing.T) {
 	for _, s := range []Service{{VIP: vip(false, 80), Proto: TCP}, {VIP: vip(true, 443), Proto: UDP}} {
-		got, err := ParseService(s.String())
+		got, err := parseService(s.String())
 		if err != nil || got != s {
-			t.Errorf("ParseService(%q) = %v, %v", s.String(), got, err)
+			t.Errorf("parseService(%q) = %v, %v", s.String(), got, err)
 		}
 	}
 	for _, bad := range []string{"", "tcp", "sctp/198.19.0.1:80", "tcp/198.19.0.1", "tcp/198.19.0.1:0", "udp/[2001:db8::1%eth0]:53"} {
-		if _, err := ParseService(bad); !errors.Is(err, ErrService) {
-			t.Errorf("ParseService(%q): %v, want ErrService", bad, err)
+		if _, err := parseService(bad); !errors.Is(err, ErrService) {
+			t.Errorf("parseService(%q): %v, want ErrService", bad, err)
 		}
 	}
 
@@ -161,7 +161,7 @@ func TestHandoff(t *testing.T) {
 			controlled := false
 			for _, st := range steps {
 				hBefore := viaJSON(t, first.Handoffs(), "before")
-				if err := first.SetServiceOptions(svc, st.bs, opts); err != nil {
+				if err := first.SetService(svc, st.bs, opts); err != nil {
 					t.Fatal(err)
 				}
 				hAfter := viaJSON(t, first.Handoffs(), "after")
@@ -173,7 +173,7 @@ func TestHandoff(t *testing.T) {
 					if err := x.lb.SetHandoffs(x.hs); err != nil {
 						t.Fatal(err)
 					}
-					if err := x.lb.SetServiceOptions(svc, st.bs, opts); err != nil {
+					if err := x.lb.SetService(svc, st.bs, opts); err != nil {
 						t.Fatal(err)
 					}
 					want := ""
@@ -231,7 +231,7 @@ func TestHandoff(t *testing.T) {
 	if err := lb.SetHandoffs([]Handoff{h, other}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.SetServiceOptions(svc, encapBackends(4, false), ServiceOptions{Forward: ForwardGUE, Source: source(false), M: 251}); err != nil {
+	if err := lb.SetService(svc, encapBackends(4, false), ServiceOptions{Forward: ForwardGUE, Source: source(false), M: 251}); err != nil {
 		t.Fatal(err)
 	}
 	if until, from := lb.SecondHops(svc); from != "" || !until.IsZero() || len(lb.Handoffs()) != 0 {
@@ -298,7 +298,7 @@ func TestSecondChanceNoChange(t *testing.T) {
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	opts := ServiceOptions{Forward: ForwardGUE, Source: source(false), SecondChance: time.Minute, M: 251}
 	for _, n := range []int{3, 4} {
-		if err := lb.SetServiceOptions(svc, encapBackends(n, false), opts); err != nil {
+		if err := lb.SetService(svc, encapBackends(n, false), opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -310,7 +310,7 @@ func TestSecondChanceNoChange(t *testing.T) {
 	opts2 := opts
 	opts2.GUEPort = 6081
 	for _, o := range []ServiceOptions{opts, opts2} {
-		if err := lb.SetServiceOptions(svc, encapBackends(4, false), o); err != nil {
+		if err := lb.SetService(svc, encapBackends(4, false), o); err != nil {
 			t.Fatal(err)
 		}
 		if got := lb.Handoffs(); !sameHandoffs(got, h, 0) {
@@ -328,7 +328,7 @@ func TestHandoffPinned(t *testing.T) {
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	so := ServiceOptions{Forward: ForwardGUE, Source: source(false), SecondChance: time.Minute, Conntrack: ConntrackOff}
 	for _, n := range []int{3, 4} {
-		if err := lb.SetServiceOptions(svc, encapBackends(n, false), so); err != nil {
+		if err := lb.SetService(svc, encapBackends(n, false), so); err != nil {
 			t.Fatal(err)
 		}
 	}

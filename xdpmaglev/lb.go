@@ -58,15 +58,15 @@ type Options struct {
 	Seed uint64
 	// ConntrackSize is the number of flows connection tracking holds for
 	// each address family, IPv4 and IPv6 (least recently used ones are
-	// forgotten first): 262,144 if 0. An entry takes 96 bytes of kernel
-	// memory in the IPv4 map and 120 in the IPv6 one: 54 MiB for the two
-	// at the default.
+	// forgotten first): DefaultConntrackSize (262,144) if 0. An entry
+	// takes 96 bytes of kernel memory in the IPv4 map and 120 in the IPv6
+	// one: 54 MiB for the two at the default.
 	ConntrackSize int
 	// Mode is the attach mode; AttachAuto if zero.
 	Mode AttachMode
 	// MaxServices and MaxBackends bound the services, and the backends of
-	// all services together (a backend in two services counts twice): 64
-	// and 4,096 if 0.
+	// all services together (a backend in two services counts twice):
+	// DefaultMaxServices and DefaultMaxBackends if 0.
 	MaxServices, MaxBackends int
 	// SourceMAC is the source address of forwarded frames: the
 	// interface's address if nil.
@@ -122,11 +122,15 @@ type Options struct {
 	Rebuild bool
 }
 
+// The sizes of the data plane's maps that Options' zero values take.
 const (
-	defaultConntrack   = 1 << 18
-	defaultMaxServices = 64
-	defaultMaxBackends = 4096
-	maxEntries         = 1 << 24
+	DefaultConntrackSize = 1 << 18 // Options.ConntrackSize
+	DefaultMaxServices   = 64      // Options.MaxServices
+	DefaultMaxBackends   = 4096    // Options.MaxBackends
+)
+
+const (
+	maxEntries = 1 << 24
 	// floodIdle is the time, in seconds, that the default FloodRate
 	// keeps an idle entry through any flood, plus the guard's ten seconds
 	// of burst.
@@ -168,8 +172,9 @@ type LB struct {
 // Load loads the data plane into the kernel and attaches it to the
 // interface named iface, in opts.Mode. With AttachAuto it attaches natively
 // if the driver supports XDP and generically otherwise: Mode says which.
-// An empty iface loads the program without attaching it (Program returns
-// it, to attach elsewhere or to run with BPF_PROG_TEST_RUN).
+// An empty iface loads the program without attaching it (Mode AttachNone):
+// its services can be set and read, and the package's tests run it with
+// BPF_PROG_TEST_RUN.
 //
 // With opts.PinPath, Load adopts the maps and the link pinned there, if
 // any (see Options.PinPath), and pins its own otherwise.
@@ -351,6 +356,12 @@ func (lb *LB) start(ifc *net.Interface) error {
 	return nil
 }
 
+// Validate checks o as Load does before it touches the kernel: an error
+// wrapping ErrOptions that names the field at fault, or nil. A field's
+// zero value is valid: it takes the default its doc states.
+func (o Options) Validate() error { return normalize(&o) }
+
+// normalize fills in o's defaults and checks it.
 func normalize(o *Options) error {
 	if o.M == 0 {
 		o.M = maglev.DefaultSize
@@ -363,9 +374,9 @@ func normalize(o *Options) error {
 		v    *int
 		def  int
 	}{
-		{"ConntrackSize", &o.ConntrackSize, defaultConntrack},
-		{"MaxServices", &o.MaxServices, defaultMaxServices},
-		{"MaxBackends", &o.MaxBackends, defaultMaxBackends},
+		{"ConntrackSize", &o.ConntrackSize, DefaultConntrackSize},
+		{"MaxServices", &o.MaxServices, DefaultMaxServices},
+		{"MaxBackends", &o.MaxBackends, DefaultMaxBackends},
 		{"QUICCacheSize", &o.QUICCacheSize, defaultQUICCache},
 	} {
 		if *f.v == 0 {
@@ -453,9 +464,6 @@ func (lb *LB) attachNew(ifc *net.Interface, mode AttachMode) error {
 // Mode returns how the program is attached: AttachNative, AttachGeneric,
 // or AttachNone for an LB loaded without an interface.
 func (lb *LB) Mode() AttachMode { return lb.mode }
-
-// Program returns the XDP program. It stays owned by the LB: Close closes it.
-func (lb *LB) Program() *ebpf.Program { return lb.objs.XdpMaglev }
 
 // Close detaches the program, if attached, and closes the program and
 // every map, which the kernel then frees; with Options.PinPath, it

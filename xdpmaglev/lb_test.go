@@ -69,7 +69,7 @@ func TestForward(t *testing.T) {
 				lb := newLB(t, Options{Seed: 7})
 				svc := Service{VIP: vip(v6, 80), Proto: proto}
 				bs := testBackends(1, 5, v6)
-				if err := lb.SetService(svc, bs); err != nil {
+				if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 					t.Fatal(err)
 				}
 				seen := map[string]int{}
@@ -125,7 +125,7 @@ func TestForward(t *testing.T) {
 func TestPassUnchanged(t *testing.T) {
 	lb := newLB(t, Options{})
 	for _, v6 := range []bool{false, true} {
-		if err := lb.SetService(Service{VIP: vip(v6, 80), Proto: TCP}, testBackends(1, 3, v6)); err != nil {
+		if err := lb.SetService(Service{VIP: vip(v6, 80), Proto: TCP}, testBackends(1, 3, v6), ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,7 +190,7 @@ func TestCutAtEveryOffset(t *testing.T) {
 		for _, proto := range []Proto{TCP, UDP} {
 			svc := Service{VIP: vip(v6, 80), Proto: proto}
 			bs := testBackends(1, 3, v6)
-			if err := lb.SetService(svc, bs); err != nil {
+			if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			full := packet(client(v6, 5), svc.VIP, uint8(proto), []byte("payload"))
@@ -240,7 +240,7 @@ func TestUnsupportedHeaders(t *testing.T) {
 	lb := newLB(t, Options{})
 	for _, v6 := range []bool{false, true} {
 		for _, proto := range []Proto{TCP, UDP} {
-			if err := lb.SetService(Service{VIP: vip(v6, 80), Proto: proto}, testBackends(1, 3, v6)); err != nil {
+			if err := lb.SetService(Service{VIP: vip(v6, 80), Proto: proto}, testBackends(1, 3, v6), ServiceOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -310,7 +310,7 @@ func TestConntrackAcrossTableChange(t *testing.T) {
 	lb := newLB(t, Options{})
 	svc := Service{VIP: vip(false, 443), Proto: TCP}
 	bs := testBackends(1, 4, false)
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 2000
@@ -324,7 +324,7 @@ func TestConntrackAcrossTableChange(t *testing.T) {
 	// Add two backends and drain one: every flow stays where it was.
 	next := append(testBackends(1, 6, false)[:0:0], testBackends(1, 6, false)...)
 	next[1].Weight = 0
-	if err := lb.SetService(svc, next); err != nil {
+	if err := lb.SetService(svc, next, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0
@@ -351,7 +351,7 @@ func TestConntrackAcrossTableChange(t *testing.T) {
 	// Remove backend 1 (drained) and 2: their flows are hashed again, the
 	// others stay.
 	final := []Backend{next[0], next[3], next[4], next[5]}
-	if err := lb.SetService(svc, final); err != nil {
+	if err := lb.SetService(svc, final, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before := counters(t, lb)
@@ -390,7 +390,7 @@ func TestAtomicUpdate(t *testing.T) {
 	for _, x := range append(slices.Clone(a), b...) {
 		mac[x.Addr.String()] = x.HW
 	}
-	if err := lb.SetService(svc, a); err != nil {
+	if err := lb.SetService(svc, a, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
@@ -422,7 +422,7 @@ func TestAtomicUpdate(t *testing.T) {
 		if i%2 == 0 {
 			next = b
 		}
-		if err := lb.SetService(svc, next); err != nil {
+		if err := lb.SetService(svc, next, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -454,14 +454,14 @@ func names(bs []Backend) []maglev.Backend {
 func TestEmptyAndDeleted(t *testing.T) {
 	lb := newLB(t, Options{})
 	svc := Service{VIP: vip(true, 53), Proto: UDP}
-	if err := lb.SetService(svc, nil); err != nil {
+	if err := lb.SetService(svc, nil, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	in := packet(client(true, 1), svc.VIP, 17, nil)
 	if v, _ := run(t, lb, in); v != xdpDrop {
 		t.Errorf("empty service: verdict %d, want XDP_DROP", v)
 	}
-	if err := lb.SetService(svc, []Backend{{Addr: netip.MustParseAddr("2001:db8::5"), Weight: 0, HW: backendMAC(5)}}); err != nil {
+	if err := lb.SetService(svc, []Backend{{Addr: netip.MustParseAddr("2001:db8::5"), Weight: 0, HW: backendMAC(5)}}, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := run(t, lb, in); v != xdpDrop {
@@ -505,19 +505,19 @@ func TestErrors(t *testing.T) {
 		{ok, []Backend{{Addr: netip.MustParseAddr("198.18.1.1"), Weight: 1}}, ErrNoNeighbor},
 		{ok, []Backend{be("198.18.1.1"), be("198.18.1.2"), be("198.18.1.3"), be("198.18.1.4"), be("198.18.1.5")}, ErrFull},
 	} {
-		wantErr(t, lb.SetService(c.svc, c.bs), c.target)
+		wantErr(t, lb.SetService(c.svc, c.bs, ServiceOptions{}), c.target)
 	}
 	if len(lb.Services()) != 0 {
 		t.Fatalf("failed SetService calls left services %v", lb.Services())
 	}
 	for i := range 2 {
-		if err := lb.SetService(Service{VIP: vip(false, uint16(80+i)), Proto: TCP}, []Backend{be("198.18.1.1")}); err != nil {
+		if err := lb.SetService(Service{VIP: vip(false, uint16(80+i)), Proto: TCP}, []Backend{be("198.18.1.1")}, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wantErr(t, lb.SetService(Service{VIP: vip(false, 82), Proto: TCP}, nil), ErrFull)
+	wantErr(t, lb.SetService(Service{VIP: vip(false, 82), Proto: TCP}, nil, ServiceOptions{}), ErrFull)
 	small := newLB(t, Options{M: 7})
-	err := small.SetService(ok, []Backend{be("198.18.1.1"), be("198.18.1.2"), be("198.18.1.3"), be("198.18.1.4"), be("198.18.1.5"), be("198.18.1.6"), be("198.18.1.7"), be("198.18.1.8")})
+	err := small.SetService(ok, []Backend{be("198.18.1.1"), be("198.18.1.2"), be("198.18.1.3"), be("198.18.1.4"), be("198.18.1.5"), be("198.18.1.6"), be("198.18.1.7"), be("198.18.1.8")}, ServiceOptions{})
 	wantErr(t, err, maglev.ErrTooManyBackends)
 	for _, o := range []Options{{M: 8}, {ConntrackSize: -1}, {MaxBackends: 1 << 30}, {Mode: AttachNone}, {SourceMAC: hw[:3]}} {
 		_, err := Load("", o)
@@ -528,7 +528,7 @@ func TestErrors(t *testing.T) {
 	if err := lb.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, lb.SetService(ok, nil), ErrClosed)
+	wantErr(t, lb.SetService(ok, nil, ServiceOptions{}), ErrClosed)
 	wantErr(t, lb.DeleteService(ok), ErrClosed)
 	if _, err := lb.Stats(); err == nil {
 		t.Error("Stats after Close: no error")
@@ -544,7 +544,7 @@ func TestBackendIDsReused(t *testing.T) {
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	for round := range 5 {
 		bs := testBackends(1+3*round, 3, false)
-		if err := lb.SetService(svc, bs); err != nil {
+		if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		for p := range 100 {
@@ -574,10 +574,10 @@ func TestServiceSizes(t *testing.T) {
 	small := Service{VIP: vip(false, 80), Proto: TCP}
 	large := Service{VIP: vip(false, 443), Proto: TCP}
 	bs := testBackends(1, 7, false)
-	if err := lb.SetService(small, bs); err != nil {
+	if err := lb.SetService(small, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 65537}); err != nil {
+	if err := lb.SetService(large, bs, ServiceOptions{M: 65537}); err != nil {
 		t.Fatal(err)
 	}
 	if got := lb.Table(small).Size(); got != 251 {
@@ -611,7 +611,7 @@ func TestServiceSizes(t *testing.T) {
 
 	// The large service shrinks: its tracked flows stay, new ones follow
 	// the new table.
-	if err := lb.SetServiceOptions(large, bs, ServiceOptions{M: 1021}); err != nil {
+	if err := lb.SetService(large, bs, ServiceOptions{M: 1021}); err != nil {
 		t.Fatal(err)
 	}
 	if got := lb.Table(large).Size(); got != 1021 {
@@ -624,7 +624,7 @@ func TestServiceSizes(t *testing.T) {
 		c := client(false, 50000+p)
 		wantForward(t, lb, packet(c, large.VIP, 6, nil), predict(t, lb, large, bs, c))
 	}
-	wantErr(t, lb.SetServiceOptions(small, bs, ServiceOptions{M: 1000}), ErrService)
+	wantErr(t, lb.SetService(small, bs, ServiceOptions{M: 1000}), ErrService)
 }
 
 // TestSetServices sets many services in one call: each forwards as its

@@ -30,7 +30,7 @@ func BenchmarkLoad(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := lb.SetService(Service{VIP: vip(false, 80), Proto: TCP}, testBackends(1, 8, false)); err != nil {
+		if err := lb.SetService(Service{VIP: vip(false, 80), Proto: TCP}, testBackends(1, 8, false), ServiceOptions{}); err != nil {
 			b.Fatal(err)
 		}
 		_ = lb.Release()

@@ -25,10 +25,10 @@ func TestMetrics(t *testing.T) {
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	empty := Service{VIP: vip(false, 81), Proto: TCP}
 	bs := testBackends(1, 3, false)
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.SetService(empty, nil); err != nil {
+	if err := lb.SetService(empty, nil, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func TestMetrics(t *testing.T) {
 	// One backend removed: each of its flows' next packet is a stale miss,
 	// hashed again by the new table.
 	gone := bs[0].Addr.String()
-	if err := lb.SetService(svc, bs[1:]); err != nil {
+	if err := lb.SetService(svc, bs[1:], ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	goneCount := perBackend[gone] // its counters leave with it
@@ -207,11 +207,11 @@ func TestMetricsSecondChance(t *testing.T) {
 	lb := fixtureLB(t, f, Options{MeterProvider: provider})
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	opts := ServiceOptions{Forward: ForwardGUE, Source: source(false), SecondChance: time.Hour, Conntrack: ConntrackOff}
-	if err := lb.SetServiceOptions(svc, encapBackends(3, false), opts); err != nil {
+	if err := lb.SetService(svc, encapBackends(3, false), opts); err != nil {
 		t.Fatal(err)
 	}
 	old := lb.Table(svc)
-	if err := lb.SetServiceOptions(svc, encapBackends(4, false), opts); err != nil {
+	if err := lb.SetService(svc, encapBackends(4, false), opts); err != nil {
 		t.Fatal(err)
 	}
 	moved := 0

@@ -134,7 +134,7 @@ func TestDriverErrors(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
-	if err := lb.SetService(svc, testBackends(1, 2, false)); err != nil {
+	if err := lb.SetService(svc, testBackends(1, 2, false), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	v0, err := in(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })

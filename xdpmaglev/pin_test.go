@@ -155,19 +155,19 @@ func TestPinAdopt(t *testing.T) {
 	svc := Service{VIP: vip(false, 80), Proto: TCP}
 	udp := Service{VIP: vip(true, 53), Proto: UDP}
 	bs := testBackends(1, 3, false)
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.SetServiceOptions(udp, testBackends(1, 2, true), ServiceOptions{M: 251}); err != nil {
+	if err := lb.SetService(udp, testBackends(1, 2, true), ServiceOptions{M: 251}); err != nil {
 		t.Fatal(err)
 	}
 	// A backend that left: its id is free, and its cookie must never come back.
 	gone := testBackends(9, 1, false)[0]
-	if err := lb.SetService(svc, append(slices.Clone(bs), gone)); err != nil {
+	if err := lb.SetService(svc, append(slices.Clone(bs), gone), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	goneID := ids(lb, svc)[gone.Addr]
-	if err := lb.SetService(svc, bs); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	const flows = 300
@@ -183,7 +183,7 @@ func TestPinAdopt(t *testing.T) {
 	if err := lb.Release(); err != nil {
 		t.Fatal(err)
 	}
-	if err := lb.SetService(svc, bs); !errors.Is(err, ErrClosed) {
+	if err := lb.SetService(svc, bs, ServiceOptions{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("SetService after Release: %v, want ErrClosed", err)
 	}
 	for _, name := range []string{layoutPin, "conntrack4", "tables", "backends"} {
@@ -217,7 +217,7 @@ func TestPinAdopt(t *testing.T) {
 	// Twice the backends: about half the flows' slots move to the new
 	// ones, and every tracked flow stays where it was.
 	more := testBackends(1, 6, false)
-	if err := lb.SetService(svc, more); err != nil {
+	if err := lb.SetService(svc, more, ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	after := ids(lb, svc)
@@ -314,7 +314,7 @@ func TestPinRefused(t *testing.T) {
 	}
 
 	lb := load(t, "", opts)
-	if err := lb.SetService(svc, testBackends(1, 3, false)); err != nil {
+	if err := lb.SetService(svc, testBackends(1, 3, false), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Load("", opts); !errors.Is(err, ErrInUse) {
@@ -375,7 +375,7 @@ func TestPinRefused(t *testing.T) {
 	if lb.Adopted() || len(lb.Services()) != 0 || lb.objs.Conntrack4.MaxEntries() != 1<<13 {
 		t.Fatalf("rebuilt: adopted %v, services %v, conntrack of %d", lb.Adopted(), lb.Services(), lb.objs.Conntrack4.MaxEntries())
 	}
-	if err := lb.SetService(svc, testBackends(1, 2, false)); err != nil {
+	if err := lb.SetService(svc, testBackends(1, 2, false), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lb.Release(); err != nil {
@@ -421,7 +421,7 @@ func TestPinRefused(t *testing.T) {
 func TestDetachUnattached(t *testing.T) {
 	dir := bpffs(t)
 	lb := load(t, "", pinOpts(dir))
-	if err := lb.SetService(Service{VIP: vip(false, 80), Proto: TCP}, testBackends(1, 3, false)); err != nil {
+	if err := lb.SetService(Service{VIP: vip(false, 80), Proto: TCP}, testBackends(1, 3, false), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	unpinned := newLB(t, Options{})

@@ -92,7 +92,8 @@ func checkQUIC(svc Service, q *QUIC, bs []Backend) (*QUIC, error) {
 		nc := QUICConfig{Config: c.Config, ServerIDs: make(map[netip.Addr]quiclb.ServerID, len(c.ServerIDs))}
 		nc.Key = bytes.Clone(c.Key)
 		owner := make(map[quiclb.ServerID]netip.Addr, len(c.ServerIDs))
-		for a, id := range c.ServerIDs {
+		for _, a := range slices.SortedFunc(maps.Keys(c.ServerIDs), netip.Addr.Compare) { // in order: the same error every time
+			id := c.ServerIDs[a]
 			a = a.Unmap()
 			switch {
 			case !in[a]:

@@ -92,7 +92,7 @@ func quicService(t testing.TB, lb *LB, svc Service, bs []Backend, opts ServiceOp
 		q.Configs = append(q.Configs, QUICConfig{Config: c, ServerIDs: quicSIDs(t, bs, c.ServerIDLen)})
 	}
 	opts.QUIC = q
-	if err := lb.SetServiceOptions(svc, bs, opts); err != nil {
+	if err := lb.SetService(svc, bs, opts); err != nil {
 		t.Fatal(err)
 	}
 	return q.Configs
@@ -395,7 +395,7 @@ func TestQUICBackends(t *testing.T) {
 				q.Configs[0].ServerIDs[b.Addr] = id
 			}
 		}
-		if err := lb.SetServiceOptions(svc, bs, ServiceOptions{QUIC: q}); err != nil {
+		if err := lb.SetService(svc, bs, ServiceOptions{QUIC: q}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -417,7 +417,7 @@ func TestQUICBackends(t *testing.T) {
 	set(bs) // back; a backend without a server ID
 	noID := quicSIDs(t, bs, 3)
 	delete(noID, bs[0].Addr)
-	if err := lb.SetServiceOptions(svc, bs, ServiceOptions{QUIC: &QUIC{Configs: []QUICConfig{{Config: cs[0].Config, ServerIDs: noID}}}}); err != nil {
+	if err := lb.SetService(svc, bs, ServiceOptions{QUIC: &QUIC{Configs: []QUICConfig{{Config: cs[0].Config, ServerIDs: noID}}}}); err != nil {
 		t.Fatal(err)
 	}
 	route("no server ID", bs[0].Addr, false)
@@ -482,7 +482,7 @@ func TestQUICOptions(t *testing.T) {
 		{"a server ID twice", udp, with(func(q *QUIC) { q.Configs[0].ServerIDs[bs[0].Addr] = sids[bs[1].Addr] }), ErrBackend, "given to"},
 		{"a server ID of no backend", udp, with(func(q *QUIC) { q.Configs[0].ServerIDs[netip.MustParseAddr("198.18.9.9")] = id3 }), ErrService, "no backend"},
 	} {
-		err := lb.SetServiceOptions(c.svc, bs, ServiceOptions{QUIC: c.q})
+		err := lb.SetService(c.svc, bs, ServiceOptions{QUIC: c.q})
 		if !errors.Is(err, c.want) || !strings.Contains(fmt.Sprint(err), c.text) {
 			t.Errorf("%s: %v, want %v saying %q", c.name, err, c.want, c.text)
 		}
@@ -492,7 +492,7 @@ func TestQUICOptions(t *testing.T) {
 	}
 	// Without the kernel's AES, an encrypted configuration is refused.
 	lb.kptr = false
-	err := lb.SetServiceOptions(udp, bs, ServiceOptions{QUIC: with(func(q *QUIC) { q.Configs[0].Key = quicKey })})
+	err := lb.SetService(udp, bs, ServiceOptions{QUIC: with(func(q *QUIC) { q.Configs[0].Key = quicKey })})
 	wantErr(t, err, ErrUnsupported)
 }
 

@@ -95,7 +95,8 @@ func (lb *LB) refresh(interval time.Duration) {
 			}
 			if changed {
 				gen := w.gen
-				if err := lb.install(w.svc, w.request, bs, w.full, w.opts, unresolved, &gen); err == nil && lb.opts.Changed != nil {
+				p := prepared{svc: w.svc, request: w.request, bs: bs, full: w.full, opts: w.opts, unresolved: unresolved}
+				if err := lb.install(p, &gen); err == nil && lb.opts.Changed != nil {
 					lb.opts.Changed(w.svc)
 				} // else the next round tries again
 			}

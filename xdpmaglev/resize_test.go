@@ -27,7 +27,7 @@ func TestResize(t *testing.T) {
 				ok[i] = map[string]bool{}
 			}
 			for _, m := range sizes {
-				if err := lb.SetServiceOptions(svc, bs, ServiceOptions{M: m, Conntrack: ct}); err != nil {
+				if err := lb.SetService(svc, bs, ServiceOptions{M: m, Conntrack: ct}); err != nil {
 					t.Fatal(err)
 				}
 				for i := range flows {
@@ -64,7 +64,7 @@ func TestResize(t *testing.T) {
 			}()
 			for r := range 20 {
 				m := sizes[r%2]
-				if err := lb.SetServiceOptions(svc, bs, ServiceOptions{M: m, Conntrack: ct}); err != nil {
+				if err := lb.SetService(svc, bs, ServiceOptions{M: m, Conntrack: ct}); err != nil {
 					t.Fatal(err)
 				}
 				var v maglevService

@@ -84,7 +84,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = lb.Close() }) // nothing after Release or Close
 		loaded := time.Since(t0)
-		if err := lb.SetService(svc, bs); err != nil {
+		if err := lb.SetService(svc, bs, ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if lb.Mode() != AttachNative {

@@ -210,7 +210,7 @@ func (r *routed) set(t *testing.T, svc Service, mode Forward) {
 		bs = append(bs, Backend{Addr: a, Weight: 1})
 	}
 	// No Source: the interface's address of the VIP's family.
-	if err := r.lb.SetServiceOptions(svc, bs, ServiceOptions{Forward: mode}); err != nil {
+	if err := r.lb.SetService(svc, bs, ServiceOptions{Forward: mode}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -100,14 +100,14 @@ func TestSecondChanceStateless(t *testing.T) {
 			for _, a := range r.addrs4 {
 				bs = append(bs, Backend{Addr: a, Weight: 1})
 			}
-			if err := r.lb.SetServiceOptions(svc, bs[:3], opts); err != nil {
+			if err := r.lb.SetService(svc, bs[:3], opts); err != nil {
 				t.Fatal(err)
 			}
 			old := r.lb.Table(svc)
 			conns := r.dialPorts(t, svc.VIP, 45000, 50)
 			l := keepEchoing(conns)
 			time.Sleep(300 * time.Millisecond)
-			if err := r.lb.SetServiceOptions(svc, bs, opts); err != nil {
+			if err := r.lb.SetService(svc, bs, opts); err != nil {
 				t.Fatal(err)
 			}
 			moved := movedPorts(svc, old, r.lb.Table(svc), 45000)
@@ -164,7 +164,7 @@ func TestSecondChanceTwoLBs(t *testing.T) {
 				bs = append(bs, Backend{Addr: a, Weight: 1})
 			}
 			for _, lb := range []*LB{r.lb, lb2} {
-				if err := lb.SetServiceOptions(svc, bs[:3], opts); err != nil {
+				if err := lb.SetService(svc, bs[:3], opts); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -173,7 +173,7 @@ func TestSecondChanceTwoLBs(t *testing.T) {
 			l := keepEchoing(conns)
 			time.Sleep(300 * time.Millisecond)
 			for _, lb := range []*LB{r.lb, lb2} {
-				if err := lb.SetServiceOptions(svc, bs, opts); err != nil {
+				if err := lb.SetService(svc, bs, opts); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -214,7 +214,7 @@ func TestSecondChanceLeave(t *testing.T) {
 	for _, a := range r.addrs4 {
 		bs = append(bs, Backend{Addr: a, Weight: 1})
 	}
-	if err := r.lb.SetServiceOptions(svc, bs, opts); err != nil {
+	if err := r.lb.SetService(svc, bs, opts); err != nil {
 		t.Fatal(err)
 	}
 	conns := map[int]*conn{}
@@ -235,7 +235,7 @@ func TestSecondChanceLeave(t *testing.T) {
 	}
 	l := keepEchoing(conns)
 	time.Sleep(300 * time.Millisecond)
-	if err := r.lb.SetServiceOptions(svc, slices.Delete(slices.Clone(bs), 1, 2), opts); err != nil {
+	if err := r.lb.SetService(svc, slices.Delete(slices.Clone(bs), 1, 2), opts); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second)

@@ -49,12 +49,12 @@ func TestSecondChanceFixtures(t *testing.T) {
 			opts := ServiceOptions{Forward: ForwardGUE, Source: source(v6), SecondChance: window, Conntrack: ct}
 			first := opts
 			first.M = c.m
-			if err := lb.SetServiceOptions(svc, encapBackends(3, v6), first); err != nil {
+			if err := lb.SetService(svc, encapBackends(3, v6), first); err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = lb.DeleteService(svc) }()
 			old := lb.Table(svc)
-			if err := lb.SetServiceOptions(svc, encapBackends(4, v6), opts); err != nil {
+			if err := lb.SetService(svc, encapBackends(4, v6), opts); err != nil {
 				t.Fatal(err)
 			}
 			now := lb.Table(svc)
@@ -117,7 +117,7 @@ func TestSecondChanceFixtures(t *testing.T) {
 		{Forward: ForwardGUE, Source: source(false), SecondChance: -1},
 		{Forward: ForwardGUE, Source: source(false), Conntrack: 7},
 	} {
-		if err := lb.SetServiceOptions(svc, encapBackends(2, false), o); !errors.Is(err, ErrService) {
+		if err := lb.SetService(svc, encapBackends(2, false), o); !errors.Is(err, ErrService) {
 			t.Errorf("%+v: %v, want ErrService", o, err)
 		}
 	}

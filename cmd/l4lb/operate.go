@@ -18,12 +18,9 @@ import (
 // The commands an operator runs beside a running l4lb: check a file,
 // and, through its admin API, status, drain and reload; and version.
 
-// defaultAdmin is -admin's default: run's.
-const defaultAdmin = "127.0.0.1:9180"
-
-// adminFlag defines -admin on fs.
+// adminFlag defines -admin on fs, with run's default.
 func adminFlag(fs *flag.FlagSet) *string {
-	return fs.String("admin", defaultAdmin, "the admin `address` of the running l4lb")
+	return fs.String("admin", config.DefaultAdmin, "the admin `address` of the running l4lb")
 }
 
 // cmdCheck is l4lb check.

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // A Scope is what a setting configures.
@@ -108,7 +109,7 @@ type Of[T any] struct{ *Setting }
 type ListOf[T any] struct{ *Setting }
 
 // New declares a setting of one value, def if it is not given, parsed from
-// its text by parse. A Default of "" shows def (fmt's %v) unless def is
+// its text by parse. A Default of "" shows def (see show) unless def is
 // T's zero value.
 func New[T any](s Setting, def T, parse func(string) (T, error)) Of[T] {
 	p := &s
@@ -116,7 +117,7 @@ func New[T any](s Setting, def T, parse func(string) (T, error)) Of[T] {
 	p.kind = kindOf(any(def))
 	_, p.isBool = any(def).(bool)
 	if p.Default == "" && !isZero(def) {
-		p.Default = fmt.Sprint(def)
+		p.Default = show(def)
 	}
 	p.add = func(_ any, text string) (any, error) { return parse(text) }
 	return Of[T]{p}
@@ -314,6 +315,23 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// show returns a default as -h and the docs show it: fmt's %v, but a
+// duration without its zero units ("2m", not "2m0s"; "8760h").
+func show(v any) string {
+	d, ok := v.(time.Duration)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func isZero(v any) bool {

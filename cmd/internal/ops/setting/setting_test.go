@@ -182,3 +182,16 @@ func TestError(t *testing.T) {
 		t.Error("KeyName, List, IsBool")
 	}
 }
+
+// TestShow: a default is shown as its value, a duration without its zero
+// units.
+func TestShow(t *testing.T) {
+	for v, want := range map[any]string{
+		120 * time.Second: "2m", 10 * time.Minute: "10m", 90 * time.Second: "1m30s", 5 * time.Second: "5s",
+		8760 * time.Hour: "8760h", 90 * time.Minute: "1h30m", 1500 * time.Millisecond: "1.5s", 65537: "65537", "text": "text",
+	} {
+		if got := show(v); got != want {
+			t.Errorf("show(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

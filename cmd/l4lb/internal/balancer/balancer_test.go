@@ -156,7 +156,7 @@ func TestKeptOnFailedStart(t *testing.T) {
 	web, other := service("198.19.0.1:80", 2), service("198.19.0.2:80", 1)
 	lb := load()
 	for _, c := range []config.Service{web, other} {
-		if err := lb.SetService(c.Svc, c.Backends); err != nil {
+		if err := lb.SetService(c.Svc, c.Backends, xdpmaglev.ServiceOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -44,21 +44,28 @@ func buildGlobal(vs *setting.Values) (Global, error) {
 	if g.Opts.Mode, err = attachMode(vs); err != nil {
 		return g, err
 	}
-	g.Opts.Seed, g.Opts.FloodRate = seed.Get(vs), floodRate.Get(vs)
-	if g.Opts.FloodRate < -1 || g.Opts.FloodRate > 1<<31 {
-		return g, setting.Errorf(floodRate.Setting, "-flood-rate %d: -1 (off), 0 (the default) or a rate in [1, 2^31]", g.Opts.FloodRate)
-	}
-	for _, s := range []struct {
-		o *setting.Of[int]
-		v *int
-	}{{&conntrackSize, &g.Opts.ConntrackSize}, {&maxServices, &g.Opts.MaxServices}, {&maxBackends, &g.Opts.MaxBackends}} {
-		*s.v = s.o.Get(vs)
-		if vs.Given(s.o.Setting) && (*s.v < 1 || *s.v > 1<<24) {
-			return g, setting.Errorf(s.o.Setting, "-%s %d: not in [1, 16777216]", s.o.Name, *s.v)
-		}
+	g.Opts.Seed = seed.Get(vs)
+	if err := loadOptions(vs, &g.Opts); err != nil {
+		return g, err
 	}
 	g.BGP, err = buildBGP(vs)
 	return g, err
+}
+
+// loadOptions sets the data plane's flood guard and sizes of o from vs,
+// checked by xdpmaglev (Options.Validate) one after the other, so that
+// the first refused is the setting at fault.
+func loadOptions(vs *setting.Values, o *xdpmaglev.Options) error {
+	for _, s := range []struct {
+		o *setting.Of[int]
+		v *int
+	}{{&floodRate, &o.FloodRate}, {&conntrackSize, &o.ConntrackSize}, {&maxServices, &o.MaxServices}, {&maxBackends, &o.MaxBackends}} {
+		*s.v = s.o.Get(vs)
+		if err := o.Validate(); err != nil {
+			return setting.Errorf(s.o.Setting, "-%s %d: %v", s.o.Name, *s.v, err)
+		}
+	}
+	return nil
 }
 
 // attachMode returns the attach mode of vs.
@@ -171,13 +178,16 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 	default:
 		return c, nil, setting.Errorf(proto.Setting, "-proto %q: tcp or udp", p)
 	}
-	if c.Fwd, err = buildForward(vs, c.Svc.VIP.Addr()); err != nil {
+	if err := (xdpmaglev.ServiceOptions{}).Validate(c.Svc, nil); err != nil {
+		return c, nil, setting.Errorf(vip.Setting, "-vip %v: %v", c.Svc.VIP, err)
+	}
+	if c.Fwd, err = buildForward(vs, c.Svc); err != nil {
 		return c, nil, err
 	}
-	if c.Fwd.SecondChance, c.Fwd.Conntrack, err = buildFlows(vs, c.Fwd.Forward); err != nil {
+	if c.Fwd.SecondChance, c.Fwd.Conntrack, err = buildFlows(vs, c.Svc, c.Fwd.Forward); err != nil {
 		return c, nil, err
 	}
-	bs, err := checkBackends(vs, c.Fwd.Forward, c.Svc.VIP.Addr())
+	bs, err := checkBackends(vs, c.Svc, c.Fwd.Forward)
 	if err != nil {
 		return c, nil, err
 	}
@@ -185,7 +195,7 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 		c.Backends = append(c.Backends, b.Backend)
 	}
 	var qw []string
-	if c.QUIC, qw, err = buildQUIC(vs, c.Svc.Proto, bs); err != nil {
+	if c.QUIC, qw, err = buildQUIC(vs, c.Svc, bs); err != nil {
 		return c, nil, err
 	}
 	warnings = append(warnings, qw...)
@@ -195,18 +205,21 @@ func buildService(vs *setting.Values, g Global, svcName string) (Service, []stri
 		sum := sha256.Sum256(c.QUIC.Config.Key)
 		c.Settings += "\x00quic-lb-key=" + hex.EncodeToString(sum[:8])
 	}
-	c.Fwd.M = tableSize.Get(vs)
+	if vs.Given(tableSize.Setting) {
+		c.Fwd.M = tableSize.Get(vs) // else 0: the LB's, maglev.DefaultSize, the setting's default
+	}
 	return c, warnings, nil
 }
 
 // quicSettings are the settings of QUIC-LB besides quic-lb.
 var quicSettings = []*setting.Setting{quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting}
 
-// buildQUIC returns the service's QUIC-LB, of protocol proto and backends
-// bs (nil with quic-lb off, when no other quic-lb-* setting and no
-// server-id may be given), and its warnings: a backend without a server
-// ID gets only what the table sends it.
-func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, []string, error) {
+// buildQUIC returns the QUIC-LB of svc, of backends bs (nil with quic-lb
+// off, when no other quic-lb-* setting and no server-id may be given),
+// and its warnings: a backend without a server ID gets only what the
+// table sends it. xdpmaglev checks the service's protocol and the server
+// IDs (ServiceOptions.Validate).
+func buildQUIC(vs *setting.Values, svc xdpmaglev.Service, bs []Backend) (*QUIC, []string, error) {
 	if !quicLB.Get(vs) {
 		for _, s := range quicSettings {
 			if vs.Given(s) {
@@ -219,9 +232,6 @@ func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, 
 			}
 		}
 		return nil, nil, nil
-	}
-	if proto != xdpmaglev.UDP {
-		return nil, nil, setting.Errorf(quicLB.Setting, "-quic-lb routes QUIC, over UDP: the service is -proto %v", proto)
 	}
 	q := &QUIC{KeyFile: quicLBKeyFile.Get(vs), ServerIDs: map[netip.Addr]quiclb.ServerID{}}
 	id, sidLen := quicLBConfigID.Get(vs), quicLBServerIDLength.Get(vs)
@@ -248,22 +258,23 @@ func buildQUIC(vs *setting.Values, proto xdpmaglev.Proto, bs []Backend) (*QUIC, 
 			return nil, nil, setting.Errorf(quicLBKeyFile.Setting, "-quic-lb-key-file %s: %v", q.KeyFile, err)
 		}
 	}
+	xq := &xdpmaglev.QUIC{Configs: []xdpmaglev.QUICConfig{{Config: q.Config}}}
+	if err := (xdpmaglev.ServiceOptions{QUIC: xq}).Validate(svc, nil); err != nil {
+		return nil, nil, setting.Errorf(quicLB.Setting, "-quic-lb: %v", err)
+	}
 	var warnings []string
-	owner := map[quiclb.ServerID]netip.Addr{}
-	for _, b := range bs {
-		a := b.Addr.Unmap()
+	xbs := make([]xdpmaglev.Backend, len(bs))
+	for i, b := range bs {
+		xbs[i] = b.Backend
 		if b.ServerID.Len() == 0 {
-			warnings = append(warnings, fmt.Sprintf("-backend %v has no server ID (@SERVERID): its QUIC connections are routed by the table alone, and break when their clients move", a))
+			warnings = append(warnings, fmt.Sprintf("-backend %v has no server ID (@SERVERID): its QUIC connections are routed by the table alone, and break when their clients move", b.Addr.Unmap()))
 			continue
 		}
-		if b.ServerID.Len() != sidLen {
-			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: a server ID of %d octets, and -quic-lb-server-id-length is %d", a, b.ServerID, b.ServerID.Len(), sidLen)
-		}
-		if o, dup := owner[b.ServerID]; dup {
-			return nil, nil, setting.Errorf(backends.Setting, "-backend %v@%v: server ID %v is %v's too", a, b.ServerID, b.ServerID, o)
-		}
-		owner[b.ServerID] = a
-		q.ServerIDs[a] = b.ServerID
+		q.ServerIDs[b.Addr.Unmap()] = b.ServerID
+	}
+	xq.Configs[0].ServerIDs = q.ServerIDs
+	if err := (xdpmaglev.ServiceOptions{QUIC: xq}).Validate(svc, xbs); err != nil {
+		return nil, nil, setting.Errorf(backends.Setting, "-backend: %v", err)
 	}
 	return q, warnings, nil
 }
@@ -296,33 +307,27 @@ func identity(vs *setting.Values) (all, src string) {
 	return strings.Join(a, "\x00"), strings.Join(s, "\x00")
 }
 
-// checkBackends returns the backends of vs, each given once, and of the
-// VIP's family with no MAC for an encapsulating forward.
-func checkBackends(vs *setting.Values, f xdpmaglev.Forward, vipAddr netip.Addr) ([]Backend, error) {
+// checkBackends returns the backends of vs, checked by xdpmaglev for svc
+// forwarded by f (each given once, of the VIP's family for an
+// encapsulating forward), with no MAC for an encapsulating forward.
+func checkBackends(vs *setting.Values, svc xdpmaglev.Service, f xdpmaglev.Forward) ([]Backend, error) {
 	bs := backends.Get(vs)
-	seen := make(map[netip.Addr]bool, len(bs))
-	for _, b := range bs {
-		a := b.Addr.Unmap()
-		if seen[a] {
-			return nil, setting.Errorf(backends.Setting, "-backend %v: given twice", a)
+	xs := make([]xdpmaglev.Backend, len(bs))
+	for i, b := range bs {
+		if f != xdpmaglev.ForwardL2 && b.HW != nil {
+			return nil, setting.Errorf(backends.Setting, "-backend %v=%v: a MAC is for -forward l2; -forward %v sends to the backend's next hop by the routing table", b.Addr.Unmap(), b.HW, f)
 		}
-		seen[a] = true
-		if f == xdpmaglev.ForwardL2 {
-			continue
-		}
-		if b.HW != nil {
-			return nil, setting.Errorf(backends.Setting, "-backend %v=%v: a MAC is for -forward l2; -forward %v sends to the backend's next hop by the routing table", a, b.HW, f)
-		}
-		if a.Is4() != vipAddr.Unmap().Is4() {
-			return nil, setting.Errorf(backends.Setting, "-backend %v: -forward %v encapsulates IPv4 in IPv4 and IPv6 in IPv6, and the VIP is %v", a, f, vipAddr)
-		}
+		xs[i] = b.Backend
+	}
+	if err := (xdpmaglev.ServiceOptions{Forward: f}).Validate(svc, xs); err != nil {
+		return nil, setting.Errorf(backends.Setting, "-backend: %v", err)
 	}
 	return bs, nil
 }
 
-// buildForward returns how the service's packets reach its backends:
-// forward, encap-src and gue-port, for a VIP at vipAddr.
-func buildForward(vs *setting.Values, vipAddr netip.Addr) (xdpmaglev.ServiceOptions, error) {
+// buildForward returns how svc's packets reach its backends: forward,
+// encap-src (checked by xdpmaglev) and gue-port.
+func buildForward(vs *setting.Values, svc xdpmaglev.Service) (xdpmaglev.ServiceOptions, error) {
 	var o xdpmaglev.ServiceOptions
 	f, err := xdpmaglev.ParseForward(forward.Get(vs))
 	if err != nil {
@@ -342,20 +347,26 @@ func buildForward(vs *setting.Values, vipAddr netip.Addr) (xdpmaglev.ServiceOpti
 	if f == xdpmaglev.ForwardL2 {
 		return o, setting.Errorf(encapSrc.Setting, "-encap-src needs -forward ipip or gue")
 	}
-	o.Source, o.SourceBits, err = parseEncapSrc(src, vipAddr.Unmap())
-	return o, err
+	if o.Source, o.SourceBits, err = parseEncapSrc(src); err != nil {
+		return o, err
+	}
+	if err := o.Validate(svc, nil); err != nil {
+		return o, setting.Errorf(encapSrc.Setting, "-encap-src %s: %v", src, err)
+	}
+	return o, nil
 }
 
 // maxWindow is the longest second-chance-window: a year, which the data
 // plane's clock of seconds holds with room to spare.
 const maxWindow = 365 * 24 * time.Hour
 
-// buildFlows returns how the service keeps its flows on their backends,
-// with forwarding f: its second chance window (second-chance and
+// buildFlows returns how svc keeps its flows on their backends, with
+// forwarding f: its second chance window (second-chance and
 // second-chance-window; 0 with second chance off, on by default for
-// -forward gue alone) and its connection tracking (conntrack). The window
-// is checked where second chance is off too, and ignored there.
-func buildFlows(vs *setting.Values, f xdpmaglev.Forward) (time.Duration, xdpmaglev.ConntrackMode, error) {
+// -forward gue alone, checked by xdpmaglev) and its connection tracking
+// (conntrack). The window is checked where second chance is off too, and
+// ignored there.
+func buildFlows(vs *setting.Values, svc xdpmaglev.Service, f xdpmaglev.Forward) (time.Duration, xdpmaglev.ConntrackMode, error) {
 	mode := xdpmaglev.ConntrackOn
 	if !conntrack.Get(vs) {
 		mode = xdpmaglev.ConntrackOff
@@ -368,18 +379,18 @@ func buildFlows(vs *setting.Values, f xdpmaglev.Forward) (time.Duration, xdpmagl
 	if vs.Given(secondChance.Setting) {
 		on = secondChance.Get(vs)
 	}
-	switch {
-	case on && f != xdpmaglev.ForwardGUE:
-		return 0, mode, setting.Errorf(secondChance.Setting, "-second-chance needs -forward gue, not -forward %v: only GUE's header carries the second hop", f)
-	case !on:
+	if !on {
 		return 0, mode, nil
+	}
+	if err := (xdpmaglev.ServiceOptions{Forward: f, SecondChance: window}).Validate(svc, nil); err != nil {
+		return 0, mode, setting.Errorf(secondChance.Setting, "-second-chance with -forward %v: %v", f, err)
 	}
 	return window, mode, nil
 }
 
-// parseEncapSrc parses encap-src, an address or a prefix of at most
-// 2^xdpmaglev.MaxSourceBits addresses, of the family of vip.
-func parseEncapSrc(s string, vip netip.Addr) (netip.Addr, uint8, error) {
+// parseEncapSrc parses encap-src, a unicast address or a prefix, whose
+// bits below the prefix's length vary per flow.
+func parseEncapSrc(s string) (netip.Addr, uint8, error) {
 	bits := 0 // of the source that vary per flow
 	var src netip.Addr
 	if strings.Contains(s, "/") {
@@ -388,12 +399,6 @@ func parseEncapSrc(s string, vip netip.Addr) (netip.Addr, uint8, error) {
 			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src: %v", err)
 		}
 		src, bits = p.Addr().Unmap(), p.Addr().BitLen()-p.Bits()
-		switch {
-		case p.Masked() != p:
-			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not a prefix's first address (%v)", p, p.Masked())
-		case bits > xdpmaglev.MaxSourceBits:
-			return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: a prefix of at most %d addresses (/%d for %v)", p, 1<<xdpmaglev.MaxSourceBits, src.BitLen()-xdpmaglev.MaxSourceBits, src)
-		}
 	} else {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
@@ -406,8 +411,6 @@ func parseEncapSrc(s string, vip netip.Addr) (netip.Addr, uint8, error) {
 		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: an address without a zone", src)
 	case !src.IsGlobalUnicast():
 		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not a unicast address", src)
-	case src.Is4() != vip.Is4():
-		return src, 0, setting.Errorf(encapSrc.Setting, "-encap-src %v: not of the VIP's family (%v): IPv4 is encapsulated in IPv4, IPv6 in IPv6", src, vip)
 	}
 	return src, uint8(bits), nil
 }

@@ -260,8 +260,8 @@ services:
 		file string
 		want string
 	}{
-		{"iface: eth0\n" + svc + "    forward: ipip\n    second-chance: true\n", `7: service "web": -second-chance needs -forward gue, not -forward ipip: only GUE's header carries the second hop`},
-		{"iface: eth0\nsecond-chance: true\n" + svc, `2: service "web": -second-chance needs -forward gue, not -forward l2: `},
+		{"iface: eth0\n" + svc + "    forward: ipip\n    second-chance: true\n", `7: service "web": -second-chance with -forward ipip: xdpmaglev: bad service tcp/198.19.0.1:80: second chance needs ForwardGUE, not ipip: only GUE's header carries the second hop`},
+		{"iface: eth0\nsecond-chance: true\n" + svc, `2: service "web": -second-chance with -forward l2: xdpmaglev: `},
 		{"iface: eth0\n" + svc + "    forward: gue\n    second-chance-window: 0s\n", `7: service "web": -second-chance-window 0s: must be positive`},
 		{"iface: eth0\n" + svc + "    second-chance-window: 10\n", `6: service "web": second-chance-window "10": not a duration`},
 		{"iface: eth0\n" + svc + "    conntrack: off\n", `6: service "web": conntrack "off": not a boolean (true or false)`},

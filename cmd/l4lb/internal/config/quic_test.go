@@ -75,8 +75,8 @@ func TestConfigQUICErrors(t *testing.T) {
 		file string
 		want []string
 	}{
-		{svc + "    quic-lb: true\n    backends: [198.18.0.11@0a0b, 198.18.0.12@0a0b]\n", []string{"7: ", "server ID 0a0b is 198.18.0.11's too"}},
-		{svc + "    quic-lb: true\n    backends: [198.18.0.11@0a0b0c]\n", []string{"7: ", "a server ID of 3 octets, and -quic-lb-server-id-length is 2"}},
+		{svc + "    quic-lb: true\n    backends: [198.18.0.11@0a0b, 198.18.0.12@0a0b]\n", []string{"7: ", "-backend: xdpmaglev: bad backend udp/198.19.0.1:443: QUIC configuration 0: server ID 0a0b given to 198.18.0.11 and 198.18.0.12"}},
+		{svc + "    quic-lb: true\n    backends: [198.18.0.11@0a0b0c]\n", []string{"7: ", "-backend: xdpmaglev: bad backend udp/198.19.0.1:443: QUIC configuration 0: server ID 0a0b0c of 198.18.0.11 is 3 octets, and the configuration's 2"}},
 		{svc + "    quic-lb: true\n    backends: [198.18.0.11@0a0]\n", []string{"7: ", `server-id "0a0"`}},
 		{svc + "    backends: [198.18.0.11@0a0b]\n", []string{"6: ", "a server ID is for -quic-lb"}},
 		{svc + "    quic-lb-config-id: 1\n    backends: [198.18.0.11]\n", []string{"6: ", "-quic-lb-config-id needs -quic-lb"}},
@@ -86,7 +86,7 @@ func TestConfigQUICErrors(t *testing.T) {
 		{svc + "    quic-lb: true\n    quic-lb-server-id-length: 12\n    quic-lb-nonce-length: 8\n", []string{"8: ", "-quic-lb-nonce-length 8", "19 at most"}},
 		{svc + "    quic-lb: true\n    quic-lb-key-file: " + filepath.Join(dir, "none") + "\n", []string{"7: ", "-quic-lb-key-file", "no such file"}},
 		{svc + "    quic-lb: true\n    quic-lb-key-file: " + bad + "\n", []string{"7: ", "-quic-lb-key-file " + bad, "16 octets in hexadecimal"}},
-		{"iface: eth0\nservices:\n  - name: h3\n    vip: 198.19.0.1:443\n    quic-lb: true\n", []string{"5: ", "-quic-lb routes QUIC, over UDP: the service is -proto tcp"}},
+		{"iface: eth0\nservices:\n  - name: h3\n    vip: 198.19.0.1:443\n    quic-lb: true\n", []string{"5: ", "-quic-lb: xdpmaglev: bad service tcp/198.19.0.1:443: QUIC-LB routes UDP"}},
 	} {
 		_, _, err := Parse([]byte(tc.file))
 		if err == nil {

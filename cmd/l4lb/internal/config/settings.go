@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
@@ -35,14 +36,14 @@ var (
 		Doc: "the flow hash `seed` (load balancers that should agree share it)"}, uint64(0), setting.Uint64)
 	floodRate = setting.New(setting.Setting{Name: "flood-rate", Scope: setting.LB,
 		Doc: "the most connection tracking entries written a second, over all CPUs: new flows beyond it are routed by the table without one, so that no flood evicts idle flows' entries faster; an idle entry outlives any flood for conntrack-size/flood-rate - 10 seconds (0: conntrack-size/130, two minutes; -1: no limit)"}, 0, setting.Int)
-	conntrackSize = setting.New(setting.Setting{Name: "conntrack-size", Scope: setting.LB, Default: "262144",
-		Doc: "the flows connection tracking holds, per address family (the default: 54 MiB of kernel memory for both)"}, 0, setting.Int)
-	maxServices = setting.New(setting.Setting{Name: "max-services", Scope: setting.LB, Default: "64",
-		Doc: "the most services the data plane holds"}, 0, setting.Int)
-	maxBackends = setting.New(setting.Setting{Name: "max-backends", Scope: setting.LB, Default: "4096",
-		Doc: "the most backends of all services together the data plane holds"}, 0, setting.Int)
+	conntrackSize = setting.New(setting.Setting{Name: "conntrack-size", Scope: setting.LB,
+		Doc: "the flows connection tracking holds, per address family (the default: 54 MiB of kernel memory for both)"}, xdpmaglev.DefaultConntrackSize, setting.Int)
+	maxServices = setting.New(setting.Setting{Name: "max-services", Scope: setting.LB,
+		Doc: "the most services the data plane holds"}, xdpmaglev.DefaultMaxServices, setting.Int)
+	maxBackends = setting.New(setting.Setting{Name: "max-backends", Scope: setting.LB,
+		Doc: "the most backends of all services together the data plane holds"}, xdpmaglev.DefaultMaxBackends, setting.Int)
 	admin = setting.New(setting.Setting{Name: "admin", Scope: setting.LB, Also: setting.Decap,
-		Doc: "the admin `address` serving /debug/maglev, /metrics and the admin API (empty: none)"}, "127.0.0.1:9180", setting.String)
+		Doc: "the admin `address` serving /debug/maglev, /metrics and the admin API (empty: none)"}, DefaultAdmin, setting.String)
 	pinDir = setting.New(setting.Setting{Name: "pin-dir", Scope: setting.LB,
 		Doc: "the `directory`, in a BPF filesystem, where the data plane is pinned (in a subdirectory named after -iface) so that it outlives l4lb: SIGINT and SIGTERM leave the program attached and forwarding, and the next l4lb adopts it (connection tracking, tables, counters) and replaces the program without a gap; empty: nothing pinned, and a restart detaches and forgets connection tracking"},
 		DefaultPinDir, cleanPath)
@@ -67,7 +68,7 @@ var (
 		Doc: "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)"}, 179, setting.Int)
 	bgpHold = setting.New(setting.Setting{Name: "bgp-hold", Scope: setting.LB,
 		Doc: "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it"}, 9*time.Second, setting.Duration)
-	bgpRestartTime = setting.New(setting.Setting{Name: "bgp-restart-time", Scope: setting.LB, Default: "120s",
+	bgpRestartTime = setting.New(setting.Setting{Name: "bgp-restart-time", Scope: setting.LB,
 		Doc: "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over"}, 120*time.Second, setting.Duration)
 	bgpDrain = setting.New(setting.Setting{Name: "bgp-drain", Scope: setting.LB,
 		Doc: "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away"}, 2*time.Second, setting.Duration)
@@ -83,8 +84,8 @@ var (
 	backends = setting.NewList(setting.Setting{Name: "backend", Key: "backends", Scope: setting.Service, Own: true, Reload: true, Fields: []string{"addr", "mac", "weight", "server-id"},
 		Doc: "a backend, `IP[=MAC][*WEIGHT][@SERVERID]` (repeat the flag for each; in a file a list, an item IP, IP=MAC, IP*WEIGHT, IP@SERVERID or {addr, mac, weight, server-id}): its MAC for -forward l2 if the neighbour table should not give it, its weight if not 1, its QUIC-LB server ID in hex with -quic-lb"},
 		setting.One(parseBackend)).WithFields(backendOf)
-	tableSize = setting.New(setting.Setting{Name: "m", Scope: setting.Service, Reload: true, Default: "65537",
-		Doc: "the service's table size, a prime"}, 0, setting.Int)
+	tableSize = setting.New(setting.Setting{Name: "m", Scope: setting.Service, Reload: true,
+		Doc: "the service's table size, a prime"}, maglev.DefaultSize, setting.Int)
 	forward = setting.New(setting.Setting{Name: "forward", Scope: setting.Service, Reload: true,
 		Doc: "how packets reach the backends: l2 (MACs rewritten, backends on the segment), ipip or gue (encapsulated, backends anywhere routed; they run l4lb decap)"}, "l2", setting.String)
 	encapSrc = setting.New(setting.Setting{Name: "encap-src", Scope: setting.Service, Reload: true,
@@ -94,7 +95,7 @@ var (
 	secondChance = setting.New(setting.Setting{Name: "second-chance", Scope: setting.Service, Reload: true,
 		Doc: "after a change of the service's backends, the packets of each slot that moved carry its previous backend, to which a backend without a connection of theirs passes them on (l4lb decap), until the service has had no change for -second-chance-window; -forward gue only, whose header carries it (default: true with -forward gue, false otherwise)"},
 		false, setting.Bool)
-	secondChanceWindow = setting.New(setting.Setting{Name: "second-chance-window", Scope: setting.Service, Reload: true, Default: "10m",
+	secondChanceWindow = setting.New(setting.Setting{Name: "second-chance-window", Scope: setting.Service, Reload: true,
 		Doc: "how long after the service's last change the slots that moved keep their second hops (8 bytes a slot of kernel memory meanwhile; at most 8760h); ignored where second chance is off, so that a default at the top of a file serves the GUE services"},
 		10*time.Minute, setting.Duration)
 	conntrack = setting.New(setting.Setting{Name: "conntrack", Scope: setting.Service, Reload: true,
@@ -117,7 +118,7 @@ var (
 		"", cleanPath)
 	drain = setting.NewList(setting.Setting{Name: "drain", Scope: setting.Service, Own: true, Reload: true,
 		Doc: "drain the backend at this `IP`: no new flows (repeat the flag for each; in a file a list)"}, setting.One(parseAddr))
-	drainTimeout = setting.New(setting.Setting{Name: "drain-timeout", Scope: setting.Service, Reload: true, Default: "1m",
+	drainTimeout = setting.New(setting.Setting{Name: "drain-timeout", Scope: setting.Service, Reload: true,
 		Doc: "how long a draining backend's established flows keep it (0: none)"}, time.Minute, setting.Duration)
 
 	// A service's health check: as a service's, but a default at the top
@@ -184,6 +185,10 @@ func Settings() []*setting.Setting { return table }
 
 // DefaultPinDir is -pin-dir's default: the BPF filesystem systemd mounts.
 const DefaultPinDir = "/sys/fs/bpf/l4lb"
+
+// DefaultAdmin is -admin's default, l4lb run's and the admin API's
+// clients' (l4lb status, drain, reload).
+const DefaultAdmin = "127.0.0.1:9180"
 
 // cleanPath is a path, cleaned; "" stays "".
 func cleanPath(s string) (string, error) {

@@ -82,7 +82,7 @@ func TestDriverWarning(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb.Close() })
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
-	if err := lb.SetService(svc, []xdpmaglev.Backend{{Addr: netip.MustParseAddr("198.18.0.11"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}}); err != nil {
+	if err := lb.SetService(svc, []xdpmaglev.Backend{{Addr: netip.MustParseAddr("198.18.0.11"), Weight: 1, HW: net.HardwareAddr{2, 0, 0, 0, 0, 0x11}}}, xdpmaglev.ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var log nstest.LogBuffer

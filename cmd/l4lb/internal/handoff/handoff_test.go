@@ -173,7 +173,7 @@ func TestWriterAndHandler(t *testing.T) {
 		for i := range n {
 			bs = append(bs, xdpmaglev.Backend{Addr: netip.AddrFrom4([4]byte{198, 18, 0, byte(11 + i)}), Weight: 1})
 		}
-		if err := lb.SetServiceOptions(svc, bs, opts); err != nil {
+		if err := lb.SetService(svc, bs, opts); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,7 +243,7 @@ func TestWriterAndHandler(t *testing.T) {
 	t.Cleanup(func() { _ = lb2.Close() })
 	var logs2 nstest.LogBuffer
 	Take(context.Background(), lb2, path, []string{ln.Addr().String(), "127.0.0.1:1"}, slog.New(slog.NewTextHandler(&logs2, nil)))
-	if err := lb2.SetServiceOptions(svc, lb.Backends(svc), opts); err != nil {
+	if err := lb2.SetService(svc, lb.Backends(svc), opts); err != nil {
 		t.Fatal(err)
 	}
 	if until, from := lb2.SecondHops(svc); from != "state file" || !until.Equal(hs[0].Until) {

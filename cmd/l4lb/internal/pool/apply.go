@@ -16,7 +16,7 @@ import (
 // the data plane if it differs from what the data plane holds, prints a
 // Status line when it does, and sets the timer for the next drain
 // timeout. It holds p.applyMu throughout and p.mu except across
-// SetServiceOptions (see pool).
+// SetService (see pool).
 func (p *Pool) Apply() error {
 	p.applyMu.Lock()
 	defer p.applyMu.Unlock()
@@ -31,7 +31,7 @@ func (p *Pool) Apply() error {
 		return nil
 	}
 	p.mu.Unlock()
-	err := p.lb.SetServiceOptions(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
+	err := p.lb.SetService(p.svc, bs, fwd) // may wait for the neighbours: p.mu is free meanwhile
 	p.mu.Lock()
 	return p.end(bs, fwd, err)
 }

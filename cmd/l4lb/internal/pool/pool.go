@@ -3,13 +3,13 @@
 // membership source's, each with its weight), the drains, the drain
 // timeouts, the health check's verdicts, failing open, and the status
 // line, admin API status and BGP wish of each change. It owns the service
-// in the data plane (xdpmaglev.LB.SetServiceOptions) and nothing else: it
+// in the data plane (xdpmaglev.LB.SetService) and nothing else: it
 // asks a Health who is down and tells an Announcer whether the service
 // has a healthy backend, two small interfaces that the health checker and
 // the BGP speaker implement.
 //
 // Locking: Pool.applyMu orders the updates of the data plane and is held
-// across SetServiceOptions, which may wait for ARP or neighbour
+// across SetService, which may wait for ARP or neighbour
 // discovery; Pool.mu guards the pool's state and is never held across
 // that wait. applyMu is taken before mu, and mu before the Health's own
 // lock; the Announcer is told with mu held and waits for nothing.
@@ -84,7 +84,7 @@ type Announcer interface {
 //
 // A Pool is safe for concurrent use by multiple goroutines. Two locks:
 // applyMu orders the updates of the data plane, and is held across
-// SetServiceOptions, which may wait for ARP or neighbour discovery; mu
+// SetService, which may wait for ARP or neighbour discovery; mu
 // guards the pool's state and is never held across that wait, so that
 // the admin API and the membership sources never stall behind it.
 // applyMu is taken before mu, and mu before the checker's lock; the

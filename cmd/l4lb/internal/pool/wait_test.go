@@ -29,7 +29,7 @@ func (s services) Mode() xdpmaglev.AttachMode      { return s.lb.Mode() }
 func (s services) Stats() (xdpmaglev.Stats, error) { return s.lb.Stats() }
 
 // TestPoolAnswersDuringNeighbourWait: while the pool puts a backend whose
-// MAC address nobody answers for into the data plane (SetServiceOptions
+// MAC address nobody answers for into the data plane (SetService
 // waits for ARP, seconds), the admin API's backends page answers, and it
 // answers before that wait ends: the pool's state lock is not held across
 // it.
