@@ -29,7 +29,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	need(t)
 	bin := build(t)
 	ns := vethNS(t, "l4lbm")
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "127.0.0.1:9181")
 	t.Cleanup(func() { p.stop() })
 	p.await("admin on")
@@ -139,7 +139,7 @@ func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
 	return append(append(b, ip...), tcp...)
 }
 
-// TestDrainNoBackend runs l4lb -config with two services, web (backends
+// TestDrainNoBackend runs l4lb run -config with two services, web (backends
 // .11 and .12, and a drain in the file of .50, no member) and api (.12
 // and .13), and drains through the admin API: an address that is no
 // backend answers 404 naming it and the services looked in, and stores
@@ -161,7 +161,7 @@ func TestDrainNoBackend(t *testing.T) {
 		}
 	}
 	write("198.18.0.11=02:00:00:00:00:11, 198.18.0.12=02:00:00:00:00:12")
-	p := start(t, ns, bin, "-config", path)
+	p := start(t, ns, bin, "run", "-config", path)
 	p.await("admin on")
 	req := func(method, path string) ([]byte, error) { return requestAt(ns, "127.0.0.1:9187", method, path) }
 	for _, c := range []struct{ path, want string }{

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,8 +39,8 @@ func runL4lb(t *testing.T, ns, bin string, args ...string) (stdout, stderr strin
 	return out.String(), errOut.String(), code
 }
 
-// TestHelpCommand: l4lb help lists every command with its short help, and
-// the form before commands as deprecated; l4lb help COMMAND prints its
+// TestHelpCommand: l4lb help lists every command with its short help,
+// and no other form; l4lb help COMMAND prints its
 // usage line, its help and its flags; l4lb alone, an unknown command and
 // help of one exit 2 or 1 with the list or a message.
 func TestHelpCommand(t *testing.T) {
@@ -53,8 +54,8 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("l4lb help does not list %s (%q):\n%s", c.name, c.short, out)
 		}
 	}
-	if !strings.Contains(out, "Deprecated: the form before commands") {
-		t.Errorf("l4lb help does not say the form before commands is deprecated:\n%s", out)
+	if strings.Contains(out, "Deprecated") || strings.Contains(out, "-config") {
+		t.Errorf("l4lb help names a form other than the commands:\n%s", out)
 	}
 	out, _, code = runL4lb(t, "", bin, "help", "status")
 	if code != 0 || !strings.HasPrefix(out, "usage: l4lb status [-admin ADDR] [-json]\n\nStatus asks the admin API") ||
@@ -75,6 +76,50 @@ func TestHelpCommand(t *testing.T) {
 	}
 	if _, errOut, code := runL4lb(t, "", bin, "help", "frob"); code != 1 || errOut != "l4lb: unknown command \"frob\": l4lb help lists them\n" {
 		t.Errorf("l4lb help frob: exit %d, %q", code, errOut)
+	}
+	want := "l4lb: a command comes first, then its flags: l4lb run -config l4lb.yaml\nRun 'l4lb help' for the commands.\n"
+	if out, errOut, code := runL4lb(t, "", bin, "-config", "l4lb.yaml"); code != 2 || out != "" || errOut != want {
+		t.Errorf("l4lb -config l4lb.yaml: exit %d, %q, %q; want exit 2, %q", code, out, errOut, want)
+	}
+}
+
+// TestFlagFirst: a command line whose first argument is a flag (the form
+// before commands, l4lb -config FILE, l4lb -decap ...) is refused, not
+// read: a usage error that prints the command line meant, and runs
+// nothing. -h prints the commands.
+func TestFlagFirst(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the command line meant
+	}{
+		{[]string{"-config", "/etc/l4lb/l4lb.yaml"}, "l4lb run -config /etc/l4lb/l4lb.yaml"},
+		{[]string{"-config=/etc/l4lb/l4lb.yaml", "-rebuild"}, "l4lb run -config=/etc/l4lb/l4lb.yaml -rebuild"},
+		{[]string{"-iface", "eth0", "-vip", "203.0.113.1:80", "-backend", "10.0.0.11", "-pin-dir", ""}, "l4lb run -iface eth0 -vip 203.0.113.1:80 -backend 10.0.0.11 -pin-dir ''"},
+		{[]string{"-decap", "-iface", "eth0", "-vip", "203.0.113.1", "-decap-sources", "10.0.1.5/32"}, "l4lb decap -iface eth0 -vip 203.0.113.1 -decap-sources 10.0.1.5/32"},
+		{[]string{"-iface", "eth0", "--decap=true", "-vip", "203.0.113.1"}, "l4lb decap -iface eth0 -vip 203.0.113.1"},
+		{[]string{"-detach", "-iface", "eth0", "-pin-dir", "/run/l4lb bpf"}, "l4lb detach -iface eth0 -pin-dir '/run/l4lb bpf'"},
+		{[]string{"-iface", "eth0", "-detach"}, "l4lb detach -iface eth0"},
+		{[]string{"-version"}, "l4lb version"},
+		{[]string{"-iface", "eth0", "-version", "-log-format", "json"}, "l4lb version"},
+		{[]string{"--version"}, "l4lb version"},
+	} {
+		var out, errOut strings.Builder
+		err := run(t.Context(), tc.args, &out, &errOut)
+		if !errors.Is(err, errFlagFirst) || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), ": "+tc.want) {
+			t.Errorf("l4lb %q: %v; want errFlagFirst and errUsage naming %q", tc.args, err, tc.want)
+		}
+		if want := "l4lb: a command comes first, then its flags: " + tc.want + "\nRun 'l4lb help' for the commands.\n"; out.Len() != 0 || errOut.String() != want {
+			t.Errorf("l4lb %q: printed %q and %q; want nothing and %q", tc.args, out.String(), errOut.String(), want)
+		}
+	}
+	for _, h := range []string{"-h", "-help", "--help"} {
+		var errOut strings.Builder
+		if err := run(t.Context(), []string{h}, io.Discard, &errOut); err != errUsage || !strings.Contains(errOut.String(), "The commands are:") {
+			t.Errorf("l4lb %s: %v, %q; want errUsage and the commands", h, err, errOut.String())
+		}
+	}
+	if err := run(t.Context(), []string{"run", "-iface", "eth0", "-vip", "198.19.0.1:80", "extra"}, io.Discard, io.Discard); err == nil || err.Error() != `unexpected arguments ["extra"]` {
+		t.Errorf("l4lb run ... extra: %v; want unexpected arguments", err)
 	}
 }
 

@@ -32,7 +32,7 @@ func TestCommand(t *testing.T) {
 
 	// -pin-dir "": no warning first that a BPF filesystem is not at the
 	// default (ip netns exec mounts a sysfs of its own).
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-backend", "198.18.0.12=02:00:00:00:00:12", "-m", "251", "-admin", "127.0.0.1:9180", "-pin-dir", "")
 	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
 		t.Fatalf("first line %q", l)
