@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -306,4 +308,56 @@ func TestCommandForms(t *testing.T) {
 	if _, errOut, code := runL4lb(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.0.3"); code != 1 || !strings.Contains(errOut, "l4lb decap needs -decap-sources: ") {
 		t.Errorf("l4lb decap without -decap-sources: exit %d, %q", code, errOut)
 	}
+}
+
+// TestVersion runs the built l4lb version: it prints "l4lb VERSION
+// (DETAILS)" on standard output and exits 0, VERSION "devel" (a build of
+// the repository is no release) and DETAILS what the binary's build
+// information holds (ops.Build.Line; TestBuild has the cases). The test
+// builds with -buildvcs=true, so in a git checkout the go command records
+// the commit, and the line must name it; in a tree it cannot read (a
+// tarball, or a git worktree, whose .git is a file) there is none.
+func TestVersion(t *testing.T) {
+	bin := build(t)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcs := map[string]string{}
+	for _, s := range info.Settings {
+		vcs[s.Key] = s.Value
+	}
+	if st, err := os.Stat(filepath.Join(repoRoot(t), ".git")); err == nil && st.IsDir() {
+		head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := vcs["vcs.revision"]; got != strings.TrimSpace(string(head)) {
+			t.Errorf("built in a git checkout at %s: vcs.revision %q", head, got)
+		}
+	}
+	want := regexp.QuoteMeta(runtime.Version()) + `\)\n$`
+	if rev := vcs["vcs.revision"]; rev != "" {
+		modified := ""
+		if vcs["vcs.modified"] == "true" {
+			modified = ", modified"
+		}
+		want = `commit ` + rev[:12] + modified + `, ` + regexp.QuoteMeta(vcs["vcs.time"]) + `, ` + want
+	}
+	re := regexp.MustCompile(`^l4lb devel \(` + want)
+	out, errOut, code := runL4lb(t, "", bin, "version")
+	if code != 0 || !re.MatchString(out) || errOut != "" {
+		t.Errorf("l4lb version: exit %d, standard output %q (want %v), standard error %q", code, out, re, errOut)
+	}
+}
+
+// repoRoot returns the repository's top directory, two above this
+// module's.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -85,36 +84,5 @@ func TestLogJSON(t *testing.T) {
 	}
 	if rs := check(stderr.String()); len(rs) != 1 || rs[0].Level != "ERROR" || !strings.Contains(rs[0].Msg, "nonesuch") {
 		t.Errorf("l4lb run -iface nonesuch: records %+v, want one ERROR naming the interface", rs)
-	}
-}
-
-// TestVersion runs the built l4lb version: it prints "l4lb VERSION (REVISION, GOVERSION)" on standard output,
-// the revision the binary's build info records (go version -m), and
-// exits 0.
-func TestVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds l4lb: the run without -short covers it")
-	}
-	bin := build(t)
-	info, err := exec.Command("go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := "unknown"
-	if m := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=(\S+)$`).FindSubmatch(info); m != nil {
-		rev = string(m[1])
-		if regexp.MustCompile(`(?m)^\s+build\s+vcs\.modified=true$`).Match(info) {
-			rev += "+dirty"
-		}
-	}
-	want := regexp.MustCompile(`^l4lb (\S+) \(` + regexp.QuoteMeta(rev) + `, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
-	for _, args := range [][]string{{"version"}} {
-		cmd := exec.Command(bin, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil || !want.Match(out) || stderr.Len() != 0 {
-			t.Errorf("l4lb %s: %v, standard output %q (want %v), standard error %q", strings.Join(args, " "), err, out, want, stderr.String())
-		}
 	}
 }
