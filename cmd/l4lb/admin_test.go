@@ -145,7 +145,8 @@ func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
 // backend answers 404 naming it and the services looked in, and stores
 // nothing (the address, joining web later, is live); one that is a
 // backend of one service drains there alone; one that left web, and is
-// draining, may be drained; the file's drain of a non-member stays.
+// draining, may be drained; the file's drain of a non-member stays. Every
+// answer is a list: of the one service, or of both for a backend of both.
 func TestDrainNoBackend(t *testing.T) {
 	need(t)
 	bin := build(t)
@@ -179,9 +180,12 @@ func TestDrainNoBackend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var api backendsStatus
-	if err := json.Unmarshal(body, &api); err != nil || api.Name != "api" || len(api.Backends) != 2 || api.Backends[1].State != "draining" || !api.Backends[1].Drained {
-		t.Errorf("POST /drain?addr=198.18.0.13: %v: %s", err, body)
+	var drained []backendsStatus
+	if err := json.Unmarshal(body, &drained); err != nil || len(drained) != 1 {
+		t.Fatalf("POST /drain?addr=198.18.0.13: %v: %s; want a list of one service", err, body)
+	}
+	if api := drained[0]; api.Name != "api" || len(api.Backends) != 2 || api.Backends[1].State != "draining" || !api.Backends[1].Drained {
+		t.Errorf("POST /drain?addr=198.18.0.13: %s", body)
 	}
 	services := func() map[string]backendsStatus {
 		t.Helper()
@@ -209,8 +213,19 @@ func TestDrainNoBackend(t *testing.T) {
 	if _, err := req("POST", "/reload"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := req("POST", "/drain?addr=198.18.0.11&service=web"); err != nil {
+	if body, err := req("POST", "/drain?addr=198.18.0.11&service=web"); err != nil {
 		t.Errorf("POST /drain of a backend draining after it left: %v", err)
+	} else if err := json.Unmarshal(body, &drained); err != nil || len(drained) != 1 || drained[0].Name != "web" {
+		t.Errorf("POST /drain?addr=198.18.0.11&service=web: %v: %s; want a list of web", err, body)
+	}
+	// .12, a backend of both: a list of both services.
+	if body, err := req("POST", "/drain?addr=198.18.0.12"); err != nil {
+		t.Errorf("POST /drain?addr=198.18.0.12: %v", err)
+	} else if err := json.Unmarshal(body, &drained); err != nil || len(drained) != 2 || drained[0].Name != "api" || drained[1].Name != "web" {
+		t.Errorf("POST /drain?addr=198.18.0.12: %v: %s; want a list of api and web", err, body)
+	}
+	if _, err := req("POST", "/undrain?addr=198.18.0.12"); err != nil {
+		t.Errorf("POST /undrain?addr=198.18.0.12: %v", err)
 	}
 	web := services()["web"]
 	states := map[string]backendStatus{}

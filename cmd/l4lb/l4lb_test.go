@@ -83,14 +83,16 @@ func TestCommand(t *testing.T) {
 
 	// Drained through the admin API: weight 0, out of the digest; then
 	// back.
-	var before, drained, back backendsStatus
+	// POST /drain and /undrain answer a list, of the one service here.
+	var before backendsStatus
+	var drainedList, backList []backendsStatus
 	for _, step := range []struct {
 		method, path string
-		v            *backendsStatus
+		v            any
 	}{
 		{"GET", "/debug/maglev/backends", &before},
-		{"POST", "/drain?addr=198.18.0.12", &drained},
-		{"POST", "/undrain?addr=198.18.0.12", &back},
+		{"POST", "/drain?addr=198.18.0.12", &drainedList},
+		{"POST", "/undrain?addr=198.18.0.12", &backList},
 	} {
 		body, err := request(ns, step.method, step.path)
 		if err != nil {
@@ -100,6 +102,10 @@ func TestCommand(t *testing.T) {
 			t.Fatalf("%s %s: %v: %s", step.method, step.path, err, body)
 		}
 	}
+	if len(drainedList) != 1 || len(backList) != 1 {
+		t.Fatalf("POST /drain, /undrain: %+v, %+v; want a list of one service each", drainedList, backList)
+	}
+	drained, back := drainedList[0], backList[0]
 	if len(drained.Backends) != 2 || drained.Backends[1].State != "draining" || drained.Backends[1].Weight != 0 ||
 		!drained.Backends[1].Drained || drained.Backends[0].State != "live" || drained.Digest == before.Digest ||
 		back.Digest != before.Digest || back.Backends[1].State != "live" {
