@@ -24,12 +24,6 @@ var (
 	// which every membership source's config errors wrap.
 	ErrInvalidConfig = membership.ErrInvalidConfig
 
-	// ErrInvalidArgument is ErrInvalidConfig, its name before the
-	// project's packages agreed on one.
-	//
-	// Deprecated: use ErrInvalidConfig.
-	ErrInvalidArgument = ErrInvalidConfig
-
 	// ErrBadEndpoint is wrapped by the error Endpoint returns, and by the
 	// error a Watcher logs, for a value under the prefix that is not the
 	// JSON of an endpoints.Endpoint naming an endpoint: not JSON, an

@@ -97,7 +97,4 @@ func TestConfigError(t *testing.T) {
 		!strings.HasPrefix(err.Error(), "etcdmaglev: invalid config: client: ") {
 		t.Errorf("Watch with a nil client: %v, want etcdmaglev's membership.ConfigError for client", err)
 	}
-	if etcdmaglev.ErrInvalidArgument != etcdmaglev.ErrInvalidConfig {
-		t.Error("ErrInvalidArgument is not ErrInvalidConfig")
-	}
 }

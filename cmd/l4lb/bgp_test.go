@@ -215,7 +215,7 @@ protocol bgp lb {
 `)
 
 	const vip, prefix, drain = "198.19.0.1", "198.19.0.1/32", 3 * time.Second
-	args := []string{"-iface", "v0", "-vip", vip + ":80", "-m", "251", "-admin", "127.0.0.1:9180",
+	args := []string{"run", "-iface", "v0", "-vip", vip + ":80", "-m", "251", "-admin", "127.0.0.1:9180",
 		"-health", "tcp", "-health-port", "8080", "-health-interval", "200ms", "-health-timeout", "150ms",
 		"-health-rise", "1", "-health-fall", "2",
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "198.18.1.1,65000", "-bgp-hold", "3s",
@@ -483,7 +483,7 @@ protocol bgp lb {
 }
 `)
 	const prefix, drain = "198.19.0.1/32", 2 * time.Second
-	args := []string{"-iface", "v0", "-vip", "198.19.0.1:80", "-m", "251", "-admin", "127.0.0.1:9180",
+	args := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:80", "-m", "251", "-admin", "127.0.0.1:9180",
 		"-backend", addrs[0].String() + "=02:00:00:00:00:11",
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "198.18.1.1,65000", "-bgp-hold", "3s",
 		"-bgp-restart-time", "30s", "-bgp-drain", drain.String()}
@@ -652,7 +652,7 @@ protocol bgp lb {
 }
 `)
 	const prefix = "2001:db8:ffff::1/128"
-	args := []string{"-iface", "v0", "-vip", "[2001:db8:ffff::1]:80", "-m", "251", "-admin", "127.0.0.1:9180",
+	args := []string{"run", "-iface", "v0", "-vip", "[2001:db8:ffff::1]:80", "-m", "251", "-admin", "127.0.0.1:9180",
 		"-backend", "2001:db8::11=02:00:00:00:00:11",
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "2001:db8:1::1,65000", "-bgp-hold", "3s",
 		"-bgp-restart-time", "30s", "-bgp-drain", "1s"}

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 )
 
 // A command is one of l4lb's commands, as cmd/go's are: its name, usage
@@ -25,8 +24,7 @@ type command struct {
 	plain bool
 	// flags defines the command's flags on fs, and returns what runs
 	// it, with the arguments left after the flags. fs's name is the
-	// command as its errors name it: "l4lb decap", or "-decap" in the
-	// form before commands.
+	// command as its errors name it: "l4lb decap".
 	flags func(fs *flag.FlagSet) func(ctx context.Context, args []string, out, errOut io.Writer) error
 }
 
@@ -61,27 +59,17 @@ type plainError struct{ error }
 
 func (e plainError) Unwrap() error { return e.error }
 
-// run is l4lb with the command line args: a command and its flags, or,
-// for a first argument that is a flag, the form before commands (l4lb
-// -config F, l4lb -iface ..., l4lb -decap ..., l4lb -detach ..., l4lb
-// -version), which config.Legacy reads. Standard output is for what a
-// command prints; records and errors go to standard error.
+// run is l4lb with the command line args: a command and its flags.
+// Standard output is for what a command prints; records and errors go to
+// standard error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		printCommands(stderr)
 		return errUsage
 	}
 	name, rest := args[0], args[1:]
-	fsName := "l4lb " + name // the command, as its errors name it
 	if strings.HasPrefix(name, "-") {
-		fs := flag.NewFlagSet("l4lb", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		fs.Usage = func() { printUsage(stderr, cmdRun, false) }
-		var err error
-		if name, rest, err = config.Legacy(args, fs); err != nil {
-			return err
-		}
-		fsName = "-" + name // its errors name it as that form did: "-decap needs -decap-sources"
+		return flagFirst(args, stderr)
 	}
 	c := lookup(name)
 	if c == nil {
@@ -89,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		printCommands(stderr)
 		return errUsage
 	}
-	fs := flag.NewFlagSet(fsName, flag.ContinueOnError)
+	fs := flag.NewFlagSet("l4lb "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { printUsage(stderr, c, false) }
 	runCmd := c.flags(fs)
@@ -107,16 +95,59 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
+// errFlagFirst is the error of a command line whose first argument is a
+// flag (l4lb -config FILE): l4lb takes a command first.
+var errFlagFirst = errors.New("a command comes first, then its flags")
+
+// flagFirst refuses a command line whose first argument is a flag: it
+// prints the command line meant and returns errFlagFirst, with errUsage
+// (main exits 2). A mode flag anywhere (-decap, -detach, -version) names
+// its command, in its place; any other flag names l4lb run (l4lb -config
+// FILE is l4lb run -config FILE). -h and -help print the commands, as l4lb
+// alone does.
+func flagFirst(args []string, stderr io.Writer) error {
+	switch args[0] {
+	case "-h", "-help", "--help":
+		printCommands(stderr)
+		return errUsage
+	}
+	meant := []string{"l4lb", "run"}
+	for _, a := range args {
+		switch mode := strings.TrimLeft(a, "-"); mode {
+		case "decap", "detach", "version", "decap=true", "detach=true", "version=true":
+			meant[1] = strings.TrimSuffix(mode, "=true")
+			continue
+		}
+		meant = append(meant, a)
+	}
+	if meant[1] == "version" {
+		meant = meant[:2] // l4lb version takes no flags
+	}
+	err := fmt.Errorf("%w: %s", errFlagFirst, shellJoin(meant))
+	_, _ = fmt.Fprintf(stderr, "l4lb: %v\nRun 'l4lb help' for the commands.\n", err)
+	return fmt.Errorf("%w (%w)", err, errUsage)
+}
+
+// shellJoin joins args into a command line a shell reads back, each
+// argument that is empty or holds a character a shell reads quoted.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`*?[]{}()<>|&;#~!") {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
+}
+
 // printCommands prints l4lb's usage: its commands.
 func printCommands(w io.Writer) {
 	_, _ = fmt.Fprint(w, "l4lb is a layer-4 load balancer over xdpmaglev (docs/l4lb.md).\n\nUsage:\n\n\tl4lb <command> [arguments]\n\nThe commands are:\n\n")
 	for _, c := range commands {
 		_, _ = fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.short)
 	}
-	_, _ = fmt.Fprint(w, "\nUse \"l4lb help <command>\" for more about a command.\n\n"+
-		"Deprecated: the form before commands, a flag first (l4lb -iface ..., l4lb -config FILE,\n"+
-		"l4lb -decap ..., l4lb -detach ..., l4lb -version), is l4lb run, decap, detach or version;\n"+
-		"it is removed in the next release.\n")
+	_, _ = fmt.Fprint(w, "\nUse \"l4lb help <command>\" for more about a command.\n")
 }
 
 // printUsage prints c's usage line and flags; long adds its long help,

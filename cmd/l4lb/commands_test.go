@@ -1,12 +1,15 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -38,8 +41,8 @@ func runL4lb(t *testing.T, ns, bin string, args ...string) (stdout, stderr strin
 	return out.String(), errOut.String(), code
 }
 
-// TestHelpCommand: l4lb help lists every command with its short help, and
-// the form before commands as deprecated; l4lb help COMMAND prints its
+// TestHelpCommand: l4lb help lists every command with its short help,
+// and no other form; l4lb help COMMAND prints its
 // usage line, its help and its flags; l4lb alone, an unknown command and
 // help of one exit 2 or 1 with the list or a message.
 func TestHelpCommand(t *testing.T) {
@@ -53,8 +56,8 @@ func TestHelpCommand(t *testing.T) {
 			t.Errorf("l4lb help does not list %s (%q):\n%s", c.name, c.short, out)
 		}
 	}
-	if !strings.Contains(out, "Deprecated: the form before commands") {
-		t.Errorf("l4lb help does not say the form before commands is deprecated:\n%s", out)
+	if strings.Contains(out, "Deprecated") || strings.Contains(out, "-config") {
+		t.Errorf("l4lb help names a form other than the commands:\n%s", out)
 	}
 	out, _, code = runL4lb(t, "", bin, "help", "status")
 	if code != 0 || !strings.HasPrefix(out, "usage: l4lb status [-admin ADDR] [-json]\n\nStatus asks the admin API") ||
@@ -75,6 +78,50 @@ func TestHelpCommand(t *testing.T) {
 	}
 	if _, errOut, code := runL4lb(t, "", bin, "help", "frob"); code != 1 || errOut != "l4lb: unknown command \"frob\": l4lb help lists them\n" {
 		t.Errorf("l4lb help frob: exit %d, %q", code, errOut)
+	}
+	want := "l4lb: a command comes first, then its flags: l4lb run -config l4lb.yaml\nRun 'l4lb help' for the commands.\n"
+	if out, errOut, code := runL4lb(t, "", bin, "-config", "l4lb.yaml"); code != 2 || out != "" || errOut != want {
+		t.Errorf("l4lb -config l4lb.yaml: exit %d, %q, %q; want exit 2, %q", code, out, errOut, want)
+	}
+}
+
+// TestFlagFirst: a command line whose first argument is a flag (the form
+// before commands, l4lb -config FILE, l4lb -decap ...) is refused, not
+// read: a usage error that prints the command line meant, and runs
+// nothing. -h prints the commands.
+func TestFlagFirst(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the command line meant
+	}{
+		{[]string{"-config", "/etc/l4lb/l4lb.yaml"}, "l4lb run -config /etc/l4lb/l4lb.yaml"},
+		{[]string{"-config=/etc/l4lb/l4lb.yaml", "-rebuild"}, "l4lb run -config=/etc/l4lb/l4lb.yaml -rebuild"},
+		{[]string{"-iface", "eth0", "-vip", "203.0.113.1:80", "-backend", "10.0.0.11", "-pin-dir", ""}, "l4lb run -iface eth0 -vip 203.0.113.1:80 -backend 10.0.0.11 -pin-dir ''"},
+		{[]string{"-decap", "-iface", "eth0", "-vip", "203.0.113.1", "-decap-sources", "10.0.1.5/32"}, "l4lb decap -iface eth0 -vip 203.0.113.1 -decap-sources 10.0.1.5/32"},
+		{[]string{"-iface", "eth0", "--decap=true", "-vip", "203.0.113.1"}, "l4lb decap -iface eth0 -vip 203.0.113.1"},
+		{[]string{"-detach", "-iface", "eth0", "-pin-dir", "/run/l4lb bpf"}, "l4lb detach -iface eth0 -pin-dir '/run/l4lb bpf'"},
+		{[]string{"-iface", "eth0", "-detach"}, "l4lb detach -iface eth0"},
+		{[]string{"-version"}, "l4lb version"},
+		{[]string{"-iface", "eth0", "-version", "-log-format", "json"}, "l4lb version"},
+		{[]string{"--version"}, "l4lb version"},
+	} {
+		var out, errOut strings.Builder
+		err := run(t.Context(), tc.args, &out, &errOut)
+		if !errors.Is(err, errFlagFirst) || !errors.Is(err, errUsage) || !strings.Contains(err.Error(), ": "+tc.want) {
+			t.Errorf("l4lb %q: %v; want errFlagFirst and errUsage naming %q", tc.args, err, tc.want)
+		}
+		if want := "l4lb: a command comes first, then its flags: " + tc.want + "\nRun 'l4lb help' for the commands.\n"; out.Len() != 0 || errOut.String() != want {
+			t.Errorf("l4lb %q: printed %q and %q; want nothing and %q", tc.args, out.String(), errOut.String(), want)
+		}
+	}
+	for _, h := range []string{"-h", "-help", "--help"} {
+		var errOut strings.Builder
+		if err := run(t.Context(), []string{h}, io.Discard, &errOut); err != errUsage || !strings.Contains(errOut.String(), "The commands are:") {
+			t.Errorf("l4lb %s: %v, %q; want errUsage and the commands", h, err, errOut.String())
+		}
+	}
+	if err := run(t.Context(), []string{"run", "-iface", "eth0", "-vip", "198.19.0.1:80", "extra"}, io.Discard, io.Discard); err == nil || err.Error() != `unexpected arguments ["extra"]` {
+		t.Errorf("l4lb run ... extra: %v; want unexpected arguments", err)
 	}
 }
 
@@ -261,4 +308,56 @@ func TestCommandForms(t *testing.T) {
 	if _, errOut, code := runL4lb(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.0.3"); code != 1 || !strings.Contains(errOut, "l4lb decap needs -decap-sources: ") {
 		t.Errorf("l4lb decap without -decap-sources: exit %d, %q", code, errOut)
 	}
+}
+
+// TestVersion runs the built l4lb version: it prints "l4lb VERSION
+// (DETAILS)" on standard output and exits 0, VERSION "devel" (a build of
+// the repository is no release) and DETAILS what the binary's build
+// information holds (ops.Build.Line; TestBuild has the cases). The test
+// builds with -buildvcs=true, so in a git checkout the go command records
+// the commit, and the line must name it; in a tree it cannot read (a
+// tarball, or a git worktree, whose .git is a file) there is none.
+func TestVersion(t *testing.T) {
+	bin := build(t)
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vcs := map[string]string{}
+	for _, s := range info.Settings {
+		vcs[s.Key] = s.Value
+	}
+	if st, err := os.Stat(filepath.Join(repoRoot(t), ".git")); err == nil && st.IsDir() {
+		head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := vcs["vcs.revision"]; got != strings.TrimSpace(string(head)) {
+			t.Errorf("built in a git checkout at %s: vcs.revision %q", head, got)
+		}
+	}
+	want := regexp.QuoteMeta(runtime.Version()) + `\)\n$`
+	if rev := vcs["vcs.revision"]; rev != "" {
+		modified := ""
+		if vcs["vcs.modified"] == "true" {
+			modified = ", modified"
+		}
+		want = `commit ` + rev[:12] + modified + `, ` + regexp.QuoteMeta(vcs["vcs.time"]) + `, ` + want
+	}
+	re := regexp.MustCompile(`^l4lb devel \(` + want)
+	out, errOut, code := runL4lb(t, "", bin, "version")
+	if code != 0 || !re.MatchString(out) || errOut != "" {
+		t.Errorf("l4lb version: exit %d, standard output %q (want %v), standard error %q", code, out, re, errOut)
+	}
+}
+
+// repoRoot returns the repository's top directory, two above this
+// module's.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

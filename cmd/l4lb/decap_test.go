@@ -12,7 +12,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 )
 
-// TestDecapCommand builds l4lb and runs l4lb -decap on a veth in a
+// TestDecapCommand builds l4lb and runs l4lb decap on a veth in a
 // namespace of its own (v0, 198.18.0.3/24; the VIP 198.18.255.1 on lo,
 // 198.18.255.2 on no interface): it attaches an XDP program to v0, warns
 // about the VIP it cannot deliver to, strips the outer header of an IPIP
@@ -26,7 +26,7 @@ func TestDecapCommand(t *testing.T) {
 	ns := vethNS(t, "l4lbd")
 	ip(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
 
-	p := start(t, ns, bin, "-decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
+	p := start(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
 	if l, want := p.next(), "l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)"; l != want {
 		t.Fatalf("first line %q, want the warning %q", l, want)
 	}

@@ -349,7 +349,7 @@ func serveAt(t *testing.T, ns, name, addr string) (stop func()) {
 // flags and extra, and waits for its first table.
 func (f *fleet) startLB(i int, extra ...string) {
 	f.t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", f.lbs[i], f.bin, "-iface", "eth0", "-vip", fleetVIP.String(),
+	cmd := exec.Command("ip", append([]string{"netns", "exec", f.lbs[i], f.bin, "run", "-iface", "eth0", "-vip", fleetVIP.String(),
 		"-etcd", "http://127.0.0.1:2379", "-etcd-prefix", f.prefix, "-seed", fmt.Sprint(fleetSeed),
 		"-mode", "native", "-admin", "127.0.0.1:9180", "-drain-timeout", fleetDrainT.String()}, extra...)...)
 	stderr, err := cmd.StderrPipe() // its log records

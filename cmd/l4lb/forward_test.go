@@ -33,7 +33,7 @@ func TestForwardCommand(t *testing.T) {
 
 	// -pin-dir "": the test reads l4lb's warnings whole, which would
 	// otherwise say whether a BPF filesystem is at the default.
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
 		"-backend", "198.18.0.11", "-m", "251", "-flood-rate", "-1", "-admin", "127.0.0.1:9183", "-pin-dir", "")
 	const warning = "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1"
 	if l := p.next(); l != warning {

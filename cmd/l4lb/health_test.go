@@ -212,7 +212,7 @@ func TestHealthTCP(t *testing.T) {
 	bin := build(t)
 	lbNS, beNS, addrs := healthNS(t, "hct", 4)
 	const rise, fall = 2, 3
-	args := []string{"-iface", "v0", "-vip", "198.19.0.1:80", "-m", "251", "-admin", "127.0.0.1:9180",
+	args := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:80", "-m", "251", "-admin", "127.0.0.1:9180",
 		"-health", "tcp", "-health-port", "8080", "-health-interval", "250ms", "-health-timeout", "200ms",
 		"-health-rise", strconv.Itoa(rise), "-health-fall", strconv.Itoa(fall)}
 	var names []maglev.Backend
@@ -364,7 +364,7 @@ func TestHealthHTTP(t *testing.T) {
 	need(t)
 	bin := build(t)
 	lbNS, beNS, addrs := healthNS(t, "hch", 3)
-	args := []string{"-iface", "v0", "-vip", "198.19.0.1:8080", "-m", "251", "-admin", "127.0.0.1:9180",
+	args := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:8080", "-m", "251", "-admin", "127.0.0.1:9180",
 		"-health", "http", "-health-path", "/ready?from=l4lb", "-health-interval", "200ms", "-health-timeout", "150ms",
 		"-health-rise", "1", "-health-fall", "2"}
 	var names []maglev.Backend

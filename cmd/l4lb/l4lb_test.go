@@ -32,7 +32,7 @@ func TestCommand(t *testing.T) {
 
 	// -pin-dir "": no warning first that a BPF filesystem is not at the
 	// default (ip netns exec mounts a sysfs of its own).
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-backend", "198.18.0.12=02:00:00:00:00:12", "-m", "251", "-admin", "127.0.0.1:9180", "-pin-dir", "")
 	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
 		t.Fatalf("first line %q", l)
@@ -83,14 +83,16 @@ func TestCommand(t *testing.T) {
 
 	// Drained through the admin API: weight 0, out of the digest; then
 	// back.
-	var before, drained, back backendsStatus
+	// POST /drain and /undrain answer a list, of the one service here.
+	var before backendsStatus
+	var drainedList, backList []backendsStatus
 	for _, step := range []struct {
 		method, path string
-		v            *backendsStatus
+		v            any
 	}{
 		{"GET", "/debug/maglev/backends", &before},
-		{"POST", "/drain?addr=198.18.0.12", &drained},
-		{"POST", "/undrain?addr=198.18.0.12", &back},
+		{"POST", "/drain?addr=198.18.0.12", &drainedList},
+		{"POST", "/undrain?addr=198.18.0.12", &backList},
 	} {
 		body, err := request(ns, step.method, step.path)
 		if err != nil {
@@ -100,6 +102,10 @@ func TestCommand(t *testing.T) {
 			t.Fatalf("%s %s: %v: %s", step.method, step.path, err, body)
 		}
 	}
+	if len(drainedList) != 1 || len(backList) != 1 {
+		t.Fatalf("POST /drain, /undrain: %+v, %+v; want a list of one service each", drainedList, backList)
+	}
+	drained, back := drainedList[0], backList[0]
 	if len(drained.Backends) != 2 || drained.Backends[1].State != "draining" || drained.Backends[1].Weight != 0 ||
 		!drained.Backends[1].Drained || drained.Backends[0].State != "live" || drained.Digest == before.Digest ||
 		back.Digest != before.Digest || back.Backends[1].State != "live" {

@@ -169,7 +169,7 @@ func TestLabUnprivileged(t *testing.T) {
 	l := labUp(t)
 	caps := unitCaps(t)
 	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--",
-		bin, "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12", "-pin-dir", mnt}
+		bin, "run", "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12", "-pin-dir", mnt}
 	p := start(t, l.ns("lb"), "setpriv", args...)
 	p.await("pinned in " + filepath.Join(mnt, "eth0"))
 	p.await("admin on")
@@ -188,8 +188,8 @@ func TestLabUnprivileged(t *testing.T) {
 	}
 	p.stop()
 	if out, err := exec.Command("ip", "netns", "exec", l.ns("lb"), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps="+caps, "--ambient-caps="+caps, "--",
-		bin, "-detach", "-iface", "eth0", "-pin-dir", mnt).CombinedOutput(); err != nil {
-		t.Errorf("l4lb -detach as nobody: %v: %s", err, out)
+		bin, "detach", "-iface", "eth0", "-pin-dir", mnt).CombinedOutput(); err != nil {
+		t.Errorf("l4lb detach as nobody: %v: %s", err, out)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +18,7 @@ func TestLogText(t *testing.T) {
 	need(t)
 	bin := build(t)
 	ns := vethNS(t, "l4lbt")
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9184", "-pin-dir", "")
 	p.await("admin on")
 	p.stop()
@@ -47,7 +46,7 @@ func TestLogJSON(t *testing.T) {
 	need(t)
 	bin := build(t)
 	ns := vethNS(t, "l4lbj")
-	p := start(t, ns, bin, "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
+	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9185", "-pin-dir", "", "-log-format", "json")
 	p.await(`"msg":"admin on http://127.0.0.1:9185/debug/maglev"`)
 	p.stop()
@@ -75,48 +74,15 @@ func TestLogJSON(t *testing.T) {
 	}
 
 	// An error: the interface does not exist.
-	cmd := exec.Command("ip", "netns", "exec", ns, bin, "-iface", "nonesuch", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11",
+	cmd := exec.Command("ip", "netns", "exec", ns, bin, "run", "-iface", "nonesuch", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11",
 		"-admin", "", "-pin-dir", "", "-log-format", "json")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	var exit *exec.ExitError
 	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("l4lb -iface nonesuch: %v, want exit status 1", err)
+		t.Fatalf("l4lb run -iface nonesuch: %v, want exit status 1", err)
 	}
 	if rs := check(stderr.String()); len(rs) != 1 || rs[0].Level != "ERROR" || !strings.Contains(rs[0].Msg, "nonesuch") {
-		t.Errorf("l4lb -iface nonesuch: records %+v, want one ERROR naming the interface", rs)
-	}
-}
-
-// TestVersion runs the built l4lb version, and the form before commands,
-// -version, alone and with other flags (even ones that would not start
-// it): it prints "l4lb VERSION (REVISION, GOVERSION)" on standard output,
-// the revision the binary's build info records (go version -m), and
-// exits 0.
-func TestVersion(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds l4lb: the run without -short covers it")
-	}
-	bin := build(t)
-	info, err := exec.Command("go", "version", "-m", bin).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rev := "unknown"
-	if m := regexp.MustCompile(`(?m)^\s+build\s+vcs\.revision=(\S+)$`).FindSubmatch(info); m != nil {
-		rev = string(m[1])
-		if regexp.MustCompile(`(?m)^\s+build\s+vcs\.modified=true$`).Match(info) {
-			rev += "+dirty"
-		}
-	}
-	want := regexp.MustCompile(`^l4lb (\S+) \(` + regexp.QuoteMeta(rev) + `, ` + regexp.QuoteMeta(runtime.Version()) + `\)\n$`)
-	for _, args := range [][]string{{"version"}, {"-version"}, {"-iface", "eth0", "-version", "-log-format", "json"}, {"-version", "-vip", "nonsense"}} {
-		cmd := exec.Command(bin, args...)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil || !want.Match(out) || stderr.Len() != 0 {
-			t.Errorf("l4lb %s: %v, standard output %q (want %v), standard error %q", strings.Join(args, " "), err, out, want, stderr.String())
-		}
+		t.Errorf("l4lb run -iface nonesuch: records %+v, want one ERROR naming the interface", rs)
 	}
 }

@@ -19,10 +19,9 @@
 //
 // Each command is one value of command.go's kind (its usage line, short
 // and long help, flags and run, as cmd/go's commands are); main only
-// dispatches. The form before commands (l4lb -iface ..., l4lb -config F,
-// l4lb -decap ..., l4lb -detach ..., l4lb -version) still works, for
-// this release: a first argument that is a flag names run, or the command
-// of its mode flag.
+// dispatches. The command comes first: a command line whose first
+// argument is a flag is refused with the command line meant (l4lb
+// -config FILE: l4lb run -config FILE).
 //
 // The settings are internal/config's, each declared once: the flags of
 // run describe one service; -config FILE describes many, in a YAML file

@@ -171,8 +171,11 @@ its error printed, exit status 1.`,
 var cmdVersion = &command{
 	name:  "version",
 	short: "print l4lb's version",
-	long: `Version prints l4lb's version, the VCS revision it was built from and
-the Go version that built it, on standard output.`,
+	long: `Version prints l4lb's version on standard output: the release it is
+(v0.1.0), or devel for a build between releases; the commit it was built
+from, whether that tree was modified and the commit's time, when the build
+recorded them; and the Go version that built it. /metrics has the same as
+l4lb_build_info's labels.`,
 	plain: true,
 	flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 		return func(_ context.Context, _ []string, stdout, _ io.Writer) error {

@@ -48,7 +48,7 @@ func build(t *testing.T) string {
 // built builds the command once, into binDir.
 var built = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(binDir, "l4lb")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build: %v: %s", err, out)
 	}
 	return bin, nil

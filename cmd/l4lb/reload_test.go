@@ -17,7 +17,7 @@ import (
 	"github.com/maglevlb/maglev"
 )
 
-// TestReload runs l4lb -config with three services, then changes the file
+// TestReload runs l4lb run -config with three services, then changes the file
 // and reloads it by SIGHUP and by POST /reload: a service added, one
 // removed, one changed, one left alone. Each service's table is the one
 // its backends make, the service left alone is not updated again (its
@@ -49,7 +49,7 @@ func TestReload(t *testing.T) {
 		return s
 	}
 	write(svc("web", "198.19.0.1:80", 0, 1, 2) + svc("old", "198.19.0.1:443", 0, 3) + svc("same", "198.19.0.2:53", 1021, 1, 2, 3))
-	p := start(t, ns, bin, "-config", path)
+	p := start(t, ns, bin, "run", "-config", path)
 	p.await("admin on")
 
 	// check says the running services are want, name to backends and M,
@@ -155,7 +155,7 @@ func TestReload(t *testing.T) {
 	p.stop()
 }
 
-// TestReloadMetrics runs l4lb -config with two services, each with a
+// TestReloadMetrics runs l4lb run -config with two services, each with a
 // health check that fails (its backends are not there: a down transition
 // each, then failing open) and announced by BGP (to a router that is not
 // there: GoBGP's table is announced, then withdrawn), then reloads a file
@@ -176,7 +176,7 @@ func TestReloadMetrics(t *testing.T) {
 	if err := os.WriteFile(path, []byte(top+retired), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, ns, bin, "-config", path)
+	p := start(t, ns, bin, "run", "-config", path)
 	p.await("admin on")
 	metrics := func() string {
 		t.Helper()

@@ -132,7 +132,7 @@ func (r *restartNet) args(n int, pinned bool, without ...int) []string {
 	if pinned {
 		pins = r.pins
 	}
-	a := []string{"-iface", "eth0", "-vip", fleetVIP.String(), "-seed", strconv.Itoa(fleetSeed), "-mode", "native", "-admin", "", "-pin-dir", pins,
+	a := []string{"run", "-iface", "eth0", "-vip", fleetVIP.String(), "-seed", strconv.Itoa(fleetSeed), "-mode", "native", "-admin", "", "-pin-dir", pins,
 		"-drain-timeout", restartDrain.String()}
 	for i := range n {
 		if !slices.Contains(without, i) {
@@ -359,7 +359,7 @@ func (e *echoes) gap(from, to time.Time) time.Duration {
 // five restarts with the same backends, one that adds three (the
 // adopted connection tracking keeps every connection where it was,
 // though the new table moves many), one that removes a backend (only its
-// connections break); then l4lb -detach, and a plain restart without
+// connections break); then l4lb detach, and a plain restart without
 // pins for comparison. docs/l4lb.md, "Restarts and upgrades", has the
 // figures.
 func TestRestart(t *testing.T) {
@@ -466,19 +466,19 @@ func TestRestart(t *testing.T) {
 	}
 	t.Logf("3. a restart (%v) without %s: it drained for the %v drain timeout, its %d connections working; then they broke, and the other %d kept", d.Round(time.Millisecond), gone, restartDrain, on, 100-on)
 
-	// 4. l4lb -detach removes the program and the pins.
+	// 4. l4lb detach removes the program and the pins.
 	if rest := p.stop(); len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "l4lb: left attached to eth0") {
 		t.Fatalf("4. last lines %q", rest)
 	}
-	out, err := exec.Command("ip", "netns", "exec", r.lb, r.bin, "-detach", "-iface", "eth0", "-pin-dir", r.pins).CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", r.lb, r.bin, "detach", "-iface", "eth0", "-pin-dir", r.pins).CombinedOutput()
 	if err != nil {
-		t.Fatalf("4. l4lb -detach: %v: %s", err, out)
+		t.Fatalf("4. l4lb detach: %v: %s", err, out)
 	}
 	dir := filepath.Join(r.pins, "eth0")
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if !slices.Contains(lines, "l4lb: removed "+filepath.Join(dir, "link")) || !slices.Contains(lines, "l4lb: removed "+filepath.Join(dir, "conntrack4")) ||
 		lines[len(lines)-1] != "l4lb: detached from eth0" {
-		t.Fatalf("4. l4lb -detach printed %q", lines)
+		t.Fatalf("4. l4lb detach printed %q", lines)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("4. after -detach, %s: %v", dir, err)
@@ -486,12 +486,12 @@ func TestRestart(t *testing.T) {
 	if o := ip(t, "-n", r.lb, "link", "show", "eth0"); strings.Contains(o, "xdp") {
 		t.Fatalf("4. a program is still attached to eth0 after -detach: %s", o)
 	}
-	t.Logf("4. l4lb -detach: removed %d pins and the directory, eth0 has no program", len(lines)-1)
+	t.Logf("4. l4lb detach: removed %d pins and the directory, eth0 has no program", len(lines)-1)
 
 	// 5. For comparison, a plain restart, without pins: the program is
 	// detached, then attached again.
 	p = r.lbStart(r.args(6, false, 0))
-	time.Sleep(1500 * time.Millisecond) // the connections recover from the gap -detach made
+	time.Sleep(1500 * time.Millisecond) // the connections recover from the gap l4lb detach made
 	broken := len(e.failed())
 	retrans = r.retransmits()
 	from = time.Now()

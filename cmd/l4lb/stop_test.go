@@ -23,7 +23,7 @@ func TestStopTime(t *testing.T) {
 	need(t)
 	bin := build(t)
 	ns := vethNS(t, "l4lbs")
-	base := []string{"-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-m", "251", "-admin", "127.0.0.1:9188", "-pin-dir", ""}
+	base := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-m", "251", "-admin", "127.0.0.1:9188", "-pin-dir", ""}
 	health := []string{"-health", "tcp", "-health-interval", "1s", "-health-timeout", "500ms"}
 	for _, c := range []struct {
 		name string
@@ -65,7 +65,7 @@ func TestStopTime(t *testing.T) {
 	var took []time.Duration
 	for range 3 {
 		write("198.18.0.11=02:00:00:00:00:11")
-		p := start(t, ns, bin, "-config", path)
+		p := start(t, ns, bin, "run", "-config", path)
 		p.await("admin on")
 		write("198.18.0.11=02:00:00:00:00:11, 198.18.0.12")
 		if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -109,23 +109,42 @@ func TestFlagsCoverConfig(t *testing.T) {
 }
 
 // TestHealthFlagNames: the health check's rise and fall are -health-rise
-// and -health-fall, as l4lb's; -rise and -fall, their names before, still
-// set them, and -h says they are deprecated.
+// and -health-fall, as l4lb's; -rise and -fall, their names before
+// v0.1.0, are refused with an error naming the flag now, and -h lists
+// them no more.
 func TestHealthFlagNames(t *testing.T) {
-	for _, args := range [][]string{{"-health-fall", "4", "-health-rise", "5"}, {"-fall", "4", "-rise", "5"}} {
-		o, err := parseFlags(append([]string{"-backend", "http://127.0.0.1:9001"}, args...))
-		if err != nil || o.cfg.HTTP.Fall != 4 || o.cfg.HTTP.Rise != 5 {
-			t.Errorf("%q: fall %d, rise %d, %v; want 4, 5", args, o.cfg.HTTP.Fall, o.cfg.HTTP.Rise, err)
-		}
+	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001", "-health-fall", "4", "-health-rise", "5"})
+	if err != nil || o.cfg.HTTP.Fall != 4 || o.cfg.HTTP.Rise != 5 {
+		t.Errorf("-health-fall 4 -health-rise 5: fall %d, rise %d, %v; want 4, 5", o.cfg.HTTP.Fall, o.cfg.HTTP.Rise, err)
 	}
-	o, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001"})
+	o, err = parseFlags([]string{"-backend", "http://127.0.0.1:9001"})
 	if err != nil || o.cfg.HTTP.Fall != 2 || o.cfg.HTTP.Rise != 2 {
 		t.Errorf("defaults: fall %d, rise %d, %v; want 2, 2", o.cfg.HTTP.Fall, o.cfg.HTTP.Rise, err)
 	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-fall", "4"}, "lbproxy: -fall is -health-fall, the name l4lb has too"},
+		{[]string{"-health-fall", "4", "--rise=5"}, "lbproxy: -rise is -health-rise, the name l4lb has too"},
+		{[]string{"-rise", "5", "-fall", "4"}, "lbproxy: -rise is -health-rise, the name l4lb has too"},
+	} {
+		if _, err := parseFlags(append([]string{"-backend", "http://127.0.0.1:9001"}, tc.args...)); err == nil || err.Error() != tc.want {
+			t.Errorf("%q: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"-backend", "http://127.0.0.1:9001", "--", "-rise"}); err == nil || strings.Contains(err.Error(), "health-rise") {
+		t.Errorf("-- -rise: %v, want the argument refused as an argument", err)
+	}
 	help := helpText(t)
-	for _, want := range []string{"\n  -health-fall int\n", "\n  -health-rise int\n", "\n  -fall int\n    \tdeprecated: -health-fall", "\n  -rise int\n    \tdeprecated: -health-rise"} {
+	for _, want := range []string{"\n  -health-fall int\n", "\n  -health-rise int\n"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("-h lacks %q:\n%s", want, help)
+		}
+	}
+	for _, old := range []string{"\n  -fall ", "\n  -rise ", "deprecated"} {
+		if strings.Contains(help, old) {
+			t.Errorf("-h has %q:\n%s", old, help)
 		}
 	}
 }

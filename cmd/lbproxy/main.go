@@ -48,7 +48,7 @@
 // -health-fall consecutive failures (a non-2xx answer, no answer within
 // -health-timeout, or no connection) drop a backend from the table, and
 // -health-rise consecutive passes put it back. The flags are named as
-// l4lb's; -fall and -rise, their names before, are kept for this release.
+// l4lb's (-fall and -rise, their names before, are refused, naming these).
 // A backend that dies is dropped by the -health-fall-th round after its
 // death: with the default 2, within two intervals if it refuses
 // connections, plus one -health-timeout if it hangs. Passive ejection drops
@@ -125,6 +125,28 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, splitList(v)...); return nil }
 
+// renamed are the flags lbproxy had before v0.1.0 under other names, by
+// their old names: a command line that gives one is refused, naming the
+// flag it is now.
+var renamed = map[string]string{"rise": "health-rise", "fall": "health-fall"}
+
+// checkRenamed refuses the flags of args that renamed lists.
+func checkRenamed(args []string) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if now, ok := renamed[name]; ok {
+			return fmt.Errorf("lbproxy: -%s is -%s, the name l4lb has too", name, now)
+		}
+	}
+	return nil
+}
+
 func parseFlags(args []string) (options, error) {
 	var o options
 	var backends listFlag
@@ -141,8 +163,6 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.cfg.HTTP.HealthTimeout, "health-timeout", 500*time.Millisecond, "health check timeout, at most the interval")
 	fs.IntVar(&o.cfg.HTTP.Fall, "health-fall", 2, "consecutive failed checks that drop a backend (a new backend's first check decides)")
 	fs.IntVar(&o.cfg.HTTP.Rise, "health-rise", 2, "consecutive passed checks that re-add a backend")
-	fs.IntVar(&o.cfg.HTTP.Fall, "fall", 2, "deprecated: -health-fall, the name l4lb has too (removed in the next release)")
-	fs.IntVar(&o.cfg.HTTP.Rise, "rise", 2, "deprecated: -health-rise, the name l4lb has too (removed in the next release)")
 	fs.IntVar(&o.cfg.HTTP.EjectAfter, "eject-after", 3, "consecutive failed requests that eject a backend until -health-rise checks pass; -1 for off")
 	fs.IntVar(&o.cfg.HTTP.Consecutive5xx, "consecutive-5xx", 0, "consecutive answers with a 5xx status that eject a backend, as Envoy's consecutive_5xx; 0 for off")
 	fs.DurationVar(&o.cfg.HTTP.EjectionTime, "ejection-time", 10*time.Second, "the base of an ejection's backoff: the n-th ejection in a row lasts at least (n-1) times it, and until -health-rise checks pass")
@@ -155,6 +175,9 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.cfg.HTTP.BalanceFactor, "balance-factor", 0,
 		"bounded loads: a backend holds at most `F` times its share of the requests in flight, then a key spills to its next choice; 0 for off, else at least 1 (Envoy users set 1.25)")
 	o.src = ops.RegisterSources(fs, "lbproxy", ops.AllSources)
+	if err := checkRenamed(args); err != nil {
+		return o, err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, err

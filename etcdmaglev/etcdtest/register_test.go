@@ -31,7 +31,7 @@ func TestRegisterArguments(t *testing.T) {
 	for _, tc := range cases {
 		r, err := etcdmaglev.Register(t.Context(), tc.c, tc.prefix, tc.ep, etcdmaglev.RegisterOptions{TTL: tc.ttl})
 		if r != nil || !errors.Is(err, etcdmaglev.ErrInvalidConfig) {
-			t.Errorf("%s: Register = %v, %v; want ErrInvalidArgument", tc.name, r, err)
+			t.Errorf("%s: Register = %v, %v; want ErrInvalidConfig", tc.name, r, err)
 		}
 	}
 }

@@ -39,7 +39,7 @@ func TestWatchArguments(t *testing.T) {
 	for _, c := range cases {
 		w, err := etcdmaglev.Watch(t.Context(), c.c, c.prefix, c.set, etcdmaglev.WatchOptions{})
 		if w != nil || !errors.Is(err, etcdmaglev.ErrInvalidConfig) {
-			t.Errorf("%s: Watch = %v, %v; want ErrInvalidArgument", c.name, w, err)
+			t.Errorf("%s: Watch = %v, %v; want ErrInvalidConfig", c.name, w, err)
 		}
 	}
 	if r.calls() != 0 {

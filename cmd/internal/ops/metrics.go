@@ -22,10 +22,11 @@ import (
 //
 // The registry holds, beside the provider's instruments, the Prometheus
 // client's Go runtime and process collectors (go_* and process_*) and
-// PROG_build_info, a gauge of 1 labelled with the build's version,
-// revision and goversion; the provider's resource, which the exporter
-// serves as target_info, names the program (service.name) and its version
-// (service.version).
+// PROG_build_info, a gauge of 1 labelled with what the build says of
+// itself (Build's labels: version, revision, modified, commit_time,
+// goversion); the provider's resource, which the exporter serves as
+// target_info, names the program (service.name) and its build in one word
+// (service.version, Build.Short).
 type Metrics struct {
 	Provider *sdkmetric.MeterProvider
 	Handler  http.Handler
@@ -38,8 +39,8 @@ func NewMetrics(prog string, b Build) (*Metrics, error) {
 	reg := prometheus.NewRegistry()
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        strings.ReplaceAll(prog, "-", "_") + "_build_info",
-		Help:        "A metric with a constant '1' value labelled by the version, revision and Go version " + prog + " was built from.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+		Help:        "A metric with a constant '1' value labelled by the version (a release, or devel), the commit, whether its tree was modified, the commit's time and the Go version " + prog + " was built from.",
+		ConstLabels: b.labels(),
 	})
 	info.Set(1)
 	if err := reg.Register(info); err != nil {
@@ -56,7 +57,7 @@ func NewMetrics(prog string, b Build) (*Metrics, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
-		attribute.String("service.name", prog), attribute.String("service.version", b.Version)))
+		attribute.String("service.name", prog), attribute.String("service.version", b.Short())))
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}

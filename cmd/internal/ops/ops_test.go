@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -106,17 +108,67 @@ func TestKinds(t *testing.T) {
 	}
 }
 
-// TestBuild: ReadBuild has a value for every field (a test binary has no
-// VCS stamp nor module version: "(devel)" and "unknown"), and Line is
-// the -version line.
+// TestBuild: what a binary's build information says becomes the version
+// line and the build_info labels: a release's tag, else the commit (its
+// first 12 digits), whether the tree was modified and the commit's time;
+// a pseudo-version or a tag's modified tree is no release.
 func TestBuild(t *testing.T) {
-	b := ReadBuild()
-	if b.Version == "" || b.Revision == "" || b.GoVersion != runtime.Version() {
-		t.Errorf("ReadBuild: %+v", b)
+	const rev = "a0db0abec50ef71dd50327e3c5fcb4ba4828eaac"
+	vcs := func(modified string) []debug.BuildSetting {
+		return []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: rev},
+			{Key: "vcs.time", Value: "2026-12-07T05:23:54Z"}, {Key: "vcs.modified", Value: modified}}
 	}
-	b = Build{Version: "v1.2.3", Revision: "abc+dirty", GoVersion: "go1.26.0"}
-	if got, want := b.Line("l4lb"), "l4lb v1.2.3 (abc+dirty, go1.26.0)"; got != want {
-		t.Errorf("Line: %q, want %q", got, want)
+	for _, tc := range []struct {
+		name     string
+		version  string // Main.Version
+		settings []debug.BuildSetting
+		line     string
+		labels   map[string]string
+	}{
+		{"installed release", "v0.1.0", nil,
+			"l4lb v0.1.0 (go1.26.0)",
+			map[string]string{"version": "v0.1.0", "revision": "", "modified": "", "commit_time": "", "goversion": "go1.26.0"}},
+		{"release checkout", "v0.1.0", vcs("false"),
+			"l4lb v0.1.0 (commit a0db0abec50e, 2026-12-07T05:23:54Z, go1.26.0)",
+			map[string]string{"version": "v0.1.0", "revision": "a0db0abec50e", "modified": "false", "commit_time": "2026-12-07T05:23:54Z", "goversion": "go1.26.0"}},
+		{"pre-release", "v0.2.0-rc.1", nil, "l4lb v0.2.0-rc.1 (go1.26.0)", nil},
+		{"devel with revision", "v0.0.0-20261207052354-a0db0abec50e", vcs("false"),
+			"l4lb devel (commit a0db0abec50e, 2026-12-07T05:23:54Z, go1.26.0)",
+			map[string]string{"version": "devel", "revision": "a0db0abec50e", "modified": "false", "commit_time": "2026-12-07T05:23:54Z", "goversion": "go1.26.0"}},
+		{"after a tag", "v0.1.1-0.20261207052354-a0db0abec50e", vcs("false"), "l4lb devel (commit a0db0abec50e, 2026-12-07T05:23:54Z, go1.26.0)", nil},
+		{"modified", "v0.0.0-20261207052354-a0db0abec50e+dirty", vcs("true"),
+			"l4lb devel (commit a0db0abec50e, modified, 2026-12-07T05:23:54Z, go1.26.0)",
+			map[string]string{"version": "devel", "revision": "a0db0abec50e", "modified": "true", "commit_time": "2026-12-07T05:23:54Z", "goversion": "go1.26.0"}},
+		{"tag modified", "v0.1.0+dirty", vcs("true"), "l4lb devel (commit a0db0abec50e, modified, 2026-12-07T05:23:54Z, go1.26.0)", nil},
+		{"nothing", "(devel)", nil,
+			"l4lb devel (go1.26.0)",
+			map[string]string{"version": "devel", "revision": "", "modified": "", "commit_time": "", "goversion": "go1.26.0"}},
+		{"empty", "", nil, "l4lb devel (go1.26.0)", nil},
+	} {
+		b := buildOf(&debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "example.com/l4lb", Version: tc.version}, Settings: tc.settings})
+		if got := b.Line("l4lb"); got != tc.line {
+			t.Errorf("%s: Line %q, want %q", tc.name, got, tc.line)
+		}
+		if got := b.labels(); tc.labels != nil && !maps.Equal(got, tc.labels) {
+			t.Errorf("%s: labels %v, want %v", tc.name, got, tc.labels)
+		}
+	}
+	for _, tc := range []struct {
+		b    Build
+		want string
+	}{
+		{Build{Version: "v0.1.0", Revision: "a0db0abec50e"}, "v0.1.0"},
+		{Build{Revision: "a0db0abec50e"}, "a0db0abec50e"},
+		{Build{Revision: "a0db0abec50e", Modified: true}, "a0db0abec50e+modified"},
+		{Build{}, "devel"},
+	} {
+		if got := tc.b.Short(); got != tc.want {
+			t.Errorf("%+v: Short %q, want %q", tc.b, got, tc.want)
+		}
+	}
+	// A test binary: no module version, no VCS stamp.
+	if b := ReadBuild(); b.Version != "" || b.GoVersion != runtime.Version() {
+		t.Errorf("ReadBuild: %+v", b)
 	}
 }
 
@@ -125,7 +177,7 @@ func TestBuild(t *testing.T) {
 // provider, with the program's build_info, its resource (target_info)
 // and the Go runtime's and the process's metrics, and Close stops it.
 func TestAdminMetricsJSON(t *testing.T) {
-	m, err := NewMetrics("ops-test", Build{Version: "v1.2.3", Revision: "abc", GoVersion: "go1.26.0"})
+	m, err := NewMetrics("ops-test", Build{Version: "v1.2.3", Revision: "a0db0abec50e", Time: "2026-12-07T05:23:54Z", GoVersion: "go1.26.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +218,7 @@ func TestAdminMetricsJSON(t *testing.T) {
 		t.Errorf("/metrics lacks the counter:\n%s", body)
 	}
 	for _, want := range []string{
-		`ops_test_build_info{goversion="go1.26.0",revision="abc",version="v1.2.3"} 1`,
+		`ops_test_build_info{commit_time="2026-12-07T05:23:54Z",goversion="go1.26.0",modified="false",revision="a0db0abec50e",version="v1.2.3"} 1`,
 		`service_name="ops-test"`, `service_version="v1.2.3"`,
 		"\ngo_goroutines ", "\ngo_memstats_alloc_bytes ", "\nprocess_cpu_seconds_total ", "\nprocess_resident_memory_bytes ",
 	} {

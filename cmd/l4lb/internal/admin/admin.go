@@ -75,8 +75,8 @@ type Speaker interface {
 //	GET  /debug/maglev                    every service's table summary, the counters, BGP; JSON
 //	GET  /debug/maglev/services           every service's backends, their states and the table's digest
 //	GET  /debug/maglev/backends?service=N one service's (the one service's without service=)
-//	POST /drain?addr=IP[&service=N]       drain a backend (in every service that has it, without service=): no new flows; its flows continue until the drain timeout; 404 if no service looked in has it
-//	POST /undrain?addr=IP[&service=N]     take it back (or a drain kept for an address no service has)
+//	POST /drain?addr=IP[&service=N]       drain a backend (in every service that has it, without service=): no new flows; its flows continue until the drain timeout; a list of each such service's backends, 404 if no service looked in has it
+//	POST /undrain?addr=IP[&service=N]     take it back (or a drain kept for an address no service has); the same list
 //	POST /reload                          with a configuration file: read it again and apply it (as SIGHUP does)
 //	POST /drain-lb                        with BGP: take the load balancer out of service (see DrainLB)
 //
@@ -144,9 +144,9 @@ func summary(w http.ResponseWriter, s Services, sp Speaker) {
 	ops.WriteJSON(w, out)
 }
 
-// drain answers POST /drain (on) and /undrain: the backends of each
-// service that had the address, one object for one, a list for several;
-// 404 if none did.
+// drain answers POST /drain (on) and /undrain: a list of the backends of
+// each service that had the address, whatever their number (one, with
+// service=N); 404 if none did.
 func drain(w http.ResponseWriter, r *http.Request, s Services, on bool) {
 	a, err := netip.ParseAddr(r.FormValue("addr"))
 	if err != nil {
@@ -175,10 +175,6 @@ func drain(w http.ResponseWriter, r *http.Request, s Services, on bool) {
 			where = "any service (looked in " + names(ps) + ")"
 		}
 		http.Error(w, fmt.Sprintf("l4lb: %v is no backend of %s: not a member, nor draining", a, where), http.StatusNotFound)
-		return
-	}
-	if len(out) == 1 {
-		ops.WriteJSON(w, out[0])
 		return
 	}
 	ops.WriteJSON(w, out)

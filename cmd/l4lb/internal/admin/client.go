@@ -169,7 +169,7 @@ func join(st Status, svcs []pool.Status) Report {
 
 // Drain drains (on) or undrains the backend at addr, in the service named
 // service or, with service "", in every service that has it; it returns
-// the backends of each service that had it. An address that is no
+// the backends of each service that had it (the API's list). An address that is no
 // backend of the services looked in is an APIError of status 404.
 func (c *Client) Drain(ctx context.Context, addr, service string, on bool) ([]pool.Status, error) {
 	path := "/undrain"
@@ -180,19 +180,11 @@ func (c *Client) Drain(ctx context.Context, addr, service string, on bool) ([]po
 	if service != "" {
 		q.Set("service", service)
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, http.MethodPost, path, q, &raw); err != nil {
+	var out []pool.Status
+	if err := c.do(ctx, http.MethodPost, path, q, &out); err != nil {
 		return nil, err
 	}
-	var many []pool.Status
-	if err := json.Unmarshal(raw, &many); err == nil {
-		return many, nil
-	}
-	var one pool.Status
-	if err := json.Unmarshal(raw, &one); err != nil {
-		return nil, fmt.Errorf("the admin API of l4lb at %s: POST %s: %w", c.Addr, path, err)
-	}
-	return []pool.Status{one}, nil
+	return out, nil
 }
 
 // Reload has the running l4lb read its configuration file again and

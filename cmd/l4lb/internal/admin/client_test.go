@@ -48,6 +48,8 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 			case "198.18.0.99":
 				http.Error(w, "l4lb: 198.18.0.99 is no backend of any service (looked in dns, web): not a member, nor draining", http.StatusNotFound)
 			case "198.18.0.11":
+				ops.WriteJSON(w, []pool.Status{{Name: "web"}})
+			case "198.18.0.14": // an answer of another shape than the API's
 				ops.WriteJSON(w, pool.Status{Name: "web"})
 			default:
 				ops.WriteJSON(w, []pool.Status{{Name: "dns"}, {Name: "web"}})
@@ -124,8 +126,9 @@ func TestForwardOf(t *testing.T) {
 }
 
 // TestClientDrainReload: Drain asks the right path with addr and
-// service, reads one service's answer or several, and a 404 is an
-// APIError with the API's message; Reload returns what was done.
+// service, reads the list of one service or several, refuses an answer of
+// another shape, and a 404 is an APIError with the API's message; Reload
+// returns what was done.
 func TestClientDrainReload(t *testing.T) {
 	srv, drains := fakeAPI(t)
 	c := &Client{Addr: strings.TrimPrefix(srv.URL, "http://")}
@@ -141,7 +144,10 @@ func TestClientDrainReload(t *testing.T) {
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusNotFound || err.Error() != "l4lb: 198.18.0.99 is no backend of any service (looked in dns, web): not a member, nor draining" {
 		t.Errorf("drain of no backend: %v", err)
 	}
-	if got := strings.Join(*drains, "; "); got != "drain 198.18.0.11 web; undrain 198.18.0.12 ; drain 198.18.0.99 " {
+	if got, err := c.Drain(ctx, "198.18.0.14", "web", true); err == nil || got != nil || !strings.Contains(err.Error(), "POST /drain: json: cannot unmarshal object") {
+		t.Errorf("drain answered by an object: %+v, %v; want an error", got, err)
+	}
+	if got := strings.Join(*drains, "; "); got != "drain 198.18.0.11 web; undrain 198.18.0.12 ; drain 198.18.0.99 ; drain 198.18.0.14 web" {
 		t.Errorf("requests %q", got)
 	}
 	if did, err := c.Reload(ctx); err != nil || did != "2 services: added none, changed web, removed none, 1 unchanged" {

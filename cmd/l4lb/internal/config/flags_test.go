@@ -45,7 +45,7 @@ func TestParseForward(t *testing.T) {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if c.Service.Fwd != tc.want || c.Opts.FloodRate != tc.flood || c.isDecap {
+		if c.Service.Fwd != tc.want || c.Opts.FloodRate != tc.flood {
 			t.Errorf("%q: options %+v, flood rate %d; want %+v, %d", tc.args, c.Service.Fwd, c.Opts.FloodRate, tc.want, tc.flood)
 		}
 	}
@@ -146,9 +146,11 @@ func TestParseSecondChanceRefused(t *testing.T) {
 			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
 		}
 	}
-	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -decap-sources any -conntrack=false -second-chance"), io.Discard)
-	if want := "-decap cannot be used with -conntrack, -second-chance: "; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("-decap -conntrack=false -second-chance: %v; want %q...", err, want)
+	for _, f := range []string{"-conntrack=false", "-second-chance"} {
+		_, err := parseDecap("-iface eth0 -vip 198.18.255.1 -decap-sources any " + f)
+		if want := "flag provided but not defined: " + strings.TrimSuffix(f, "=false"); err == nil || err.Error() != want {
+			t.Errorf("l4lb decap %s: %v; want %q", f, err, want)
+		}
 	}
 }
 
@@ -168,56 +170,58 @@ func TestParseUDPWarning(t *testing.T) {
 	}
 }
 
-// TestParseDecap: -decap takes -iface, addresses in -vip, the trusted
-// -decap-sources (required), -gue-port, -mode and -admin, and refuses the
-// load balancer's flags.
+// TestParseDecap: l4lb decap takes -iface, addresses in -vip, the
+// trusted -decap-sources (required), -gue-port, -mode and -admin, and
+// not the load balancer's flags; l4lb run not -decap-sources.
 func TestParseDecap(t *testing.T) {
-	c, err := parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -decap-sources 198.18.2.0/24,2001:db8:2::/64,198.18.9.9 -gue-port 7000 -mode generic -admin :0"), io.Discard)
+	d, err := parseDecap("-iface eth1 -vip 198.18.255.1,2001:db8::1,::ffff:198.18.255.2 -decap-sources 198.18.2.0/24,2001:db8:2::/64,198.18.9.9 -gue-port 7000 -mode generic -admin :0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []netip.Addr{netip.MustParseAddr("198.18.255.1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("198.18.255.2")}
-	d := c.decap
-	if !c.isDecap || d.Iface != "eth1" || d.Admin != ":0" || d.Opts.GUEPort != 7000 || d.Opts.Mode != xdpmaglev.AttachGeneric ||
+	if d.Iface != "eth1" || d.Admin != ":0" || d.Opts.GUEPort != 7000 || d.Opts.Mode != xdpmaglev.AttachGeneric ||
 		len(d.Opts.VIPs) != 3 || d.Opts.VIPs[0] != want[0] || d.Opts.VIPs[1] != want[1] || d.Opts.VIPs[2] != want[2] || len(d.Opts.Hosts) != 0 ||
 		fmt.Sprint(d.Opts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
-		t.Errorf("parsed %+v", c)
+		t.Errorf("parsed %+v", d)
 	}
-	c, err = parse(strings.Fields("-decap -iface eth1 -vip 198.18.255.1 -decap-sources any"), io.Discard)
-	if d := c.decap.Opts; err != nil || d.GUEPort != xdpmaglev.DefaultGUEPort || d.Mode != xdpmaglev.AttachAuto || len(d.VIPs) != 1 ||
-		fmt.Sprint(d.Sources) != "[0.0.0.0/0 ::/0]" {
-		t.Errorf("defaults: %+v, %v", c.decap.Opts, err)
+	d, err = parseDecap("-iface eth1 -vip 198.18.255.1 -decap-sources any")
+	if o := d.Opts; err != nil || o.GUEPort != xdpmaglev.DefaultGUEPort || o.Mode != xdpmaglev.AttachAuto || len(o.VIPs) != 1 ||
+		fmt.Sprint(o.Sources) != "[0.0.0.0/0 ::/0]" {
+		t.Errorf("defaults: %+v, %v", d.Opts, err)
 	}
 
 	for _, tc := range []struct{ args, want string }{
-		{"-decap -iface eth0 -vip 198.18.255.1", "-decap needs -decap-sources: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.1/24", "-decap-sources 198.18.2.1/24: not a prefix's first address (198.18.2.0/24)"},
-		{"-decap -iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.0/24,lb1", `-decap-sources "lb1": neither a prefix nor an address`},
-		{"-iface eth0 -vip 198.18.255.1:80 -decap-sources any", "-decap-sources needs -decap"},
-		{"-decap -vip 198.18.255.1", "-iface and -vip are required"},
-		{"-decap -iface eth0", "-iface and -vip are required"},
-		{"-decap -iface eth0 -vip 198.18.255.1:80", `-vip "198.18.255.1:80": -decap takes addresses, without a port`},
-		{"-decap -iface eth0 -vip 198.18.255.1,[2001:db8::1]:80", `-vip "[2001:db8::1]:80": -decap takes addresses, without a port`},
-		{"-decap -iface eth0 -vip 198.18.255.1,", `-vip "": ParseAddr`},
-		{"-decap -iface eth0 -vip 198.18.255.300", `-vip "198.18.255.300": ParseAddr`},
-		{"-decap -iface eth0 -vip 198.18.255.1,198.18.255.1", "-vip 198.18.255.1: given twice"},
-		{"-decap -iface eth0 -vip fe80::1%eth0", "-vip fe80::1%eth0: an address without a zone"},
-		{"-decap -iface eth0 -vip 198.18.255.1 -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
-		{"-decap -iface eth0 -vip 198.18.255.1 -mode offload", `-mode "offload": auto, native or generic`},
-		{"-decap -iface eth0 -vip 198.18.255.1 -backend 198.18.0.11", "-decap cannot be used with -backend: a backend's decapsulator does not load-balance"},
-		{"-decap -iface eth0 -vip 198.18.255.1 -forward ipip", "-decap cannot be used with -forward: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -forward l2", "-decap cannot be used with -forward: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -encap-src 198.18.0.3", "-decap cannot be used with -encap-src: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -etcd http://127.0.0.1:2379 -etcd-prefix svc", "-decap cannot be used with -etcd, -etcd-prefix: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -k8s-service prod/web:http -kubeconfig /tmp/kc", "-decap cannot be used with -k8s-service, -kubeconfig: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -flood-rate -1", "-decap cannot be used with -flood-rate: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -proto udp -seed 7 -m 251", "-decap cannot be used with -m, -proto, -seed: "},
-		{"-decap -iface eth0 -vip 198.18.255.1 -drain 198.18.0.11 -drain-timeout 5s", "-decap cannot be used with -drain, -drain-timeout: "},
+		{"-iface eth0 -vip 198.18.255.1", "l4lb decap needs -decap-sources: "},
+		{"-iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.1/24", "-decap-sources 198.18.2.1/24: not a prefix's first address (198.18.2.0/24)"},
+		{"-iface eth0 -vip 198.18.255.1 -decap-sources 198.18.2.0/24,lb1", `-decap-sources "lb1": neither a prefix nor an address`},
+		{"-vip 198.18.255.1", "-iface and -vip are required"},
+		{"-iface eth0", "-iface and -vip are required"},
+		{"-iface eth0 -vip 198.18.255.1:80", `-vip "198.18.255.1:80": l4lb decap takes addresses, without a port`},
+		{"-iface eth0 -vip 198.18.255.1,[2001:db8::1]:80", `-vip "[2001:db8::1]:80": l4lb decap takes addresses, without a port`},
+		{"-iface eth0 -vip 198.18.255.1,", `-vip "": ParseAddr`},
+		{"-iface eth0 -vip 198.18.255.300", `-vip "198.18.255.300": ParseAddr`},
+		{"-iface eth0 -vip 198.18.255.1,198.18.255.1", "-vip 198.18.255.1: given twice"},
+		{"-iface eth0 -vip fe80::1%eth0", "-vip fe80::1%eth0: an address without a zone"},
+		{"-iface eth0 -vip 198.18.255.1 -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
+		{"-iface eth0 -vip 198.18.255.1 -mode offload", `-mode "offload": auto, native or generic`},
+		{"-iface eth0 -vip 198.18.255.1 -backend 198.18.0.11", "flag provided but not defined: -backend"},
+		{"-iface eth0 -vip 198.18.255.1 -forward ipip", "flag provided but not defined: -forward"},
+		{"-iface eth0 -vip 198.18.255.1 -forward l2", "flag provided but not defined: -forward"},
+		{"-iface eth0 -vip 198.18.255.1 -encap-src 198.18.0.3", "flag provided but not defined: -encap-src"},
+		{"-iface eth0 -vip 198.18.255.1 -etcd http://127.0.0.1:2379 -etcd-prefix svc", "flag provided but not defined: -etcd"},
+		{"-iface eth0 -vip 198.18.255.1 -k8s-service prod/web:http -kubeconfig /tmp/kc", "flag provided but not defined: -k8s-service"},
+		{"-iface eth0 -vip 198.18.255.1 -flood-rate -1", "flag provided but not defined: -flood-rate"},
+		{"-iface eth0 -vip 198.18.255.1 -proto udp -seed 7 -m 251", "flag provided but not defined: -proto"},
+		{"-iface eth0 -vip 198.18.255.1 -drain 198.18.0.11 -drain-timeout 5s", "flag provided but not defined: -drain"},
 	} {
-		_, err := parse(strings.Fields(tc.args), io.Discard)
+		_, err := parseDecap(tc.args)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
+			t.Errorf("l4lb decap %s: %v; want %q...", tc.args, err, tc.want)
 		}
+	}
+	_, err = parse(strings.Fields("-iface eth0 -vip 198.18.255.1:80 -decap-sources any"), io.Discard)
+	if want := "flag provided but not defined: -decap-sources"; err == nil || err.Error() != want {
+		t.Errorf("l4lb run -decap-sources: %v; want %q", err, want)
 	}
 }
 
@@ -284,13 +288,13 @@ func TestParseHealthRefused(t *testing.T) {
 			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
 		}
 	}
-	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -health tcp -health-fall 2"), io.Discard)
-	if want := "-decap cannot be used with -health, -health-fall: "; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("-decap -health tcp -health-fall 2: %v; want %q...", err, want)
+	_, err := parseDecap("-iface eth0 -vip 198.18.255.1 -decap-sources any -health tcp")
+	if want := "flag provided but not defined: -health"; err == nil || err.Error() != want {
+		t.Errorf("l4lb decap -health tcp: %v; want %q", err, want)
 	}
 }
 
-// TestHelpSources: l4lb -h lists the membership sources it takes, and
+// TestHelpSources: l4lb run -h lists the membership sources it takes, and
 // not -dns-srv, whose SRV targets are names where the data plane needs
 // addresses (lbproxy takes it: cmd/lbproxy's TestHelpDNSSRV).
 func TestHelpSources(t *testing.T) {

@@ -2,78 +2,46 @@ package config
 
 import (
 	"flag"
-	"fmt"
 	"io"
+	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 )
 
-// parsed is a command line of any form, parsed: l4lb run's (Run), or
-// decap's, detach's or version's.
-type parsed struct {
-	Run
-	decap    Decap
-	isDecap  bool
-	detach   Detach
-	isDetach bool
-	version  bool
-}
-
-// parse parses args as main does a command line of the form before
-// subcommands (Legacy), then as the command it means; help goes to out.
-func parse(args []string, out io.Writer) (parsed, error) {
+// parse parses args as l4lb run's flags, as main does, and builds them;
+// help goes to out.
+func parse(args []string, out io.Writer) (Run, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	fs := flag.NewFlagSet("l4lb", flag.ContinueOnError)
+	fs := flag.NewFlagSet("l4lb run", flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Usage = func() {
-		run := flag.NewFlagSet("l4lb run", flag.ContinueOnError)
-		RunFlags(run)
-		setting.PrintDefaults(out, run)
+	vs := RunFlags(fs)
+	fs.Usage = func() { setting.PrintDefaults(out, fs) }
+	if err := fs.Parse(args); err != nil {
+		return Run{}, err
 	}
-	cmd, rest, err := Legacy(args, fs)
-	if err != nil {
-		return parsed{}, err
-	}
-	return parseCommand(cmd, rest, "-"+cmd)
+	return BuildRun(vs)
 }
 
-// parseCommand parses args as the command cmd's flags; its errors name
-// the command as name.
-func parseCommand(cmd string, args []string, name string) (parsed, error) {
-	fs := flag.NewFlagSet("l4lb "+cmd, flag.ContinueOnError)
+// parseDecap is parse for l4lb decap, of the command line args.
+func parseDecap(args string) (Decap, error) {
+	fs := flag.NewFlagSet("l4lb decap", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var p parsed
-	switch cmd {
-	case "version":
-		p.version = true
-	case "run":
-		vs := RunFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			return p, err
-		}
-		r, err := BuildRun(vs)
-		p.Run = r
-		return p, err
-	case "decap":
-		vs := DecapFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			return p, err
-		}
-		d, err := BuildDecap(vs, name)
-		p.decap, p.isDecap = d, true
-		return p, err
-	case "detach":
-		vs := DetachFlags(fs)
-		if err := fs.Parse(args); err != nil {
-			return p, err
-		}
-		d, err := BuildDetach(vs, name)
-		p.detach, p.isDetach = d, true
-		return p, err
-	default:
-		return p, fmt.Errorf("no command %q", cmd)
+	vs := DecapFlags(fs)
+	if err := fs.Parse(strings.Fields(args)); err != nil {
+		return Decap{}, err
 	}
-	return p, nil
+	return BuildDecap(vs, fs.Name())
+}
+
+// parseDetach is parse for l4lb detach, of the command line args.
+func parseDetach(args string) (Detach, error) {
+	fs := flag.NewFlagSet("l4lb detach", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	vs := DetachFlags(fs)
+	if err := fs.Parse(strings.Fields(args)); err != nil {
+		return Detach{}, err
+	}
+	return BuildDetach(vs, fs.Name())
 }

@@ -36,7 +36,6 @@ func TestParse(t *testing.T) {
 		"-iface eth0 -vip 198.19.0.1:80 -mode offload",
 		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.300",
 		"-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.3=02:00",
-		"-iface eth0 -vip 198.19.0.1:80 extra",
 		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379",
 		"-iface eth0 -vip 198.19.0.1:80 -etcd-prefix svc",
 		"-iface eth0 -vip 198.19.0.1:80 -etcd http://127.0.0.1:2379 -etcd-prefix svc -backend 198.18.0.3",
@@ -139,9 +138,9 @@ func TestParseBGPRefused(t *testing.T) {
 			t.Errorf("%q: %v; want %q...", tc.args, err, tc.want)
 		}
 	}
-	_, err := parse(strings.Fields("-decap -iface eth0 -vip 198.18.255.1 -bgp-asn 65001 -bgp-peer 198.18.0.1,65000"), io.Discard)
-	if want := "-decap cannot be used with -bgp-asn, -bgp-peer: "; err == nil || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("-decap -bgp-asn: %v; want %q...", err, want)
+	_, err := parseDecap("-iface eth0 -vip 198.18.255.1 -decap-sources any -bgp-asn 65001 -bgp-peer 198.18.0.1,65000")
+	if want := "flag provided but not defined: -bgp-asn"; err == nil || err.Error() != want {
+		t.Errorf("l4lb decap -bgp-asn: %v; want %q", err, want)
 	}
 }
 
@@ -223,21 +222,25 @@ func TestParsePin(t *testing.T) {
 	if got := c.Pin.Path("eth0", slog.New(slog.NewTextHandler(&stderr, nil))); got != "" {
 		t.Errorf("-pin-dir \"\": %q", got)
 	}
-	c, err = parse(strings.Fields("-detach -iface eth0 -pin-dir /run/l4lb"), io.Discard)
-	if err != nil || !c.isDetach || c.detach.Iface != "eth0" || c.detach.PinDir != "/run/l4lb" {
-		t.Fatalf("-detach: %+v, %v", c, err)
+	d, err := parseDetach("-iface eth0 -pin-dir /run/l4lb")
+	if err != nil || d.Iface != "eth0" || d.PinDir != "/run/l4lb" {
+		t.Fatalf("l4lb detach: %+v, %v", d, err)
+	}
+	if _, err := parse(strings.Fields(base+"-rebuild -pin-dir="), io.Discard); err == nil || !strings.Contains(err.Error(), "-rebuild needs a -pin-dir") {
+		t.Errorf("-rebuild -pin-dir=: %v, want an error saying -rebuild needs a -pin-dir", err)
 	}
 	for _, bad := range []struct{ args, want string }{
-		{"-detach", "-detach needs -iface"},
-		{"-detach -iface eth0 -vip 198.19.0.1:80", "-detach takes -iface and -pin-dir only, not -vip"},
-		{"-detach -iface eth0 -rebuild -seed 3", "not -rebuild, -seed"},
-		{"-detach -iface eth0 -pin-dir=", "-detach needs the -pin-dir l4lb ran with"},
-		{base + "-rebuild -pin-dir=", "-rebuild needs a -pin-dir"},
-		{"-decap -iface eth0 -vip 198.19.0.1 -pin-dir /run/l4lb", "-pin-dir"},
+		{"", "l4lb detach needs -iface"},
+		{"-iface eth0 -vip 198.19.0.1:80", "flag provided but not defined: -vip"},
+		{"-iface eth0 -rebuild", "flag provided but not defined: -rebuild"},
+		{"-iface eth0 -pin-dir=", "l4lb detach needs the -pin-dir l4lb ran with"},
 	} {
-		if _, err := parse(strings.Fields(bad.args), io.Discard); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%q: %v, want an error saying %q", bad.args, err, bad.want)
+		if _, err := parseDetach(bad.args); err == nil || err.Error() != bad.want {
+			t.Errorf("l4lb detach %s: %v, want %q", bad.args, err, bad.want)
 		}
+	}
+	if _, err := parseDecap("-iface eth0 -vip 198.19.0.1 -decap-sources any -pin-dir /run/l4lb"); err == nil || err.Error() != "flag provided but not defined: -pin-dir" {
+		t.Errorf("l4lb decap -pin-dir: %v, want -pin-dir not defined", err)
 	}
 }
 
