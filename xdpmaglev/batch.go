@@ -21,7 +21,7 @@ type Update struct {
 // their tables in with one batch update of the map of tables: the kernel
 // waits for running programs to be done with the maps it replaces once,
 // not once a service (about 10 ms each: 100 tables took 1.15 s one by one
-// and 9 ms in one batch; docs/l4lb.md, "Many services at scale"). Each
+// and 9 ms in one batch; docs/l4lb-howto-sizing.md, "Many services at scale"). Each
 // service's swap is atomic, as SetService's is. If one update is bad, or
 // the data plane cannot take them all, none is made. It is SetService's
 // pair for the two things a loop of SetService cannot give: that wait paid

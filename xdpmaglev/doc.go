@@ -33,6 +33,7 @@
 // The program is C (bpf/maglev.c), compiled by cilium/ebpf's bpf2go; the
 // generated Go and objects are committed, so building this package needs
 // no C compiler. Loading it needs Linux and root (CAP_BPF, CAP_NET_ADMIN).
-// docs/xdp.md in the repository has the topology, the guarantees, the
-// measurements and the limits.
+// docs/xdp.md in the repository is the guide (the topology, the
+// forwarding modes, the limits); docs/xdp-design.md has the guarantees
+// and docs/testing-xdp.md the measurements.
 package xdpmaglev

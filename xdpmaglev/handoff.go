@@ -23,7 +23,7 @@ import (
 // window. Handoffs returns a load balancer's; SetHandoffs gives them to
 // another, whose services take them as they are created. Its JSON form
 // (MarshalJSON) is what l4lb's peers exchange and its state file holds.
-// docs/xdp.md, "Second chance without the change".
+// docs/xdp-design.md, "Second chance without the change".
 type Handoff struct {
 	// Service is the service.
 	Service Service
@@ -279,7 +279,7 @@ func (lb *LB) Handoffs() []Handoff {
 // is the service's new table, else the first. The service's second hops
 // are then those a load balancer that had routed it by the handoff's
 // table, with its second hops, and then changed to the new table would
-// have (as its own change does: docs/xdp.md, "The rule"): with the same
+// have (as its own change does: docs/xdp-design.md, "The rule"): with the same
 // table, the handoff's second hops until the handoff's Until; with
 // another, each slot that differs takes the handoff's owner, each that
 // does not keeps the handoff's second hop while its window runs, for the

@@ -81,7 +81,7 @@ type Options struct {
 	// ConntrackSize/FloodRate − 10 seconds outlives any flood. 0:
 	// ConntrackSize/130, which keeps entries idle for up to two minutes
 	// (2,016 entries a second at the default ConntrackSize); -1: no guard.
-	// docs/xdp.md, "The flood guard", has the sizing rule.
+	// docs/xdp-design.md, "The flood guard", has the sizing rule.
 	FloodRate int
 	// MeterProvider receives the data plane's counters as observable
 	// counters, summed over CPUs when a reader collects them

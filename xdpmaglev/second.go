@@ -48,7 +48,7 @@ func (m ConntrackMode) String() string {
 // gets the packet without a connection of it passes it on there
 // (AttachDecap). A slot's second hop is the owner it had before it last
 // moved; the table of them (prev_tables, one per service) goes once the
-// service has had no change for the window. docs/xdp.md, "Second chance".
+// service has had no change for the window. docs/xdp-design.md, "Second chance and stateless services".
 
 // slotValues returns the slot of each of table t's slots, by the slot
 // values of its backends (vals, by t's backend index).

@@ -120,14 +120,14 @@ type Stats struct {
 	} `json:"quic"`
 	// Passed counts the packets passed to the kernel (XDP_PASS), by
 	// reason: not_ip, vlan, truncated, malformed, not_tcp_udp, fragment,
-	// ip_options, ipv6_ext, no_service (docs/xdp.md defines each).
+	// ip_options, ipv6_ext, no_service (docs/xdp-reference.md, "Per packet", defines each).
 	Passed map[string]uint64 `json:"passed"`
 	// Dropped counts the packets dropped (XDP_DROP), by reason:
 	// no_backend (a packet to a service whose table is empty), too_big,
 	// no_route, no_neighbor, forwarding_off, no_room, and what reaches a
 	// VIP and is not forwarded: vip_no_service (another port or
 	// protocol), vip_fragment, vip_icmp (ICMP that is no error about a
-	// flow of a service), vip_other (docs/xdp.md).
+	// flow of a service), vip_other (docs/xdp-reference.md, "The loop guard").
 	Dropped map[string]uint64 `json:"dropped"`
 	// Services has one entry per service set, by VIP then protocol.
 	Services []ServiceStats `json:"services"`

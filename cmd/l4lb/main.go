@@ -25,7 +25,7 @@
 //
 // The settings are internal/config's, each declared once: the flags of
 // run describe one service; -config FILE describes many, in a YAML file
-// whose keys are the settings' names (example.yaml, docs/l4lb.md has the
+// whose keys are the settings' names (example.yaml, docs/l4lb-reference.md has the
 // table of every setting): SIGHUP, POST /reload on the admin address or
 // l4lb reload applies a changed file service by service, leaving the
 // unchanged ones untouched, and refuses a bad file whole, naming the
@@ -112,8 +112,9 @@
 // refused, or replaced with -rebuild. With -pin-dir "", or where no BPF
 // filesystem is mounted at the default, nothing is pinned and SIGINT or
 // SIGTERM detaches. l4lb detach -iface DEV removes the program and the
-// pins, and prints what it removed. docs/l4lb.md runs a fleet of them
-// behind an ECMP router, and has "Restarts and upgrades".
+// pins, and prints what it removed. docs/l4lb-howto-deploy.md runs a
+// fleet of them behind an ECMP router, and docs/l4lb-howto-restart.md has
+// "Restarts and upgrades".
 //
 // The parts are packages under internal/: config (the settings and the
 // file), checker (the health checks), pool (a service's backends and what

@@ -7,7 +7,7 @@
 // Service (one service's) and Decap are built and checked; an error is a
 // setting.Error of the setting at fault, so a file's error names the line
 // that gave it. SameGlobal is what a reload may not change. The table of
-// docs/l4lb.md's "Settings" is setting.Table(Settings()), which
+// docs/l4lb-reference.md's "Settings" is setting.Table(Settings()), which
 // TestDocsTable keeps in step.
 //
 // It holds no lock and starts nothing: everything it returns is a value.

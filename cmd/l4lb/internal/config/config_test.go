@@ -17,7 +17,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
 )
 
-// TestConfigExample loads example.yaml, the file docs/l4lb.md shows: the
+// TestConfigExample loads example.yaml, the file docs/l4lb-howto-deploy.md shows: the
 // top's settings are the load balancer's, a service's key at the top is
 // every service's default, and a source's default serves only the
 // services of that source.

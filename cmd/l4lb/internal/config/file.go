@@ -11,7 +11,7 @@ import (
 
 // The configuration file (l4lb run -config) is YAML: the load balancer's
 // settings at the top, and a list of services. Every key is a setting of
-// the table, and means what the flag of the same name means (docs/l4lb.md
+// the table, and means what the flag of the same name means (docs/l4lb-reference.md
 // has the reference):
 //
 //	iface: eth0

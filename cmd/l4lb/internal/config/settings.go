@@ -23,7 +23,7 @@ import (
 // configuration file (the flag's name, unless Key says otherwise), its
 // scope, type, default, whether a reload may change it, and its doc. The
 // flags of l4lb run and l4lb decap, the keys of a file, the rules of a
-// reload (SameGlobal) and the table of docs/l4lb.md ("Settings") come
+// reload (SameGlobal) and the table of docs/l4lb-reference.md ("Settings") come
 // from here and from the membership sources' own settings (sources).
 // table lists them in the order of -h and the docs.
 var (
@@ -152,7 +152,7 @@ var (
 
 	// Flags of l4lb run that are no setting of a file.
 	configFile = setting.New(setting.Setting{Name: "config", Scope: setting.LB, FlagOnly: true,
-		Doc: "the configuration `file` (YAML) of many services; with it, no other flag but -rebuild (docs/l4lb.md)"}, "", setting.String)
+		Doc: "the configuration `file` (YAML) of many services; with it, no other flag but -rebuild (docs/l4lb-howto-deploy.md)"}, "", setting.String)
 	rebuild = setting.New(setting.Setting{Name: "rebuild", Scope: setting.LB, FlagOnly: true,
 		Doc: "replace pinned maps that l4lb cannot adopt (another layout after an upgrade; another -mode, -conntrack-size, -max-services, -max-backends or interface) with new, empty ones: connection tracking starts anew"}, false, setting.Bool)
 )
