@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/quiclb"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // BenchmarkPacket measures the program per packet through
@@ -258,7 +259,7 @@ func BenchmarkForward(b *testing.B) {
 			var total time.Duration
 			before := counts(lb)
 			for range b.N {
-				r, err := in2(f.ns, func() (result, error) {
+				r, err := xdptest.In(f.ns, func() (result, error) {
 					v, d, err := prog.Benchmark(in, repeat, nil)
 					return result{v, d}, err
 				})

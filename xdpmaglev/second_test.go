@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // secondHeader is the GUE variant 0 header of second chance naming the
@@ -135,7 +137,7 @@ func TestDecapSecondHop(t *testing.T) {
 	hostv4, hostv6 := netip.MustParseAddr("198.18.64.10"), netip.MustParseAddr("2001:db8:40::10")
 	secv4, secv6 := netip.MustParseAddr("198.18.64.11"), netip.MustParseAddr("2001:db8:40::11")
 	trusted := []netip.Prefix{netip.PrefixFrom(source(false), 24), netip.PrefixFrom(source(true), 64)}
-	d, err := in(f.ns, func() (*Decap, error) {
+	d, err := xdptest.In(f.ns, func() (*Decap, error) {
 		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}, Sources: trusted})
 	})
 	if err != nil {
