@@ -188,7 +188,8 @@ func TestBPFFS(t *testing.T) {
 	if err := unix.Statfs(dir, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Type != unix.BPF_FS_MAGIC {
-		t.Errorf("%s: file system type %#x, want BPF's %#x", dir, st.Type, unix.BPF_FS_MAGIC)
+	const bpfMagic = uint32(unix.BPF_FS_MAGIC)
+	if got := uint32(st.Type); got != bpfMagic { // st.Type: int32 on 386, int64 on amd64
+		t.Errorf("%s: file system type %#x, want BPF's %#x", dir, got, bpfMagic)
 	}
 }
