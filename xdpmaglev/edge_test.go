@@ -53,7 +53,7 @@ func TestSYNRules(t *testing.T) {
 		for p := range n {
 			c := client(v6, uint16(20000+p))
 			ack := packet(c, svc.VIP, 6, nil)
-			syn := tcpFlags(ack, tcpSYN)
+			syn := tcpFlags(ack, xdptest.FlagSYN)
 			was, now := first[p], predict(t, lb, svc, next, c)
 			if bytes.Equal(was, next[0].HW) {
 				drained++
@@ -67,11 +67,11 @@ func TestSYNRules(t *testing.T) {
 			if !bytes.Equal(now, was) {
 				moved++
 			}
-			wantForward(t, lb, syn, was)                          // a retransmitted, or spoofed, SYN
-			wantForward(t, lb, tcpFlags(ack, tcpSYN|tcpACK), was) // not a new connection
-			end := byte(tcpFIN | tcpACK)
+			wantForward(t, lb, syn, was)                                            // a retransmitted, or spoofed, SYN
+			wantForward(t, lb, tcpFlags(ack, xdptest.FlagSYN|xdptest.FlagACK), was) // not a new connection
+			end := byte(xdptest.FlagFIN | xdptest.FlagACK)
 			if p%2 == 1 {
-				end = tcpRST
+				end = xdptest.FlagRST
 			}
 			wantForward(t, lb, tcpFlags(ack, end), was)
 			closed++
@@ -147,7 +147,7 @@ func TestSpoofedSYN(t *testing.T) {
 		if r.predict(svc.VIP, 43000+p) != before[p] {
 			moved++
 		}
-		syn := tcpFlags(packet(netip.AddrPortFrom(routedClient4, uint16(43000+p)), svc.VIP, 6, nil), tcpSYN)
+		syn := tcpFlags(packet(netip.AddrPortFrom(routedClient4, uint16(43000+p)), svc.VIP, 6, nil), xdptest.FlagSYN)
 		frames = append(frames, syn)
 	}
 	if moved == 0 {
@@ -410,7 +410,7 @@ func TestDecapUntrusted(t *testing.T) {
 
 	// The spoofed ones, from the client to backend 0: GUE to its port,
 	// and IPIP (the client's kernel writes the outer header, protocol 4).
-	inner := tcpFlags(packet(netip.MustParseAddrPort("198.18.9.9:1234"), svc.VIP, 6, nil), tcpSYN)[14:]
+	inner := tcpFlags(packet(netip.MustParseAddrPort("198.18.9.9:1234"), svc.VIP, 6, nil), xdptest.FlagSYN)[14:]
 	inner = withIPv4Checksum(append(make([]byte, 14), inner...))[14:]
 	_, err = xdptest.In(r.client, func() (struct{}, error) {
 		for _, dst := range []struct{ network, addr string }{

@@ -111,7 +111,7 @@ func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
 	var l4 []byte
 	switch proto {
 	case xdptest.ProtoTCP:
-		l4 = xdptest.TCP(src.Port(), dst.Port(), tcpACK, payload)
+		l4 = xdptest.TCP(src.Port(), dst.Port(), xdptest.FlagACK, payload)
 	case xdptest.ProtoUDP:
 		l4 = xdptest.UDP(src.Port(), dst.Port(), payload)
 	default:
@@ -120,14 +120,6 @@ func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
 	}
 	return xdptest.Ethernet(lbMAC, clientMAC, xdptest.Packet(proto, src.Addr(), dst.Addr(), l4))
 }
-
-// TCP flags.
-const (
-	tcpFIN = 0x01
-	tcpSYN = 0x02
-	tcpRST = 0x04
-	tcpACK = 0x10
-)
 
 // tcpFlags returns a copy of the TCP packet b (of packet) with the flags.
 func tcpFlags(b []byte, flags byte) []byte {

@@ -163,7 +163,7 @@ func TestDecapSecondHop(t *testing.T) {
 		}
 		// Here: a SYN, UDP, no hops left.
 		udp := packet(c, vip(v6, 80), 17, []byte("data"))[14:]
-		syn := tcpFlags(packet(c, vip(v6, 80), 6, []byte("data")), tcpSYN)[14:]
+		syn := tcpFlags(packet(c, vip(v6, 80), 6, []byte("data")), xdptest.FlagSYN)[14:]
 		for name, inner := range map[string][]byte{"SYN": syn, "UDP": udp} {
 			in := frame(inner, 1)
 			want := append(append([]byte{}, in[:12]...), append([]byte{0x08, 0x00}, inner...)...)

@@ -1,8 +1,9 @@
 // Package xdptest is the kit that the tests of xdpmaglev and of l4lb
 // share for running in network namespaces and sending frames there. It is
-// for tests only: every function takes the test (or fails it) and names
-// its namespaces after the test process, so that test processes running
-// at once do not collide.
+// for tests only: a function that can fail takes the test and fails it
+// (In, which a test calls from goroutines too, returns its error), and
+// the namespaces are named after the test process, so that test
+// processes running at once do not collide.
 //
 // The pieces:
 //

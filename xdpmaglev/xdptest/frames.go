@@ -7,14 +7,11 @@ import (
 	"net/netip"
 )
 
-// IP protocol numbers the tests send.
+// IP protocol numbers, for Packet.
 const (
-	ProtoICMP   = 1
-	ProtoIPIP   = 4
-	ProtoTCP    = 6
-	ProtoUDP    = 17
-	ProtoIPv6   = 41
-	ProtoICMPv6 = 58
+	ProtoIPIP = 4
+	ProtoTCP  = 6
+	ProtoUDP  = 17
 )
 
 // TCP flags, for TCP.
@@ -22,13 +19,12 @@ const (
 	FlagFIN = 0x01
 	FlagSYN = 0x02
 	FlagRST = 0x04
-	FlagPSH = 0x08
 	FlagACK = 0x10
 )
 
-// Ethernet returns an Ethernet frame to dst from src carrying the IP
-// packet p, its EtherType IPv4 or IPv6 by p's version (p's first four
-// bits).
+// Ethernet returns an Ethernet frame to dst from src (6 bytes each)
+// carrying the IP packet p, its EtherType IPv4 or IPv6 by p's version
+// (p's first four bits).
 func Ethernet(dst, src net.HardwareAddr, p []byte) []byte {
 	b := make([]byte, 0, 14+len(p))
 	b = append(append(b, dst[:6]...), src[:6]...)
