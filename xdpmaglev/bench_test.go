@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/quiclb"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // BenchmarkPacket measures the program per packet through
@@ -258,7 +259,7 @@ func BenchmarkForward(b *testing.B) {
 			var total time.Duration
 			before := counts(lb)
 			for range b.N {
-				r, err := in2(f.ns, func() (result, error) {
+				r, err := xdptest.In(f.ns, func() (result, error) {
 					v, d, err := prog.Benchmark(in, repeat, nil)
 					return result{v, d}, err
 				})
@@ -304,26 +305,26 @@ func BenchmarkForward(b *testing.B) {
 		name string
 		fwdCase
 	}{
-		{"floor", fwdCase{kind: floor, flags: tcpACK, want: xdpPass}},
-		{"l2/established", fwdCase{kind: established, mode: ForwardL2, flags: tcpACK, want: xdpTX}},
-		{"l2/established_syn", fwdCase{kind: established, mode: ForwardL2, flags: tcpSYN, want: xdpTX}},
-		{"ipip/established", fwdCase{kind: established, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
-		{"ipip6/established", fwdCase{kind: established, mode: ForwardIPIP, v6: true, flags: tcpACK, want: xdpRedirect}},
-		{"gue/established", fwdCase{kind: established, mode: ForwardGUE, flags: tcpACK, want: xdpRedirect}},
-		{"l2/new_flow", fwdCase{kind: newFlow, mode: ForwardL2, flags: tcpACK, want: xdpTX}},
-		{"l2/new_flow_syn", fwdCase{kind: newFlow, mode: ForwardL2, flags: tcpSYN, want: xdpTX}},
-		{"ipip/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
-		{"ipip6/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, flags: tcpACK, want: xdpRedirect}},
-		{"ipip/new_flow_flood", fwdCase{kind: newFlow, flood: true, mode: ForwardIPIP, flags: tcpACK, want: xdpRedirect}},
-		{"ipip/stateless", fwdCase{kind: established, mode: ForwardIPIP, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"ipip/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"ipip6/stateless", fwdCase{kind: established, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"ipip6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"gue/stateless", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"gue/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"gue/stateless_second_hop", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, second: true, flags: tcpACK, want: xdpRedirect}},
-		{"gue6/stateless", fwdCase{kind: established, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
-		{"gue6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: tcpACK, want: xdpRedirect}},
+		{"floor", fwdCase{kind: floor, flags: xdptest.FlagACK, want: xdpPass}},
+		{"l2/established", fwdCase{kind: established, mode: ForwardL2, flags: xdptest.FlagACK, want: xdpTX}},
+		{"l2/established_syn", fwdCase{kind: established, mode: ForwardL2, flags: xdptest.FlagSYN, want: xdpTX}},
+		{"ipip/established", fwdCase{kind: established, mode: ForwardIPIP, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip6/established", fwdCase{kind: established, mode: ForwardIPIP, v6: true, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue/established", fwdCase{kind: established, mode: ForwardGUE, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"l2/new_flow", fwdCase{kind: newFlow, mode: ForwardL2, flags: xdptest.FlagACK, want: xdpTX}},
+		{"l2/new_flow_syn", fwdCase{kind: newFlow, mode: ForwardL2, flags: xdptest.FlagSYN, want: xdpTX}},
+		{"ipip/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip6/new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip/new_flow_flood", fwdCase{kind: newFlow, flood: true, mode: ForwardIPIP, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip/stateless", fwdCase{kind: established, mode: ForwardIPIP, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip6/stateless", fwdCase{kind: established, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"ipip6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardIPIP, v6: true, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue/stateless", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue/stateless_second_hop", fwdCase{kind: established, mode: ForwardGUE, ct: ConntrackOff, second: true, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue6/stateless", fwdCase{kind: established, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
+		{"gue6/stateless_new_flow", fwdCase{kind: newFlow, mode: ForwardGUE, v6: true, ct: ConntrackOff, flags: xdptest.FlagACK, want: xdpRedirect}},
 		{"l2/quic", fwdCase{kind: established, mode: ForwardL2, quic: "plaintext", want: xdpTX}},
 		{"ipip/quic", fwdCase{kind: established, mode: ForwardIPIP, quic: "plaintext", want: xdpRedirect}},
 		{"ipip6/quic", fwdCase{kind: established, mode: ForwardIPIP, v6: true, quic: "plaintext", want: xdpRedirect}},

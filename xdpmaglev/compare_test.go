@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestCompare is issue 25's end-to-end comparison, a measurement and not a
@@ -52,7 +54,7 @@ func TestCompare(t *testing.T) {
 	vip := "198.19.0.1"
 	cl := n.addNS("cl")
 	n.join(cl, "p-cl", "198.18.0.2/24")
-	n.ip(cl, "route", "add", vip+"/32", "via", "198.18.0.3")
+	xdptest.IP(n.t, "-n", cl, "route", "add", vip+"/32", "via", "198.18.0.3")
 	n.exec(cl, "ethtool", "-K", "eth0", "tx", "off")
 	lbNS := n.addNS("lb")
 	n.join(lbNS, "p-lb", "198.18.0.3/24")
@@ -62,12 +64,12 @@ func TestCompare(t *testing.T) {
 		ns := n.addNS(fmt.Sprintf("be%d", i))
 		addr := fmt.Sprintf("198.18.0.%d", 11+i)
 		n.join(ns, fmt.Sprintf("p-be%d", i), addr+"/24")
-		n.ip(ns, "addr", "add", vip+"/32", "dev", "lo")
+		xdptest.IP(n.t, "-n", ns, "addr", "add", vip+"/32", "dev", "lo")
 		for _, dev := range []string{"all", "eth0"} {
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
-		ln, err := in(ns, func() (net.Listener, error) { return net.Listen("tcp4", ":80") })
+		ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", ":80") })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +86,7 @@ func TestCompare(t *testing.T) {
 		backends = append(backends, Backend{Addr: netip.MustParseAddr(addr), Weight: 1})
 	}
 
-	lb, err := in(lbNS, func() (*LB, error) {
+	lb, err := xdptest.In(lbNS, func() (*LB, error) {
 		return Load("eth0", Options{Mode: AttachNative, ConntrackSize: 1 << 20})
 	})
 	if err != nil {

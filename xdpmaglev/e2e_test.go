@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // e2e is the end-to-end topology: a client, the load balancer and
@@ -43,7 +45,7 @@ func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 	e := &e2e{testNet: n, vip: netip.MustParseAddrPort("198.19.0.1:80")}
 	e.client = n.addNS("cl")
 	n.join(e.client, "p-cl", "198.18.0.2/24")
-	n.ip(e.client, "route", "add", e.vip.Addr().String()+"/32", "via", "198.18.0.3")
+	xdptest.IP(n.t, "-n", e.client, "route", "add", e.vip.Addr().String()+"/32", "via", "198.18.0.3")
 	n.exec(e.client, "ethtool", "-K", "eth0", "tx", "off")
 
 	e.lbNS = n.addNS("lb")
@@ -54,10 +56,10 @@ func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 		ns := n.addNS(fmt.Sprintf("be%d", i))
 		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(11 + i)})
 		n.join(ns, fmt.Sprintf("p-be%d", i), addr.String()+"/24")
-		n.ip(ns, "addr", "add", e.vip.Addr().String()+"/32", "dev", "lo")
+		xdptest.IP(n.t, "-n", ns, "addr", "add", e.vip.Addr().String()+"/32", "dev", "lo")
 		for _, dev := range []string{"all", "eth0"} {
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
 		e.backends = append(e.backends, ns)
 		e.addrs = append(e.addrs, addr)
@@ -71,7 +73,7 @@ func newE2EOpts(t *testing.T, nBackends int, opts Options) *e2e {
 	if opts.FloodRate == 0 {
 		opts.FloodRate = -1
 	}
-	lb, err := in(e.lbNS, func() (*LB, error) { return Load("eth0", opts) })
+	lb, err := xdptest.In(e.lbNS, func() (*LB, error) { return Load("eth0", opts) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func (e *e2e) serve(t *testing.T, ns, name string) {
 // addr in namespace ns, each connection bounded to 30 s; all stopped at
 // the end of the test.
 func serveTCP(t *testing.T, ns, network, addr string, handle func(net.Conn)) {
-	ln, err := in(ns, func() (net.Listener, error) { return net.Listen(network, addr) })
+	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen(network, addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +154,7 @@ type conn struct {
 // dial connects from the client's port to the VIP and reads the
 // backend's name.
 func (e *e2e) dial(port int) (*conn, error) {
-	c, err := in(e.client, func() (net.Conn, error) {
+	c, err := xdptest.In(e.client, func() (net.Conn, error) {
 		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(198, 18, 0, 2), Port: port}}
 		return d.Dial("tcp4", e.vip.String())
 	})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,7 +53,7 @@ func TestSYNRules(t *testing.T) {
 		for p := range n {
 			c := client(v6, uint16(20000+p))
 			ack := packet(c, svc.VIP, 6, nil)
-			syn := tcpFlags(ack, tcpSYN)
+			syn := tcpFlags(ack, xdptest.FlagSYN)
 			was, now := first[p], predict(t, lb, svc, next, c)
 			if bytes.Equal(was, next[0].HW) {
 				drained++
@@ -66,11 +67,11 @@ func TestSYNRules(t *testing.T) {
 			if !bytes.Equal(now, was) {
 				moved++
 			}
-			wantForward(t, lb, syn, was)                          // a retransmitted, or spoofed, SYN
-			wantForward(t, lb, tcpFlags(ack, tcpSYN|tcpACK), was) // not a new connection
-			end := byte(tcpFIN | tcpACK)
+			wantForward(t, lb, syn, was)                                            // a retransmitted, or spoofed, SYN
+			wantForward(t, lb, tcpFlags(ack, xdptest.FlagSYN|xdptest.FlagACK), was) // not a new connection
+			end := byte(xdptest.FlagFIN | xdptest.FlagACK)
 			if p%2 == 1 {
-				end = tcpRST
+				end = xdptest.FlagRST
 			}
 			wantForward(t, lb, tcpFlags(ack, end), was)
 			closed++
@@ -98,41 +99,15 @@ func (r *routed) inject(t *testing.T, frames [][]byte) { r.injectOn(t, "r-lb", r
 // namespace ns at its other end, the router's MAC as their source.
 func (r *routed) injectOn(t *testing.T, dev, ns string, frames [][]byte) {
 	t.Helper()
-	dst, err := in(ns, func() (net.HardwareAddr, error) {
-		ifc, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return nil, err
-		}
-		return ifc.HardwareAddr, nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	dst := xdptest.Interface(t, ns, "eth0").HardwareAddr
+	src := xdptest.Interface(t, r.router, dev).HardwareAddr
+	out := make([][]byte, len(frames))
+	for i, f := range frames {
+		out[i] = slices.Clone(f)
+		copy(out[i][0:6], dst)
+		copy(out[i][6:12], src)
 	}
-	_, err = in(r.router, func() (struct{}, error) {
-		ifc, err := net.InterfaceByName(dev)
-		if err != nil {
-			return struct{}{}, err
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-		if err != nil {
-			return struct{}{}, err
-		}
-		defer func() { _ = unix.Close(fd) }()
-		to := &unix.SockaddrLinklayer{Ifindex: ifc.Index, Halen: 6}
-		copy(to.Addr[:], dst)
-		for _, f := range frames {
-			f = slices.Clone(f)
-			copy(f[0:6], dst)
-			copy(f[6:12], ifc.HardwareAddr)
-			if err := unix.Sendto(fd, f, 0, to); err != nil {
-				return struct{}{}, err
-			}
-		}
-		return struct{}{}, nil
-	})
-	if err != nil {
-		t.Fatalf("injecting frames: %v", err)
-	}
+	xdptest.Send(t, r.router, dev, out...)
 }
 
 // TestSpoofedSYN: 50 long-lived connections through the VIP; a fourth
@@ -172,7 +147,7 @@ func TestSpoofedSYN(t *testing.T) {
 		if r.predict(svc.VIP, 43000+p) != before[p] {
 			moved++
 		}
-		syn := tcpFlags(packet(netip.AddrPortFrom(routedClient4, uint16(43000+p)), svc.VIP, 6, nil), tcpSYN)
+		syn := tcpFlags(packet(netip.AddrPortFrom(routedClient4, uint16(43000+p)), svc.VIP, 6, nil), xdptest.FlagSYN)
 		frames = append(frames, syn)
 	}
 	if moved == 0 {
@@ -248,7 +223,7 @@ func TestDrainReusedPorts(t *testing.T) {
 	}
 	// The ports closed by FIN are in TIME_WAIT at the client: reused after
 	// a second, with timestamps (tcp_tw_reuse).
-	r.sysctl(r.client, "net.ipv4.tcp_tw_reuse", "1")
+	xdptest.Sysctl(r.t, r.client, "net.ipv4.tcp_tw_reuse", "1")
 	time.Sleep(1100 * time.Millisecond)
 	again := map[string]int{}
 	for p := range n {
@@ -279,7 +254,7 @@ func TestDrainReusedPorts(t *testing.T) {
 // from again while the client holds the connection's TIME_WAIT (with
 // tcp_tw_reuse).
 func (r *routed) dialReuse(vip netip.AddrPort, port int) (*conn, error) {
-	c, err := in(r.client, func() (net.Conn, error) {
+	c, err := xdptest.In(r.client, func() (net.Conn, error) {
 		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(routedClient4, uint16(port))),
 			Control: func(_, _ string, rc syscall.RawConn) error {
 				var serr error
@@ -307,7 +282,7 @@ func withIPv4Checksum(f []byte) []byte {
 	f = slices.Clone(f)
 	if f[12] == 0x08 {
 		f[14+10], f[14+11] = 0, 0
-		c := csum(f[14 : 14+20])
+		c := xdptest.Checksum(f[14 : 14+20])
 		f[14+10], f[14+11] = byte(c>>8), byte(c)
 	}
 	return f
@@ -377,7 +352,7 @@ func TestNoLoops(t *testing.T) {
 	}
 
 	// The control: an address routed to the load balancer that is no VIP.
-	r.ip(r.router, "route", "add", "198.19.0.99/32", "via", "198.18.2.2")
+	xdptest.IP(r.t, "-n", r.router, "route", "add", "198.19.0.99/32", "via", "198.18.2.2")
 	before := counters(t, r.lb)
 	r.inject(t, [][]byte{withIPv4Checksum(packet(c4, netip.MustParseAddrPort("198.19.0.99:9999"), 17, []byte("query")))})
 	time.Sleep(300 * time.Millisecond)
@@ -435,9 +410,9 @@ func TestDecapUntrusted(t *testing.T) {
 
 	// The spoofed ones, from the client to backend 0: GUE to its port,
 	// and IPIP (the client's kernel writes the outer header, protocol 4).
-	inner := tcpFlags(packet(netip.MustParseAddrPort("198.18.9.9:1234"), svc.VIP, 6, nil), tcpSYN)[14:]
+	inner := tcpFlags(packet(netip.MustParseAddrPort("198.18.9.9:1234"), svc.VIP, 6, nil), xdptest.FlagSYN)[14:]
 	inner = withIPv4Checksum(append(make([]byte, 14), inner...))[14:]
-	_, err = in(r.client, func() (struct{}, error) {
+	_, err = xdptest.In(r.client, func() (struct{}, error) {
 		for _, dst := range []struct{ network, addr string }{
 			{"udp", netip.AddrPortFrom(r.addrs4[0], DefaultGUEPort).String()},
 			{"ip4:4", r.addrs4[0].String()},

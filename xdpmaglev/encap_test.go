@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,27 +38,24 @@ const fixtureMTU = 1400
 func newFixtureNet(t testing.TB) *fixtureNet {
 	n := newTestNet(t, "fx")
 	ns := n.addNS("fx")
-	n.ip(ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
-	n.ip(ns, "link", "set", "eth1", "up")
-	n.ip(ns, "addr", "add", "198.18.1.1/24", "dev", "eth0")
-	n.ip(ns, "addr", "add", "2001:db8:1::1/64", "dev", "eth0", "nodad")
-	n.ip(ns, "link", "set", "eth0", "up")
-	n.ip(ns, "neigh", "replace", "198.18.1.254", "lladdr", gwMAC.String(), "dev", "eth0", "nud", "permanent")
-	n.ip(ns, "neigh", "replace", "2001:db8:1::fe", "lladdr", gwMAC.String(), "dev", "eth0", "nud", "permanent")
+	xdptest.IP(n.t, "-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", "eth1")
+	xdptest.IP(n.t, "-n", ns, "link", "set", "eth1", "up")
+	xdptest.IP(n.t, "-n", ns, "addr", "add", "198.18.1.1/24", "dev", "eth0")
+	xdptest.IP(n.t, "-n", ns, "addr", "add", "2001:db8:1::1/64", "dev", "eth0", "nodad")
+	xdptest.IP(n.t, "-n", ns, "link", "set", "eth0", "up")
+	xdptest.IP(n.t, "-n", ns, "neigh", "replace", "198.18.1.254", "lladdr", gwMAC.String(), "dev", "eth0", "nud", "permanent")
+	xdptest.IP(n.t, "-n", ns, "neigh", "replace", "2001:db8:1::fe", "lladdr", gwMAC.String(), "dev", "eth0", "nud", "permanent")
 	// The MTU bpf_fib_lookup checks is the egress device's (or a locked
 	// route MTU): an unlocked route MTU is not used for forwarding.
-	n.ip(ns, "link", "set", "eth0", "mtu", fmt.Sprint(fixtureMTU))
-	n.ip(ns, "route", "add", "198.18.64.0/18", "via", "198.18.1.254")
-	n.ip(ns, "-6", "route", "add", "2001:db8:40::/48", "via", "2001:db8:1::fe")
+	xdptest.IP(n.t, "-n", ns, "link", "set", "eth0", "mtu", fmt.Sprint(fixtureMTU))
+	xdptest.IP(n.t, "-n", ns, "route", "add", "198.18.64.0/18", "via", "198.18.1.254")
+	xdptest.IP(n.t, "-n", ns, "-6", "route", "add", "2001:db8:40::/48", "via", "2001:db8:1::fe")
 	// A gateway that has no neighbour entry.
-	n.ip(ns, "route", "add", "198.18.128.0/18", "via", "198.18.1.253")
-	n.ip(ns, "-6", "route", "add", "2001:db8:80::/48", "via", "2001:db8:1::fd")
-	n.sysctl(ns, "net.ipv4.conf.all.forwarding", "1")
-	n.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
-	ifc, err := in(ns, func() (*net.Interface, error) { return net.InterfaceByName("eth0") })
-	if err != nil {
-		t.Fatal(err)
-	}
+	xdptest.IP(n.t, "-n", ns, "route", "add", "198.18.128.0/18", "via", "198.18.1.253")
+	xdptest.IP(n.t, "-n", ns, "-6", "route", "add", "2001:db8:80::/48", "via", "2001:db8:1::fd")
+	xdptest.Sysctl(n.t, ns, "net.ipv4.conf.all.forwarding", "1")
+	xdptest.Sysctl(n.t, ns, "net.ipv6.conf.all.forwarding", "1")
+	ifc := xdptest.Interface(t, ns, "eth0")
 	return &fixtureNet{ns: ns, ifindex: ifc.Index, mac: ifc.HardwareAddr}
 }
 
@@ -69,7 +67,8 @@ func (f *fixtureNet) run(t testing.TB, prog *ebpf.Program, in []byte) (uint32, [
 		v   uint32
 		out []byte
 	}
-	r, err := in2(f.ns, func() (result, error) {
+	r, err := xdptest.In(f.ns, func() (result, error) {
+		runtime.LockOSThread() // its CPU affinity changes: the thread ends with the goroutine
 		var set unix.CPUSet
 		set.Set(0)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
@@ -90,32 +89,9 @@ func (f *fixtureNet) run(t testing.TB, prog *ebpf.Program, in []byte) (uint32, [
 	return r.v, r.out
 }
 
-// in2 is in, for the fixture's results.
-func in2[T any](ns string, fn func() (T, error)) (T, error) {
-	return in(ns, func() (T, error) {
-		runtime.LockOSThread()
-		return fn()
-	})
-}
-
 // xdpMD is struct xdp_md, BPF_PROG_TEST_RUN's context for XDP.
 type xdpMD struct {
 	Data, DataEnd, DataMeta, IngressIfindex, RxQueueIndex, EgressIfindex uint32
-}
-
-// csum is the Internet checksum of b (RFC 1071), computed plainly.
-func csum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s&0xffff + s>>16
-	}
-	return ^uint16(s)
 }
 
 // encapsulated builds, independently of the program, the frame the
@@ -146,7 +122,7 @@ func encapsulated(f Forward, srcMAC net.HardwareAddr, src, dst netip.Addr, inner
 		s, d := src.As4(), dst.As4()
 		copy(ip[12:], s[:])
 		copy(ip[16:], d[:])
-		binary.BigEndian.PutUint16(ip[10:], csum(ip))
+		binary.BigEndian.PutUint16(ip[10:], xdptest.Checksum(ip))
 		b = append(b, ip...)
 	} else {
 		b = append(b, 0x86, 0xdd)
@@ -186,7 +162,7 @@ func fixtureLB(t testing.TB, f *fixtureNet, opts Options) *LB {
 		opts.ConntrackSize = 1 << 12
 	}
 	opts.SourceMAC = lbMAC
-	lb, err := in(f.ns, func() (*LB, error) { return Load("", opts) })
+	lb, err := xdptest.In(f.ns, func() (*LB, error) { return Load("", opts) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +272,7 @@ func TestDecapFixtures(t *testing.T) {
 	f := newFixtureNet(t)
 	hostv4, hostv6 := netip.MustParseAddr("198.18.64.10"), netip.MustParseAddr("2001:db8:40::10")
 	trusted := []netip.Prefix{netip.PrefixFrom(source(false), 24), netip.PrefixFrom(source(true), 64)}
-	d, err := in(f.ns, func() (*Decap, error) {
+	d, err := xdptest.In(f.ns, func() (*Decap, error) {
 		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}, Sources: trusted})
 	})
 	if err != nil {
@@ -375,7 +351,7 @@ func TestTooBig(t *testing.T) {
 				if !v6 {
 					in[14+6] = 0x40 // DF
 					binary.BigEndian.PutUint16(in[14+10:], 0)
-					binary.BigEndian.PutUint16(in[14+10:], csum(in[14:34]))
+					binary.BigEndian.PutUint16(in[14+10:], xdptest.Checksum(in[14:34]))
 				}
 				return in
 			}
@@ -426,10 +402,10 @@ func tooBig(in []byte, mtu int, v6 bool) []byte {
 		ip[9] = 1
 		copy(ip[12:16], in[14+16:14+20])
 		copy(ip[16:20], in[14+12:14+16])
-		binary.BigEndian.PutUint16(ip[10:], csum(ip))
+		binary.BigEndian.PutUint16(ip[10:], xdptest.Checksum(ip))
 		icmp := []byte{3, 4, 0, 0, 0, 0, byte(mtu >> 8), byte(mtu)}
 		icmp = append(icmp, in[14:14+28]...)
-		binary.BigEndian.PutUint16(icmp[2:], csum(icmp))
+		binary.BigEndian.PutUint16(icmp[2:], xdptest.Checksum(icmp))
 		return append(append(b, ip...), icmp...)
 	}
 	b = append(b, 0x86, 0xdd)
@@ -443,7 +419,7 @@ func tooBig(in []byte, mtu int, v6 bool) []byte {
 	icmp := []byte{2, 0, 0, 0, byte(mtu >> 24), byte(mtu >> 16), byte(mtu >> 8), byte(mtu)}
 	icmp = append(icmp, in[14:14+48]...)
 	pseudo := append(append([]byte{}, ip[8:40]...), 0, 0, 0, 8+48, 0, 0, 0, 58)
-	binary.BigEndian.PutUint16(icmp[2:], csum(append(pseudo, icmp...)))
+	binary.BigEndian.PutUint16(icmp[2:], xdptest.Checksum(append(pseudo, icmp...)))
 	return append(append(b, ip...), icmp...)
 }
 
@@ -455,7 +431,7 @@ func icmpAbout(svc Service, c netip.AddrPort, v6 bool) []byte {
 	if !v6 {
 		quote := append(reply[:20:20], reply[20:28]...)
 		msg := append([]byte{3, 4, 0, 0, 0, 0, 0x05, 0x00}, quote...)
-		binary.BigEndian.PutUint16(msg[2:], csum(msg))
+		binary.BigEndian.PutUint16(msg[2:], xdptest.Checksum(msg))
 		b := packet(netip.AddrPortFrom(netip.MustParseAddr("198.18.1.254"), 0), svc.VIP, 1, nil)
 		b = append(b[:14+20], msg...)
 		binary.BigEndian.PutUint16(b[14+2:], uint16(20+len(msg)))

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,21 +24,12 @@ import (
 // returns how many it sent and the rate.
 func (r *routed) flood(t *testing.T, vip netip.AddrPort, n int, pairs bool, rate float64, seed uint32) (int, float64) {
 	t.Helper()
-	lbMAC, err := in(r.lbNS, func() (net.HardwareAddr, error) {
-		ifc, err := net.InterfaceByName("eth0")
-		if err != nil {
-			return nil, err
-		}
-		return ifc.HardwareAddr, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lbMAC := xdptest.Interface(t, r.lbNS, "eth0").HardwareAddr
 	type result struct {
 		sent int
 		rate float64
 	}
-	res, err := in(r.router, func() (result, error) {
+	res, err := xdptest.In(r.router, func() (result, error) {
 		ifc, err := net.InterfaceByName("r-lb")
 		if err != nil {
 			return result{}, err

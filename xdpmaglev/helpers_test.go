@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // packetsOnly skips, under the race detector, a test whose subject is
@@ -32,19 +33,11 @@ func packetsOnly(t testing.TB) {
 // instead.
 func needBPF(t testing.TB) {
 	t.Helper()
-	why := ""
 	if os.Geteuid() != 0 {
-		why = "not root: loading BPF programs needs CAP_BPF and CAP_NET_ADMIN (run the tests as root)"
+		xdptest.Skip(t, "not root: loading BPF programs needs CAP_BPF and CAP_NET_ADMIN (run the tests as root)")
 	} else if err := bpfWorks(); err != nil {
-		why = "this kernel does not load the program: " + err.Error()
+		xdptest.Skip(t, "this kernel does not load the program: "+err.Error())
 	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
 }
 
 var bpfOnce = sync.OnceValue(func() error {
@@ -110,60 +103,23 @@ func testBackends(first, n int, v6 bool) []Backend {
 }
 
 // packet builds an Ethernet frame from the client to lbMAC carrying an
-// IPv4 or IPv6 packet of protocol proto from src to dst, with a TCP (20
-// bytes, flags ACK: a packet of an established connection; tcpFlags
-// changes them) or UDP (8 bytes) header for those protocols, and payload.
+// IPv4 or IPv6 packet of protocol proto from src to dst (xdptest's
+// builders): a TCP header (flags ACK: a packet of an established
+// connection; tcpFlags changes them) or a UDP one for those protocols,
+// the two ports for any other, then payload.
 func packet(src, dst netip.AddrPort, proto uint8, payload []byte) []byte {
 	var l4 []byte
 	switch proto {
-	case 6:
-		l4 = make([]byte, 20)
-		l4[12] = 5 << 4
-		l4[13] = tcpACK
-	case 17:
-		l4 = make([]byte, 8)
-		binary.BigEndian.PutUint16(l4[4:], uint16(8+len(payload)))
+	case xdptest.ProtoTCP:
+		l4 = xdptest.TCP(src.Port(), dst.Port(), xdptest.FlagACK, payload)
+	case xdptest.ProtoUDP:
+		l4 = xdptest.UDP(src.Port(), dst.Port(), payload)
 	default:
-		l4 = make([]byte, 4)
+		l4 = binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, src.Port()), dst.Port())
+		l4 = append(l4, payload...)
 	}
-	binary.BigEndian.PutUint16(l4[0:], src.Port())
-	binary.BigEndian.PutUint16(l4[2:], dst.Port())
-	l4 = append(l4, payload...)
-	b := append([]byte{}, lbMAC...)
-	b = append(b, clientMAC...)
-	if src.Addr().Is4() {
-		b = append(b, 0x08, 0x00)
-		ip := make([]byte, 20)
-		ip[0] = 0x45
-		binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
-		ip[8] = 64
-		ip[9] = proto
-		s, d := src.Addr().As4(), dst.Addr().As4()
-		copy(ip[12:], s[:])
-		copy(ip[16:], d[:])
-		b = append(b, ip...)
-	} else {
-		b = append(b, 0x86, 0xdd)
-		ip := make([]byte, 40)
-		ip[0] = 0x60
-		binary.BigEndian.PutUint16(ip[4:], uint16(len(l4)))
-		ip[6] = proto
-		ip[7] = 64
-		s, d := src.Addr().As16(), dst.Addr().As16()
-		copy(ip[8:], s[:])
-		copy(ip[24:], d[:])
-		b = append(b, ip...)
-	}
-	return append(b, l4...)
+	return xdptest.Ethernet(lbMAC, clientMAC, xdptest.Packet(proto, src.Addr(), dst.Addr(), l4))
 }
-
-// TCP flags.
-const (
-	tcpFIN = 0x01
-	tcpSYN = 0x02
-	tcpRST = 0x04
-	tcpACK = 0x10
-)
 
 // tcpFlags returns a copy of the TCP packet b (of packet) with the flags.
 func tcpFlags(b []byte, flags byte) []byte {

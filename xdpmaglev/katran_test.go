@@ -12,6 +12,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // BenchmarkKatran measures Katran's XDP program (balancer.bpf.c of
@@ -103,7 +104,7 @@ func BenchmarkKatran(b *testing.B) {
 			before := k.counts(b)
 			var total time.Duration
 			for range b.N {
-				r, err := in2(f.ns, func() (result, error) {
+				r, err := xdptest.In(f.ns, func() (result, error) {
 					v, d, err := prog.Benchmark(in, repeat, nil)
 					return result{v, d}, err
 				})
@@ -265,7 +266,7 @@ func loadKatran(b *testing.B, f *fixtureNet, path string) *katranLB {
 		b.Fatalf("%s: no lru_mapping for %d CPUs", path, k.cpus)
 	}
 	outer.InnerMap.MaxEntries = katranLRUSize
-	coll, err := in(f.ns, func() (*ebpf.Collection, error) { return ebpf.NewCollection(spec) })
+	coll, err := xdptest.In(f.ns, func() (*ebpf.Collection, error) { return ebpf.NewCollection(spec) })
 	if err != nil {
 		b.Fatalf("loading %s: %v", path, err)
 	}
@@ -447,7 +448,7 @@ func (k *katranLB) checkFrame(b *testing.B, in []byte, v6 bool) {
 		}
 	} else {
 		got = netip.AddrFrom4([4]byte(ip[16:20]))
-		if ip[0] != 0x45 || ip[9] != 4 || ip[8] == 0 || int(binary.BigEndian.Uint16(ip[2:])) != len(in)-14+20 || csum(ip) != 0 {
+		if ip[0] != 0x45 || ip[9] != 4 || ip[8] == 0 || int(binary.BigEndian.Uint16(ip[2:])) != len(in)-14+20 || xdptest.Checksum(ip) != 0 {
 			b.Fatalf("balancer_ingress's outer IPv4 header % x: want IPIP of %d bytes with a valid checksum", ip, len(in)-14+20)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestUnresolvedBackend: an L2 backend that does not answer ARP does not
@@ -20,7 +20,7 @@ import (
 func TestUnresolvedBackend(t *testing.T) {
 	changed := make(chan Service, 4)
 	e := newE2EOpts(t, 4, Options{Changed: func(s Service) { changed <- s }})
-	e.ip(e.backends[3], "link", "set", "eth0", "down")
+	xdptest.IP(e.t, "-n", e.backends[3], "link", "set", "eth0", "down")
 	start := time.Now()
 	e.set(t, 0, 1, 2, 3)
 	if took := time.Since(start); took > time.Second {
@@ -57,7 +57,7 @@ func TestUnresolvedBackend(t *testing.T) {
 	}
 
 	// The backend answers again: within a few refresh rounds it is back.
-	e.ip(e.backends[3], "link", "set", "eth0", "up")
+	xdptest.IP(e.t, "-n", e.backends[3], "link", "set", "eth0", "up")
 	deadline := time.Now().Add(10 * time.Second)
 	for e.lb.Table(e.svc()).Diff(full) != 0 {
 		if time.Now().After(deadline) {
@@ -92,10 +92,10 @@ func TestNeighbourChange(t *testing.T) {
 		t.Fatal("no connections")
 	}
 	mac := net.HardwareAddr{0x02, 0x42, 0, 0, 0, 0x77}
-	e.ip(e.backends[1], "link", "set", "eth0", "address", mac.String())
+	xdptest.IP(e.t, "-n", e.backends[1], "link", "set", "eth0", "address", mac.String())
 	// The kernel learns it (as a gratuitous ARP or a new resolution would
 	// teach it).
-	e.ip(e.lbNS, "neigh", "replace", e.addrs[1].String(), "lladdr", mac.String(), "dev", "eth0", "nud", "reachable")
+	xdptest.IP(e.t, "-n", e.lbNS, "neigh", "replace", e.addrs[1].String(), "lladdr", mac.String(), "dev", "eth0", "nud", "reachable")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		e.lb.mu.Lock()
@@ -122,11 +122,8 @@ func TestNeighbourChange(t *testing.T) {
 func TestDriverErrors(t *testing.T) {
 	n := newTestNet(t, "xd")
 	ns := n.addNS("lb")
-	n.ip(ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	for _, dev := range []string{"v0", "v1"} {
-		n.ip(ns, "link", "set", dev, "up")
-	}
-	lb, err := in(ns, func() (*LB, error) {
+	xdptest.Veth(t, ns, "v0", ns, "v1")
+	lb, err := xdptest.In(ns, func() (*LB, error) {
 		return Load("v0", Options{Mode: AttachNative, ConntrackSize: 1024, FloodRate: -1})
 	})
 	if err != nil {
@@ -137,36 +134,15 @@ func TestDriverErrors(t *testing.T) {
 	if err := lb.SetService(svc, testBackends(1, 2, false), ServiceOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v0, err := in(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
-	if err != nil {
-		t.Fatal(err)
-	}
+	v0 := xdptest.Interface(t, ns, "v0")
 	send := func(count int) {
 		t.Helper()
-		_, err := in(ns, func() (struct{}, error) {
-			v1, err := net.InterfaceByName("v1")
-			if err != nil {
-				return struct{}{}, err
-			}
-			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, 0)
-			if err != nil {
-				return struct{}{}, err
-			}
-			defer func() { _ = unix.Close(fd) }()
-			to := &unix.SockaddrLinklayer{Ifindex: v1.Index, Halen: 6}
-			copy(to.Addr[:], v0.HardwareAddr)
-			for i := range count {
-				f := packet(client(false, uint16(30000+i)), svc.VIP, 6, nil)
-				copy(f[0:6], v0.HardwareAddr)
-				if err := unix.Sendto(fd, f, 0, to); err != nil {
-					return struct{}{}, err
-				}
-			}
-			return struct{}{}, nil
-		})
-		if err != nil {
-			t.Fatal(err)
+		frames := make([][]byte, count)
+		for i := range frames {
+			frames[i] = packet(client(false, uint16(30000+i)), svc.VIP, 6, nil)
+			copy(frames[i][0:6], v0.HardwareAddr)
 		}
+		xdptest.Send(t, ns, "v1", frames...)
 	}
 	read := func() Stats {
 		t.Helper()

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestRestartUnderTraffic: UDP flows from a client through the load
@@ -30,7 +32,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 	vipAddr := netip.MustParseAddrPort("198.19.0.1:9000")
 	cl := n.addNS("cl")
 	n.join(cl, "p-cl", "198.18.0.2/24")
-	n.ip(cl, "route", "add", vipAddr.Addr().String()+"/32", "via", "198.18.0.3")
+	xdptest.IP(n.t, "-n", cl, "route", "add", vipAddr.Addr().String()+"/32", "via", "198.18.0.3")
 	n.exec(cl, "ethtool", "-K", "eth0", "tx", "off")
 	lbNS := n.addNS("lb")
 	n.join(lbNS, "p-lb", "198.18.0.3/24")
@@ -42,13 +44,13 @@ func TestRestartUnderTraffic(t *testing.T) {
 		ns := n.addNS(fmt.Sprintf("be%d", i))
 		addr := netip.AddrFrom4([4]byte{198, 18, 0, byte(11 + i)})
 		n.join(ns, fmt.Sprintf("p-be%d", i), addr.String()+"/24")
-		n.ip(ns, "addr", "add", vipAddr.Addr().String()+"/32", "dev", "lo")
+		xdptest.IP(n.t, "-n", ns, "addr", "add", vipAddr.Addr().String()+"/32", "dev", "lo")
 		for _, dev := range []string{"all", "eth0"} {
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-			n.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
 		bs = append(bs, Backend{Addr: addr, Weight: 1})
-		pc, err := in(ns, func() (net.PacketConn, error) { return net.ListenPacket("udp4", ":9000") })
+		pc, err := xdptest.In(ns, func() (net.PacketConn, error) { return net.ListenPacket("udp4", ":9000") })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,7 +80,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 	start := func() *LB {
 		t.Helper()
 		t0 := time.Now()
-		lb, err := in(lbNS, func() (*LB, error) { return Load("eth0", opts) })
+		lb, err := xdptest.In(lbNS, func() (*LB, error) { return Load("eth0", opts) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +107,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 	var sent atomic.Int64
 	sendErr := make(chan error, 1)
 	go func() {
-		_, err := in(cl, func() (struct{}, error) {
+		_, err := xdptest.In(cl, func() (struct{}, error) {
 			var conns []*net.UDPConn
 			defer func() {
 				for _, c := range conns {
@@ -204,7 +206,7 @@ func TestRestartUnderTraffic(t *testing.T) {
 	}
 	attached := func() AttachMode {
 		t.Helper()
-		m, err := in(lbNS, func() (AttachMode, error) {
+		m, err := xdptest.In(lbNS, func() (AttachMode, error) {
 			ifc, err := net.InterfaceByName("eth0")
 			if err != nil {
 				return AttachNone, err

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // routed is the topology of a load balancer that encapsulates: a client
@@ -45,18 +47,18 @@ var (
 // handled by XDP on a veth loses the note that its checksum is still to
 // be filled in.
 func (r *routed) link(ns, dev, br string, addrs, raddrs []string) {
-	r.ip(r.router, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	xdptest.IP(r.t, "-n", r.router, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns)
 	for _, a := range addrs {
-		r.ip(ns, "addr", "add", a, "dev", "eth0", "nodad")
+		xdptest.IP(r.t, "-n", ns, "addr", "add", a, "dev", "eth0", "nodad")
 	}
 	for _, a := range raddrs {
-		r.ip(r.router, "addr", "add", a, "dev", dev, "nodad")
+		xdptest.IP(r.t, "-n", r.router, "addr", "add", a, "dev", dev, "nodad")
 	}
 	if br != "" {
-		r.ip(r.router, "link", "set", dev, "master", br)
+		xdptest.IP(r.t, "-n", r.router, "link", "set", dev, "master", br)
 	}
-	r.ip(r.router, "link", "set", dev, "up")
-	r.ip(ns, "link", "set", "eth0", "up")
+	xdptest.IP(r.t, "-n", r.router, "link", "set", dev, "up")
+	xdptest.IP(r.t, "-n", ns, "link", "set", "eth0", "up")
 	r.exec(ns, "ethtool", "-K", "eth0", "tx", "off")
 	r.exec(r.router, "ethtool", "-K", dev, "tx", "off")
 }
@@ -73,49 +75,49 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 	n := newTestNet(t, "xr")
 	r := &routed{testNet: n, vip4: netip.MustParseAddr("198.19.0.1"), vip6: netip.MustParseAddr("2001:db8:ffff::1")}
 	r.router = n.addNS("rt")
-	n.sysctl(r.router, "net.ipv4.ip_forward", "1")
-	n.sysctl(r.router, "net.ipv6.conf.all.forwarding", "1")
+	xdptest.Sysctl(n.t, r.router, "net.ipv4.ip_forward", "1")
+	xdptest.Sysctl(n.t, r.router, "net.ipv6.conf.all.forwarding", "1")
 
 	r.client = n.addNS("cl")
 	r.link(r.client, "r-cl", "", addrs("198.18.1.2/24", "2001:db8:1::2/64"), addrs("198.18.1.1/24", "2001:db8:1::1/64"))
-	n.ip(r.client, "route", "add", "default", "via", "198.18.1.1")
-	n.ip(r.client, "-6", "route", "add", "default", "via", "2001:db8:1::1")
+	xdptest.IP(n.t, "-n", r.client, "route", "add", "default", "via", "198.18.1.1")
+	xdptest.IP(n.t, "-n", r.client, "-6", "route", "add", "default", "via", "2001:db8:1::1")
 
 	r.lbNS = n.addNS("lb")
 	r.link(r.lbNS, "r-lb", "", addrs("198.18.2.2/24", "2001:db8:2::2/64"), addrs("198.18.2.1/24", "2001:db8:2::1/64"))
-	n.ip(r.lbNS, "route", "add", "default", "via", "198.18.2.1")
-	n.ip(r.lbNS, "-6", "route", "add", "default", "via", "2001:db8:2::1")
-	n.sysctl(r.lbNS, "net.ipv4.conf.all.forwarding", "1")
-	n.sysctl(r.lbNS, "net.ipv6.conf.all.forwarding", "1")
-	n.ip(r.router, "route", "add", r.vip4.String()+"/32", "via", "198.18.2.2")
-	n.ip(r.router, "-6", "route", "add", r.vip6.String()+"/128", "via", "2001:db8:2::2")
+	xdptest.IP(n.t, "-n", r.lbNS, "route", "add", "default", "via", "198.18.2.1")
+	xdptest.IP(n.t, "-n", r.lbNS, "-6", "route", "add", "default", "via", "2001:db8:2::1")
+	xdptest.Sysctl(n.t, r.lbNS, "net.ipv4.conf.all.forwarding", "1")
+	xdptest.Sysctl(n.t, r.lbNS, "net.ipv6.conf.all.forwarding", "1")
+	xdptest.IP(n.t, "-n", r.router, "route", "add", r.vip4.String()+"/32", "via", "198.18.2.2")
+	xdptest.IP(n.t, "-n", r.router, "-6", "route", "add", r.vip6.String()+"/128", "via", "2001:db8:2::2")
 
 	// Two backend subnets, two backends each.
 	for s, sub := range []int{3, 4} {
 		br := fmt.Sprintf("br%d", sub)
-		n.ip(r.router, "link", "add", br, "type", "bridge")
-		n.ip(r.router, "addr", "add", fmt.Sprintf("198.18.%d.1/24", sub), "dev", br)
-		n.ip(r.router, "addr", "add", fmt.Sprintf("2001:db8:%d::1/64", sub), "dev", br, "nodad")
-		n.ip(r.router, "link", "set", br, "up")
+		xdptest.IP(n.t, "-n", r.router, "link", "add", br, "type", "bridge")
+		xdptest.IP(n.t, "-n", r.router, "addr", "add", fmt.Sprintf("198.18.%d.1/24", sub), "dev", br)
+		xdptest.IP(n.t, "-n", r.router, "addr", "add", fmt.Sprintf("2001:db8:%d::1/64", sub), "dev", br, "nodad")
+		xdptest.IP(n.t, "-n", r.router, "link", "set", br, "up")
 		for j := range 2 {
 			i := 2*s + j
 			ns := n.addNS(fmt.Sprintf("be%d", i))
 			a4 := netip.MustParseAddr(fmt.Sprintf("198.18.%d.%d", sub, 10+j))
 			a6 := netip.MustParseAddr(fmt.Sprintf("2001:db8:%d::%d", sub, 10+j))
 			r.link(ns, fmt.Sprintf("r-be%d", i), br, addrs(a4.String()+"/24", a6.String()+"/64"), nil)
-			n.ip(ns, "route", "add", "default", "via", fmt.Sprintf("198.18.%d.1", sub))
-			n.ip(ns, "-6", "route", "add", "default", "via", fmt.Sprintf("2001:db8:%d::1", sub))
-			n.ip(ns, "addr", "add", r.vip4.String()+"/32", "dev", "lo")
-			n.ip(ns, "addr", "add", r.vip6.String()+"/128", "dev", "lo")
+			xdptest.IP(n.t, "-n", ns, "route", "add", "default", "via", fmt.Sprintf("198.18.%d.1", sub))
+			xdptest.IP(n.t, "-n", ns, "-6", "route", "add", "default", "via", fmt.Sprintf("2001:db8:%d::1", sub))
+			xdptest.IP(n.t, "-n", ns, "addr", "add", r.vip4.String()+"/32", "dev", "lo")
+			xdptest.IP(n.t, "-n", ns, "addr", "add", r.vip6.String()+"/128", "dev", "lo")
 			for _, dev := range []string{"all", "eth0"} {
-				n.sysctl(ns, "net.ipv4.conf."+dev+".rp_filter", "0")
+				xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+dev+".rp_filter", "0")
 			}
 			// Second chance: a backend passes packets on to another,
 			// which its kernel must allow (bpf_fib_lookup), and XDP_TX on
 			// its veth needs a program on the peer.
-			n.sysctl(ns, "net.ipv4.conf.all.forwarding", "1")
-			n.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
-			d, err := in(ns, func() (*Decap, error) {
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf.all.forwarding", "1")
+			xdptest.Sysctl(n.t, ns, "net.ipv6.conf.all.forwarding", "1")
+			d, err := xdptest.In(ns, func() (*Decap, error) {
 				return AttachDecap("eth0", DecapOptions{VIPs: []netip.Addr{r.vip4, r.vip6}, Sources: routedSources, Mode: AttachNative})
 			})
 			if err != nil {
@@ -143,7 +145,7 @@ func newRoutedOpts(t *testing.T, opts Options) *routed {
 		}
 	}
 
-	lb, err := in(r.lbNS, func() (*LB, error) {
+	lb, err := xdptest.In(r.lbNS, func() (*LB, error) {
 		opts.Seed, opts.Mode = e2eSeed, AttachNative
 		return Load("eth0", opts)
 	})
@@ -176,11 +178,11 @@ var routedSources = []netip.Prefix{
 func (r *routed) addLB2(t *testing.T, opts Options) *LB {
 	ns := r.addNS("lb2")
 	r.link(ns, "r-lb2", "", addrs("198.18.5.2/24", "2001:db8:5::2/64"), addrs("198.18.5.1/24", "2001:db8:5::1/64"))
-	r.ip(ns, "route", "add", "default", "via", "198.18.5.1")
-	r.ip(ns, "-6", "route", "add", "default", "via", "2001:db8:5::1")
-	r.sysctl(ns, "net.ipv4.conf.all.forwarding", "1")
-	r.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")
-	lb, err := in(ns, func() (*LB, error) {
+	xdptest.IP(r.t, "-n", ns, "route", "add", "default", "via", "198.18.5.1")
+	xdptest.IP(r.t, "-n", ns, "-6", "route", "add", "default", "via", "2001:db8:5::1")
+	xdptest.Sysctl(r.t, ns, "net.ipv4.conf.all.forwarding", "1")
+	xdptest.Sysctl(r.t, ns, "net.ipv6.conf.all.forwarding", "1")
+	lb, err := xdptest.In(ns, func() (*LB, error) {
 		opts.Seed, opts.Mode = e2eSeed, AttachNative
 		return Load("eth0", opts)
 	})
@@ -221,7 +223,7 @@ func (r *routed) dial(vip netip.AddrPort, port int) (*conn, error) {
 	if vip.Addr().Is6() {
 		src = routedClient6
 	}
-	c, err := in(r.client, func() (net.Conn, error) {
+	c, err := xdptest.In(r.client, func() (net.Conn, error) {
 		d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, uint16(port)))}
 		return d.Dial("tcp", vip.String())
 	})
@@ -348,8 +350,8 @@ func TestNextHopRefresh(t *testing.T) {
 		}
 	}
 	check("before")
-	r.ip(r.lbNS, "neigh", "flush", "dev", "eth0")
-	r.ip(r.lbNS, "-6", "neigh", "flush", "dev", "eth0")
+	xdptest.IP(r.t, "-n", r.lbNS, "neigh", "flush", "dev", "eth0")
+	xdptest.IP(r.t, "-n", r.lbNS, "-6", "neigh", "flush", "dev", "eth0")
 	deadline := time.Now().Add(5 * time.Second)
 	for _, hop := range hops {
 		for {
@@ -398,7 +400,7 @@ func TestRoutedPathMTU(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The upload.
-				n, err := in(r.client, func() (string, error) {
+				n, err := xdptest.In(r.client, func() (string, error) {
 					c, err := net.DialTimeout("tcp", up.VIP.String(), 3*time.Second)
 					if err != nil {
 						return "", err
@@ -426,9 +428,9 @@ func TestRoutedPathMTU(t *testing.T) {
 				}
 
 				// The download, through a router link of MTU 1400.
-				r.ip(r.router, "link", "set", "r-cl", "mtu", "1400")
-				defer r.ip(r.router, "link", "set", "r-cl", "mtu", "1500")
-				got, err := in(r.client, func() (int64, error) {
+				xdptest.IP(r.t, "-n", r.router, "link", "set", "r-cl", "mtu", "1400")
+				defer xdptest.IP(r.t, "-n", r.router, "link", "set", "r-cl", "mtu", "1500")
+				got, err := xdptest.In(r.client, func() (int64, error) {
 					c, err := net.DialTimeout("tcp", down.VIP.String(), 3*time.Second)
 					if err != nil {
 						return 0, err

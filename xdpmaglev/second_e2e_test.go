@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // longLived keeps each connection echoing a line every 100 ms until stop,
@@ -179,7 +181,7 @@ func TestSecondChanceTwoLBs(t *testing.T) {
 			}
 			moved := movedPorts(svc, old, r.lb.Table(svc), 46000)
 			time.Sleep(300 * time.Millisecond)
-			r.ip(r.router, "route", "replace", r.vip4.String()+"/32", "via", "198.18.5.2")
+			xdptest.IP(r.t, "-n", r.router, "route", "replace", r.vip4.String()+"/32", "via", "198.18.5.2")
 			time.Sleep(2 * time.Second)
 			broken := l.end()
 			st2, err := lb2.Stats()

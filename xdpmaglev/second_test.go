@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // secondHeader is the GUE variant 0 header of second chance naming the
@@ -135,7 +137,7 @@ func TestDecapSecondHop(t *testing.T) {
 	hostv4, hostv6 := netip.MustParseAddr("198.18.64.10"), netip.MustParseAddr("2001:db8:40::10")
 	secv4, secv6 := netip.MustParseAddr("198.18.64.11"), netip.MustParseAddr("2001:db8:40::11")
 	trusted := []netip.Prefix{netip.PrefixFrom(source(false), 24), netip.PrefixFrom(source(true), 64)}
-	d, err := in(f.ns, func() (*Decap, error) {
+	d, err := xdptest.In(f.ns, func() (*Decap, error) {
 		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}, Sources: trusted})
 	})
 	if err != nil {
@@ -161,7 +163,7 @@ func TestDecapSecondHop(t *testing.T) {
 		}
 		// Here: a SYN, UDP, no hops left.
 		udp := packet(c, vip(v6, 80), 17, []byte("data"))[14:]
-		syn := tcpFlags(packet(c, vip(v6, 80), 6, []byte("data")), tcpSYN)[14:]
+		syn := tcpFlags(packet(c, vip(v6, 80), 6, []byte("data")), xdptest.FlagSYN)[14:]
 		for name, inner := range map[string][]byte{"SYN": syn, "UDP": udp} {
 			in := frame(inner, 1)
 			want := append(append([]byte{}, in[:12]...), append([]byte{0x08, 0x00}, inner...)...)

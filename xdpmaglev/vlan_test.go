@@ -9,6 +9,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestVLAN: the client's IPv4 frames leave it tagged with VLAN 5 (a tc
@@ -43,7 +44,7 @@ func TestVLAN(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = push.Close() })
-	l, err := in(e.client, func() (link.Link, error) {
+	l, err := xdptest.In(e.client, func() (link.Link, error) {
 		ifc, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return nil, err
@@ -55,7 +56,7 @@ func TestVLAN(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	dial := func() error {
-		c, err := in(e.client, func() (net.Conn, error) {
+		c, err := xdptest.In(e.client, func() (net.Conn, error) {
 			d := net.Dialer{Timeout: time.Second}
 			return d.Dial("tcp4", e.vip.String())
 		})

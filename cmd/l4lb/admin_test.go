@@ -2,12 +2,12 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestMetricsEndpoint runs the built l4lb on a veth in a namespace of its
@@ -26,18 +26,15 @@ import (
 // backend and by reason (the 3 dropped by the loop guard), l4lb_build_info, a target_info naming l4lb and
 // its version, and the Go runtime's and the process's metrics.
 func TestMetricsEndpoint(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbm")
+	ns := xdptest.VethNS(t, "l4lbm")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "127.0.0.1:9181")
 	t.Cleanup(func() { p.stop() })
 	p.await("admin on")
 
-	v0, err := inNS(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
-	if err != nil {
-		t.Fatal(err)
-	}
+	v0 := xdptest.Interface(t, ns, "v0")
 	var frames [][]byte
 	for i := range 8 {
 		port := uint16(80)
@@ -46,9 +43,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 		frames = append(frames, synFrame(v0.HardwareAddr, uint16(40000+i), port))
 	}
-	if err := nstest.Send(ns, frames...); err != nil {
-		t.Fatal(err)
-	}
+	xdptest.Send(t, ns, "v1", frames...)
 
 	want := []string{
 		`maglev_xdp_packets_total{maglev_backend="198.18.0.11",maglev_service="tcp/198.19.0.1:80",otel_scope_name="github.com/maglevlb/maglev/xdpmaglev",otel_scope_schema_url="",otel_scope_version=""} 5`,
@@ -62,7 +57,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	// The frames are counted once the program has run on them: a few
 	// scrapes, 100 ms apart, for at most 5 s.
 	for range 50 {
-		b, err := inNS(ns, func() ([]byte, error) {
+		b, err := xdptest.In(ns, func() ([]byte, error) {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:9181", 5*time.Second)
 			if err != nil {
 				return nil, err
@@ -126,17 +121,12 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 }
 
-// synFrame is an Ethernet frame to dst carrying a TCP SYN from
-// 198.18.0.2:sport to 198.19.0.1:dport: 54 bytes.
+// synFrame is an Ethernet frame to dst from 02:00:00:00:00:02 carrying a
+// TCP SYN from 198.18.0.2:sport to 198.19.0.1:dport: 54 bytes.
 func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
-	b := append([]byte{}, dst...)
-	b = append(b, 0x02, 0, 0, 0, 0, 0x02, 0x08, 0x00)
-	ip := []byte{0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 198, 18, 0, 2, 198, 19, 0, 1}
-	tcp := make([]byte, 20)
-	binary.BigEndian.PutUint16(tcp[0:], sport)
-	binary.BigEndian.PutUint16(tcp[2:], dport)
-	tcp[12], tcp[13] = 5<<4, 0x02
-	return append(append(b, ip...), tcp...)
+	return xdptest.Ethernet(dst, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02},
+		xdptest.Packet(xdptest.ProtoTCP, netip.AddrFrom4([4]byte{198, 18, 0, 2}), netip.AddrFrom4([4]byte{198, 19, 0, 1}),
+			xdptest.TCP(sport, dport, xdptest.FlagSYN, nil)))
 }
 
 // TestDrainNoBackend runs l4lb run -config with two services, web (backends
@@ -148,9 +138,9 @@ func synFrame(dst net.HardwareAddr, sport, dport uint16) []byte {
 // draining, may be drained; the file's drain of a non-member stays. Every
 // answer is a list: of the one service, or of both for a backend of both.
 func TestDrainNoBackend(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbd")
+	ns := xdptest.VethNS(t, "l4lbd")
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
 	write := func(web string) {
 		t.Helper()

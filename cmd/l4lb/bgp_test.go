@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // needBird skips the test (fails it under CI=true) without bird and
@@ -26,11 +27,7 @@ func needBird(t *testing.T) {
 	t.Helper()
 	for _, bin := range []string{"bird", "birdc"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			why := bin + " is missing: install Debian's bird2"
-			if os.Getenv("CI") == "true" {
-				t.Fatal(why)
-			}
-			t.Skip(why)
+			xdptest.Skip(t, bin+" is missing: install Debian's bird2")
 		}
 	}
 }
@@ -173,17 +170,13 @@ func lbStatus(t *testing.T, ns string) status {
 func routerNS(t *testing.T, tag string, n int) (lbNS, beNS, rNS string, addrs []netip.Addr) {
 	t.Helper()
 	lbNS, beNS, addrs = healthNS(t, tag, n)
-	rNS = fmt.Sprintf("%sr-%d", tag, os.Getpid())
-	ip(t, "netns", "add", rNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", rNS).Run() }) // best effort
-	ip(t, "-n", lbNS, "link", "add", "r0", "type", "veth", "peer", "name", "r1")
-	ip(t, "-n", lbNS, "link", "set", "r1", "netns", rNS)
-	ip(t, "-n", lbNS, "addr", "add", "198.18.1.3/24", "dev", "r0")
-	ip(t, "-n", rNS, "addr", "add", "198.18.1.1/24", "dev", "r1")
-	ip(t, "-n", lbNS, "link", "set", "r0", "up")
-	for _, dev := range []string{"lo", "r1"} {
-		ip(t, "-n", rNS, "link", "set", dev, "up")
-	}
+	rNS = xdptest.NewNS(t, tag+"r")
+	xdptest.IP(t, "-n", lbNS, "link", "add", "r0", "type", "veth", "peer", "name", "r1")
+	xdptest.IP(t, "-n", lbNS, "link", "set", "r1", "netns", rNS)
+	xdptest.IP(t, "-n", lbNS, "addr", "add", "198.18.1.3/24", "dev", "r0")
+	xdptest.IP(t, "-n", rNS, "addr", "add", "198.18.1.1/24", "dev", "r1")
+	xdptest.IP(t, "-n", lbNS, "link", "set", "r0", "up")
+	xdptest.IP(t, "-n", rNS, "link", "set", "r1", "up")
 	return lbNS, beNS, rNS, addrs
 }
 
@@ -198,7 +191,7 @@ func routerNS(t *testing.T, tag string, n int) (lbNS, beNS, rNS string, addrs []
 // after -bgp-drain (as with -bgp-restart-time 0). /debug/maglev and
 // /metrics show the session and the route throughout.
 func TestBGP(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	needBird(t)
 	bin := build(t)
 	lbNS, beNS, rNS, addrs := routerNS(t, "bgp", 2)
@@ -348,7 +341,7 @@ protocol bgp lb {
 // `ip route show` prints it, or "".
 func kernelRoute(t *testing.T, ns, prefix string) string {
 	t.Helper()
-	return strings.TrimSpace(ip(t, "-n", ns, "route", "show", prefix))
+	return strings.TrimSpace(xdptest.IP(t, "-n", ns, "route", "show", prefix))
 }
 
 // awaitKernelRoute polls the router namespace's kernel table until it has
@@ -466,7 +459,7 @@ func (r *router) establishedAs(proto string) bool {
 // the route leaves the kernel's table while l4lb still runs, and l4lb
 // exits after -bgp-drain, detached.
 func TestBGPGracefulRestart(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	needBird(t)
 	bin := build(t)
 	lbNS, _, rNS, addrs := routerNS(t, "bgpgr", 1)
@@ -633,13 +626,13 @@ protocol bgp lb {
 // the next l4lb's End-of-RIB refreshes it, and POST /drain-lb withdraws it
 // before l4lb exits.
 func TestBGPIPv6(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	needBird(t)
 	bin := build(t)
 	lbNS, beNS, rNS, _ := routerNS(t, "bgp6", 0)
-	ip(t, "-n", lbNS, "addr", "add", "2001:db8:1::3/64", "dev", "r0", "nodad")
-	ip(t, "-n", rNS, "addr", "add", "2001:db8:1::1/64", "dev", "r1", "nodad")
-	ip(t, "-n", beNS, "addr", "add", "2001:db8::11/64", "dev", "v1", "nodad")
+	xdptest.IP(t, "-n", lbNS, "addr", "add", "2001:db8:1::3/64", "dev", "r0", "nodad")
+	xdptest.IP(t, "-n", rNS, "addr", "add", "2001:db8:1::1/64", "dev", "r1", "nodad")
+	xdptest.IP(t, "-n", beNS, "addr", "add", "2001:db8::11/64", "dev", "v1", "nodad")
 	r := startBird(t, rNS, `router id 198.18.1.1;
 protocol device { }
 protocol kernel { ipv6 { export all; }; }
@@ -664,7 +657,7 @@ protocol bgp lb {
 	if !strings.Contains(got, "via 2001:db8:1::3 on r1") || !strings.Contains(got, "AS65001i") {
 		t.Errorf("the router's route: %q, want via 2001:db8:1::3 on r1, AS path 65001", got)
 	}
-	kernel := func() string { return strings.TrimSpace(ip(t, "-6", "-n", rNS, "route", "show", prefix)) }
+	kernel := func() string { return strings.TrimSpace(xdptest.IP(t, "-6", "-n", rNS, "route", "show", prefix)) }
 	deadline := time.Now().Add(10 * time.Second)
 	for kernel() == "" {
 		if time.Now().After(deadline) {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // runL4lb runs the built l4lb with args, in namespace ns (none if ""),
@@ -130,9 +130,9 @@ func TestFlagFirst(t *testing.T) {
 // a reload of the same file gives: POST /reload's and l4lb reload's, of a
 // running l4lb whose file it is.
 func TestCheckCommand(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4chk")
+	ns := xdptest.VethNS(t, "l4chk")
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
 	good := "iface: v0\nm: 251\nadmin: 127.0.0.1:9190\npin-dir: \"\"\nservices:\n" +
 		"  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11=02:00:00:00:00:11]\n" +
@@ -180,9 +180,9 @@ func TestCheckCommand(t *testing.T) {
 // the admin API's message; l4lb reload applies a changed file and prints
 // what it did.
 func TestStatusCommand(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4st")
+	ns := xdptest.VethNS(t, "l4st")
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
 	file := "iface: v0\nm: 251\nadmin: 127.0.0.1:9191\npin-dir: \"\"\nservices:\n" +
 		"  - name: web\n    vip: 198.19.0.1:80\n    backends: [198.18.0.11=02:00:00:00:00:11, 198.18.0.12=02:00:00:00:00:12]\n" +
@@ -264,17 +264,12 @@ func TestStatusCommand(t *testing.T) {
 // namespace ns.
 func sendSYNs(t *testing.T, ns string, n int) {
 	t.Helper()
-	v0, err := nstest.MAC(ns, "v0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	v0 := xdptest.Interface(t, ns, "v0").HardwareAddr
 	frames := make([][]byte, n)
 	for i := range frames {
 		frames[i] = synFrame(v0, uint16(41000+i), 80)
 	}
-	if err := nstest.Send(ns, frames...); err != nil {
-		t.Fatal(err)
-	}
+	xdptest.Send(t, ns, "v1", frames...)
 }
 
 // TestCommandForms: l4lb run, decap and detach, the commands, take what
@@ -283,9 +278,9 @@ func sendSYNs(t *testing.T, ns string, n int) {
 // detach says there is nothing pinned; a flag of another command is
 // refused as unknown (exit 1, with the usage).
 func TestCommandForms(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4form")
+	ns := xdptest.VethNS(t, "l4form")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "", "-pin-dir", "")
 	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 1 backends" {
 		t.Fatalf("l4lb run: first line %q", l)

@@ -1,15 +1,15 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestDecapCommand builds l4lb and runs l4lb decap on a veth in a
@@ -21,10 +21,10 @@ import (
 // untrusted source), serves its counters at /debug/maglev, and on SIGTERM
 // prints them, detaches and exits 0.
 func TestDecapCommand(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbd")
-	ip(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
+	ns := xdptest.VethNS(t, "l4lbd")
+	xdptest.IP(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
 
 	p := start(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
 	if l, want := p.next(), "l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)"; l != want {
@@ -34,38 +34,34 @@ func TestDecapCommand(t *testing.T) {
 	if l := p.next(); l != "l4lb: admin on http://127.0.0.1:9182/debug/maglev" {
 		t.Fatalf("second line %q", l)
 	}
-	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
+	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
 		t.Fatalf("no XDP program on v0: %s", out)
 	}
 
-	v0, err := inNS(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
-	if err != nil {
-		t.Fatal(err)
+	v0 := xdptest.Interface(t, ns, "v0")
+	a := func(last byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, last}) }
+	vip := func(last byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 255, last}) }
+	client, host, stranger := a(2), a(3), a(9)
+	inner := func(to netip.Addr) []byte {
+		return xdptest.Packet(xdptest.ProtoUDP, client, to, xdptest.UDP(40000, 53, []byte("query")))
 	}
-	client, host, stranger := [4]byte{198, 18, 0, 2}, [4]byte{198, 18, 0, 3}, [4]byte{198, 18, 0, 9}
-	udp := func(dport uint16, payload []byte) []byte {
-		b := make([]byte, 8, 8+len(payload))
-		binary.BigEndian.PutUint16(b[0:], 40000)
-		binary.BigEndian.PutUint16(b[2:], dport)
-		binary.BigEndian.PutUint16(b[4:], uint16(8+len(payload)))
-		return append(b, payload...)
+	eth := func(p []byte) []byte {
+		return xdptest.Ethernet(v0.HardwareAddr, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}, p)
 	}
-	inner := func(vip [4]byte) []byte { return nstest.IPv4(17, client, vip, udp(53, []byte("query"))) }
 	frames := [][]byte{
-		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(4, client, host, inner([4]byte{198, 18, 255, 1}))),               // IPIP: decapsulated
-		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(17, client, host, udp(6080, inner([4]byte{198, 18, 255, 2})))),   // GUE: decapsulated
-		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(4, client, host, inner([4]byte{198, 18, 255, 9}))),               // not a VIP: passed
-		nstest.EthIPv4(v0.HardwareAddr, nstest.IPv4(17, stranger, host, udp(6080, inner([4]byte{198, 18, 255, 1})))), // untrusted: dropped
+		eth(xdptest.Packet(xdptest.ProtoIPIP, client, host, inner(vip(1)))),                            // IPIP: decapsulated
+		eth(xdptest.Packet(xdptest.ProtoUDP, client, host, xdptest.UDP(40000, 6080, inner(vip(2))))),   // GUE: decapsulated
+		eth(xdptest.Packet(xdptest.ProtoIPIP, client, host, inner(vip(9)))),                            // not a VIP: passed
+		eth(xdptest.Packet(xdptest.ProtoUDP, stranger, host, xdptest.UDP(40000, 6080, inner(vip(1))))), // untrusted: dropped
 	}
-	if err := nstest.Send(ns, frames...); err != nil {
-		t.Fatal(err)
-	}
+	xdptest.Send(t, ns, "v1", frames...)
 
 	// The frames are counted once the program has run on them: a few
 	// requests, 100 ms apart, for at most 5 s.
 	var st decapStatus
 	var body []byte
 	for range 50 {
+		var err error
 		if body, err = requestAt(ns, "127.0.0.1:9182", "GET", "/debug/maglev"); err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +84,7 @@ func TestDecapCommand(t *testing.T) {
 		rest[1] != "l4lb: detached from v0" {
 		t.Errorf("last lines %q", rest)
 	}
-	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
+	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
 	}
 	if logged := p.logged(); !slices.Contains(logged, "WARN l4lb: -decap: VIP 198.18.255.2 is on no interface: the kernel drops the decapsulated packets (ip addr add 198.18.255.2/32 dev lo)") ||

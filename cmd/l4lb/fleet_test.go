@@ -26,6 +26,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -123,18 +124,6 @@ func (f *fleet) nsexec(ns string, args ...string) {
 	f.run("ip", append([]string{"netns", "exec", ns}, args...)...)
 }
 
-func (f *fleet) sysctl(ns, key, value string) {
-	f.nsexec(ns, "sh", "-c", fmt.Sprintf("echo %s > /proc/sys/%s", value, strings.ReplaceAll(key, ".", "/")))
-}
-
-func (f *fleet) addNS(name string) string {
-	ns := fmt.Sprintf("fl%s-%s", name, f.suffix)
-	f.run("ip", "netns", "add", ns)
-	f.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	f.ip(ns, "link", "set", "lo", "up")
-	return ns
-}
-
 // join connects ns to the bridge: eth0 in ns, with addr/24, port in the
 // bridge's namespace.
 func (f *fleet) join(ns, port, addr string) {
@@ -145,14 +134,7 @@ func (f *fleet) join(ns, port, addr string) {
 }
 
 func newFleet(t *testing.T) *fleet {
-	need(t)
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		msg := "ethtool is missing: install it (apt-get install ethtool)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	xdptest.Need(t, "ethtool")
 	f := &fleet{t: t, suffix: fmt.Sprint(os.Getpid()), regs: map[int]*etcdmaglev.Registration{}, weights: map[int]uint32{}}
 	f.bin = build(t) // skips under -race, as build says
 
@@ -166,13 +148,13 @@ func newFleet(t *testing.T) *fleet {
 	}
 	t.Cleanup(func() { _ = f.pass.Close() })
 
-	f.sw = f.addNS("sw")
+	f.sw = xdptest.NewNS(f.t, "flsw")
 	f.ip(f.sw, "link", "add", "br0", "type", "bridge")
 	f.ip(f.sw, "link", "set", "br0", "up")
 
-	f.rt = f.addNS("rt")
+	f.rt = xdptest.NewNS(f.t, "flrt")
 	f.join(f.rt, "p-rt", "198.18.0.1")
-	f.client = f.addNS("cl")
+	f.client = xdptest.NewNS(f.t, "flcl")
 	f.ip(f.rt, "link", "add", "eth1", "type", "veth", "peer", "name", "eth0", "netns", f.client)
 	f.ip(f.rt, "addr", "add", "198.18.1.1/24", "dev", "eth1")
 	f.ip(f.rt, "link", "set", "eth1", "up")
@@ -187,11 +169,11 @@ func newFleet(t *testing.T) *fleet {
 		{"net.ipv4.conf.eth0.rp_filter", "0"},
 		{"net.ipv4.conf.eth1.rp_filter", "0"},
 	} {
-		f.sysctl(f.rt, kv[0], kv[1])
+		xdptest.Sysctl(f.t, f.rt, kv[0], kv[1])
 	}
 	// The load generator's connections: ports reused soon after TIME_WAIT.
-	f.sysctl(f.client, "net.ipv4.ip_local_port_range", "10000 60999")
-	f.sysctl(f.client, "net.ipv4.tcp_tw_reuse", "1")
+	xdptest.Sysctl(f.t, f.client, "net.ipv4.ip_local_port_range", "10000 60999")
+	xdptest.Sysctl(f.t, f.client, "net.ipv4.tcp_tw_reuse", "1")
 	// Forwarded packets must carry whole checksums: no transmit offload
 	// on the veths that send them.
 	f.nsexec(f.client, "ethtool", "-K", "eth0", "tx", "off")
@@ -199,20 +181,20 @@ func newFleet(t *testing.T) *fleet {
 	f.nsexec(f.rt, "ethtool", "-K", "eth1", "tx", "off")
 
 	for i := range fleetLBs {
-		ns := f.addNS(fmt.Sprintf("lb%d", i))
+		ns := xdptest.NewNS(f.t, fmt.Sprintf("fllb%d", i))
 		f.join(ns, fmt.Sprintf("p-lb%d", i), lbAddr(i))
 		f.nsexec(ns, "ethtool", "-K", "eth0", "tx", "off")
 		f.lbs = append(f.lbs, ns)
 		attachXDP(t, f.sw, fmt.Sprintf("p-lb%d", i), f.pass)
 	}
 	for i := range fleetBEs {
-		ns := f.addNS(fmt.Sprintf("be%d", i))
+		ns := xdptest.NewNS(f.t, fmt.Sprintf("flbe%d", i))
 		f.join(ns, fmt.Sprintf("p-be%d", i), beAddr(i).String())
 		f.ip(ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
 		f.ip(ns, "route", "add", "default", "via", "198.18.0.1")
 		for _, dev := range []string{"all", "eth0"} {
-			f.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-			f.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+			xdptest.Sysctl(f.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			xdptest.Sysctl(f.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
 		f.bes = append(f.bes, ns)
 		serve(t, ns, beAddr(i).String())
@@ -239,7 +221,7 @@ func (f *fleet) forwardEtcd(ns string) {
 // forwardEtcd makes etcd reachable at 127.0.0.1:2379 in namespace ns (see
 // fleet.forwardEtcd), until the end of the test.
 func forwardEtcd(t *testing.T, ns string, etcd *etcdtest.Server) {
-	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", "127.0.0.1:2379") })
+	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", "127.0.0.1:2379") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +280,7 @@ func serve(t *testing.T, ns, name string) (stop func()) { return serveAt(t, ns, 
 
 // serveAt is serve on addr.
 func serveAt(t *testing.T, ns, name, addr string) (stop func()) {
-	ln, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
+	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +446,7 @@ func predict(t *maglev.Table, port int) string {
 
 // get fetches path from load balancer i's admin listener, in its namespace.
 func (f *fleet) get(i int, path string, v any) error {
-	body, err := inNS(f.lbs[i], func() ([]byte, error) {
+	body, err := xdptest.In(f.lbs[i], func() ([]byte, error) {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:9180", 2*time.Second)
 		if err != nil {
 			return nil, err
@@ -636,7 +618,7 @@ func dialEach(ns string, vip netip.AddrPort, ports []int, want func(port int) st
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			_, _ = inNS(ns, func() (struct{}, error) {
+			_, _ = xdptest.In(ns, func() (struct{}, error) {
 				for port := range work {
 					c, err := dialFromTo(port, vip)
 					mu.Lock()
@@ -841,7 +823,7 @@ func TestFleet(t *testing.T) {
 	tbl = f.table()
 	newBE := beAddr(4).String()
 	var first time.Duration
-	_, _ = inNS(f.client, func() (struct{}, error) {
+	_, _ = xdptest.In(f.client, func() (struct{}, error) {
 		for _, port := range portsTo(tbl, newBE, 40000, 2000) {
 			c, err := dialFrom(port)
 			if err != nil {
@@ -1008,7 +990,7 @@ func startLoad(ns string, workers int, pause time.Duration) *load {
 	l := &load{failures: map[string]int{}, quit: make(chan struct{})}
 	for w := range workers {
 		l.wg.Go(func() {
-			_, _ = inNS(ns, func() (struct{}, error) {
+			_, _ = xdptest.In(ns, func() (struct{}, error) {
 				for n := 0; ; n++ {
 					select {
 					case <-l.quit:

@@ -2,13 +2,11 @@ package main
 
 import (
 	"encoding/json"
-	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestForwardCommand builds l4lb and runs it with -forward gue on a veth
@@ -18,18 +16,10 @@ import (
 // with forwarding on and the backend's neighbour entry, the next SYN is
 // encapsulated and sent. SIGTERM detaches it.
 func TestForwardCommand(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbf")
-	sysctl := func(key, v string) {
-		t.Helper()
-		if _, err := inNS(ns, func() (struct{}, error) {
-			return struct{}{}, os.WriteFile("/proc/sys/"+strings.ReplaceAll(key, ".", "/"), []byte(v), 0)
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sysctl("net.ipv4.conf.all.forwarding", "0") // a new namespace's default; set, so that the test does not depend on it
+	ns := xdptest.VethNS(t, "l4lbf")
+	xdptest.Sysctl(t, ns, "net.ipv4.conf.all.forwarding", "0") // a new namespace's default; set, so that the test does not depend on it
 
 	// -pin-dir "": the test reads l4lb's warnings whole, which would
 	// otherwise say whether a BPF filesystem is at the default.
@@ -49,15 +39,10 @@ func TestForwardCommand(t *testing.T) {
 		t.Fatalf("third line %q", l)
 	}
 
-	v0, err := inNS(ns, func() (*net.Interface, error) { return net.InterfaceByName("v0") })
-	if err != nil {
-		t.Fatal(err)
-	}
+	v0 := xdptest.Interface(t, ns, "v0")
 	syn := func(sport uint16) {
 		t.Helper()
-		if err := nstest.Send(ns, synFrame(v0.HardwareAddr, sport, 80)); err != nil {
-			t.Fatal(err)
-		}
+		xdptest.Send(t, ns, "v1", synFrame(v0.HardwareAddr, sport, 80))
 	}
 	// stats polls /debug/maglev until ok, for at most 5 s.
 	stats := func(ok func(status) bool) (status, []byte) {
@@ -87,8 +72,8 @@ func TestForwardCommand(t *testing.T) {
 		t.Errorf("forwarding off: /debug/maglev: %s", body)
 	}
 
-	sysctl("net.ipv4.conf.all.forwarding", "1")
-	ip(t, "-n", ns, "neigh", "replace", "198.18.0.11", "lladdr", "02:00:00:00:00:11", "dev", "v0", "nud", "permanent")
+	xdptest.Sysctl(t, ns, "net.ipv4.conf.all.forwarding", "1")
+	xdptest.IP(t, "-n", ns, "neigh", "replace", "198.18.0.11", "lladdr", "02:00:00:00:00:11", "dev", "v0", "nud", "permanent")
 	syn(40001)
 	st, body = stats(func(st status) bool { return st.Stats.Forwarded >= 1 })
 	// (The service's and backend's packet counts are not checked: they

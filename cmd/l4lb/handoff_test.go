@@ -19,6 +19,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 )
@@ -59,27 +60,27 @@ func newHandoffNet(t *testing.T) *handoffNet {
 	n := &handoffNet{routedNet: newRoutedNet(t, "h"), dir: t.TempDir()}
 	n.bin = build(t)
 	for i := range handoffLBs {
-		ns := n.addNS(fmt.Sprintf("lb%d", i))
+		ns := xdptest.NewNS(n.t, fmt.Sprintf("%slb%d", n.tag, i))
 		dev := fmt.Sprintf("r-lb%d", i)
 		n.link(ns, dev, lbAddr(i)+"/24", true)
-		ip(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
-		n.sysctl(ns, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's encapsulation
+		xdptest.IP(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
+		xdptest.Sysctl(n.t, ns, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's encapsulation
 		n.attachPass(dev)
 		n.lbs = append(n.lbs, ns)
 	}
 	n.route(0)
 	for i := range handoffBEs {
-		ns := n.addNS(fmt.Sprintf("be%d", i))
+		ns := xdptest.NewNS(n.t, fmt.Sprintf("%sbe%d", n.tag, i))
 		dev := fmt.Sprintf("r-be%d", i)
 		n.link(ns, dev, beAddr(i).String()+"/24", true)
-		ip(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
-		ip(t, "-n", ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
+		xdptest.IP(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
+		xdptest.IP(t, "-n", ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
 		for _, d := range []string{"all", "eth0"} {
-			n.sysctl(ns, "net.ipv4.conf."+d+".arp_ignore", "1")
-			n.sysctl(ns, "net.ipv4.conf."+d+".arp_announce", "2")
-			n.sysctl(ns, "net.ipv4.conf."+d+".rp_filter", "0")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+d+".arp_ignore", "1")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+d+".arp_announce", "2")
+			xdptest.Sysctl(n.t, ns, "net.ipv4.conf."+d+".rp_filter", "0")
 		}
-		n.sysctl(ns, "net.ipv4.ip_forward", "1") // a second hop is routed on
+		xdptest.Sysctl(n.t, ns, "net.ipv4.ip_forward", "1") // a second hop is routed on
 		n.attachPass(dev)
 		d := start(t, ns, n.bin, "decap", "-iface", "eth0", "-vip", fleetVIP.Addr().String(), "-decap-sources", "198.18.0.0/24", "-admin", handoffDecapAdmin)
 		d.await("decapsulating IPIP and GUE")
@@ -93,7 +94,7 @@ func newHandoffNet(t *testing.T) *handoffNet {
 
 // route routes the VIP to load balancer i.
 func (n *handoffNet) route(i int) {
-	ip(n.t, "-n", n.router, "route", "replace", fleetVIP.Addr().String()+"/32", "via", lbAddr(i))
+	xdptest.IP(n.t, "-n", n.router, "route", "replace", fleetVIP.Addr().String()+"/32", "via", lbAddr(i))
 }
 
 // handoffLB is how a load balancer of a case runs.

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,28 +14,25 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
-// healthNS creates the load balancer's namespace of vethNS (v0,
+// healthNS creates the load balancer's namespace of xdptest.VethNS (v0,
 // 198.18.0.3/24) and moves v1 into a second namespace, the backends', with
 // the addresses 198.18.0.11 and up, n of them; it returns both names and
 // the backends' addresses. Both are removed at the end of the test.
 func healthNS(t *testing.T, tag string, n int) (string, string, []netip.Addr) {
 	t.Helper()
-	lbNS := vethNS(t, tag)
-	beNS := fmt.Sprintf("%sb-%d", tag, os.Getpid())
-	ip(t, "netns", "add", beNS)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", beNS).Run() }) // best effort
-	ip(t, "-n", lbNS, "link", "set", "v1", "netns", beNS)
+	lbNS := xdptest.VethNS(t, tag)
+	beNS := xdptest.NewNS(t, tag+"b")
+	xdptest.IP(t, "-n", lbNS, "link", "set", "v1", "netns", beNS)
 	var addrs []netip.Addr
 	for i := range n {
 		a := netip.AddrFrom4([4]byte{198, 18, 0, byte(11 + i)})
-		ip(t, "-n", beNS, "addr", "add", a.String()+"/24", "dev", "v1")
+		xdptest.IP(t, "-n", beNS, "addr", "add", a.String()+"/24", "dev", "v1")
 		addrs = append(addrs, a)
 	}
-	for _, dev := range []string{"lo", "v1"} {
-		ip(t, "-n", beNS, "link", "set", dev, "up")
-	}
+	xdptest.IP(t, "-n", beNS, "link", "set", "v1", "up")
 	return lbNS, beNS, addrs
 }
 
@@ -46,7 +41,7 @@ func healthNS(t *testing.T, tag string, n int) (string, string, []netip.Addr) {
 // any case).
 func listen(t *testing.T, ns string, addr netip.AddrPort) net.Listener {
 	t.Helper()
-	l, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp", addr.String()) })
+	l, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp", addr.String()) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +203,7 @@ func wantSlots(t *testing.T, ns string, want *maglev.Table) {
 // its standard output, in the admin API and in /metrics, and one backend
 // back ends it. The metrics count the transitions and the probes.
 func TestHealthTCP(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
 	lbNS, beNS, addrs := healthNS(t, "hct", 4)
 	const rise, fall = 2, 3
@@ -361,7 +356,7 @@ func wantMetric(t *testing.T, m, prefix string, want float64) {
 // table; a server stopped fails by its connection, and started again
 // comes back.
 func TestHealthHTTP(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
 	lbNS, beNS, addrs := healthNS(t, "hch", 3)
 	args := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:8080", "-m", "251", "-admin", "127.0.0.1:9180",
@@ -424,7 +419,7 @@ func TestHealthHTTP(t *testing.T) {
 // listenHTTP is a TCP listener on addr in namespace ns, for an HTTP server.
 func listenHTTP(t *testing.T, ns string, addr netip.AddrPort) net.Listener {
 	t.Helper()
-	l, err := inNS(ns, func() (net.Listener, error) { return net.Listen("tcp", addr.String()) })
+	l, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp", addr.String()) })
 	if err != nil {
 		t.Fatal(err)
 	}

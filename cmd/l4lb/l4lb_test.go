@@ -11,24 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
-
-// need skips the test (fails it under CI=true) without root or ip.
-func need(t *testing.T) { t.Helper(); nstest.Need(t) }
-
-// ip runs ip with args, failing the test on an error, and returns its
-// output.
-func ip(t *testing.T, args ...string) string { t.Helper(); return nstest.IP(t, args...) }
 
 // TestCommand builds l4lb and runs it on a veth in a namespace of its own:
 // it prints the attach mode and its table's digest, serves /debug/maglev,
 // drains and undrains a backend through POST /drain and /undrain, and
 // detaches on SIGTERM.
 func TestCommand(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lb")
+	ns := xdptest.VethNS(t, "l4lb")
 
 	// -pin-dir "": no warning first that a BPF filesystem is not at the
 	// default (ip netns exec mounts a sysfs of its own).
@@ -43,12 +36,12 @@ func TestCommand(t *testing.T) {
 	if l := p.next(); !strings.Contains(l, "/debug/maglev") {
 		t.Fatalf("third line %q", l)
 	}
-	if out := ip(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
+	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
 		t.Fatalf("no XDP program on v0: %s", out)
 	}
 
 	var st status
-	body, err := inNS(ns, func() ([]byte, error) {
+	body, err := xdptest.In(ns, func() ([]byte, error) {
 		// Dialled here, on the namespace's thread: an http.Client dials
 		// from goroutines of its own, in the test's namespace.
 		c, err := net.DialTimeout("tcp", "127.0.0.1:9180", 5*time.Second)
@@ -123,13 +116,10 @@ func TestCommand(t *testing.T) {
 	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
 		t.Errorf("last lines %q", rest)
 	}
-	if out := ip(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
+	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
 	}
 }
-
-// inNS runs fn on a thread of its own in namespace ns (nstest.InNS).
-func inNS[T any](ns string, fn func() (T, error)) (T, error) { return nstest.InNS(ns, fn) }
 
 // request sends an admin request to l4lb in namespace ns and returns the
 // body of a 2xx response (200 OK, or 202 Accepted for POST /drain-lb).
@@ -139,7 +129,7 @@ func request(ns, method, path string) ([]byte, error) {
 
 // requestAt is request to the admin address addr.
 func requestAt(ns, addr, method, path string) ([]byte, error) {
-	return inNS(ns, func() ([]byte, error) {
+	return xdptest.In(ns, func() ([]byte, error) {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // lab is the quick start's lab (lab.sh), built for a test under a name of
@@ -51,7 +51,7 @@ func (l *lab) ns(host string) string { return l.name + "-" + host }
 // connection of its own, and returns the backends' answers counted.
 func (l *lab) get(t *testing.T, n int) map[string]int {
 	t.Helper()
-	got, err := inNS(l.ns("client"), func() (map[string]int, error) {
+	got, err := xdptest.In(l.ns("client"), func() (map[string]int, error) {
 		out := map[string]int{}
 		for range n {
 			c, err := net.DialTimeout("tcp", "198.19.0.1:80", 2*time.Second)
@@ -89,7 +89,7 @@ func (l *lab) get(t *testing.T, n int) map[string]int {
 // l4lb runs in it with the command lab.sh prints, 40 requests to the VIP
 // reach both backends, and lab.sh down removes every namespace it made.
 func TestLab(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
 	l := labUp(t)
 	p := start(t, l.ns("lb"), bin, "run", "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12")
@@ -141,14 +141,8 @@ func unitCaps(t *testing.T) string {
 // user owns (as the unit's is), forwards, and a restart as the same user
 // adopts the pins and forwards on.
 func TestLabUnprivileged(t *testing.T) {
-	need(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("setpriv is missing: install util-linux")
-		}
-		t.Skip("setpriv is missing: install util-linux")
-	}
-	bin := build(t) // in a directory every user can read
+	xdptest.Need(t, "setpriv") // util-linux's
+	bin := build(t)            // in a directory every user can read
 	// A BPF filesystem that nobody owns, where it can reach it.
 	dir, err := os.MkdirTemp("", "l4lab")
 	if err != nil {
@@ -162,7 +156,7 @@ func TestLabUnprivileged(t *testing.T) {
 	if err := os.Mkdir(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	nstest.MountBPF(t, mnt) // unmounted after the processes: cleanups run last first
+	xdptest.MountBPF(t, mnt) // unmounted after the processes: cleanups run last first
 	if err := os.Chown(mnt, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
@@ -198,10 +192,7 @@ func TestLabUnprivileged(t *testing.T) {
 func TestSystemdUnit(t *testing.T) {
 	sa, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("systemd-analyze is missing: install systemd")
-		}
-		t.Skip("systemd-analyze is missing: install systemd")
+		xdptest.Skip(t, "systemd-analyze is missing: install systemd")
 	}
 	bin := build(t)
 	b, err := os.ReadFile("l4lb.service")

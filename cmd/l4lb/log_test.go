@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestLogText runs the built l4lb with the default -log-format: every
@@ -15,9 +17,9 @@ import (
 // time (RFC 3339), level and message, the status lines at INFO; its
 // standard output is empty.
 func TestLogText(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbt")
+	ns := xdptest.VethNS(t, "l4lbt")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9184", "-pin-dir", "")
 	p.await("admin on")
@@ -43,9 +45,9 @@ func TestLogText(t *testing.T) {
 // first status line to the last; an error that ends it is a record at
 // ERROR too.
 func TestLogJSON(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbj")
+	ns := xdptest.VethNS(t, "l4lbj")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9185", "-pin-dir", "", "-log-format", "json")
 	p.await(`"msg":"admin on http://127.0.0.1:9185/debug/maglev"`)

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // build returns the path of the command, built once per test binary into
@@ -41,7 +41,7 @@ func build(t *testing.T) string {
 	}
 	// Its timing is measured: no test of another package that loads the
 	// CPUs runs meanwhile.
-	nstest.Shared(t)
+	xdptest.Shared(t)
 	return bin
 }
 
@@ -71,10 +71,6 @@ func TestMain(m *testing.M) {
 	_ = os.RemoveAll(binDir)
 	os.Exit(code)
 }
-
-// vethNS creates the namespace tag-PID with a veth pair, v0 (198.18.0.3/24)
-// and v1, and lo, all up, removed at the end of the test (nstest.VethNS).
-func vethNS(t *testing.T, tag string) string { t.Helper(); return nstest.VethNS(t, tag) }
 
 // A process is the command running in a namespace (see start).
 type process struct {

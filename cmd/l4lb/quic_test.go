@@ -22,6 +22,7 @@ import (
 	"github.com/maglevlb/maglev/quicmaglev"
 	"github.com/maglevlb/maglev/quicmaglev/quicecho"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"github.com/quic-go/quic-go"
 )
 
@@ -98,11 +99,11 @@ func newQUICNet(t *testing.T, n int, c quiclb.Config) *quicNet {
 	t.Setenv("QUIC_GO_DISABLE_GSO", "1")
 	q := &quicNet{routedNet: newRoutedNet(t, "q"), dir: t.TempDir(), admin: "127.0.0.1:9183", keys: map[uint8]string{}}
 	q.bin = build(t)
-	ip(t, "-n", q.router, "route", "add", quicVIP.Addr().String()+"/32", "via", "198.18.0.3")
-	q.lb = q.addNS("lb")
+	xdptest.IP(t, "-n", q.router, "route", "add", quicVIP.Addr().String()+"/32", "via", "198.18.0.3")
+	q.lb = xdptest.NewNS(q.t, q.tag+"lb")
 	q.link(q.lb, "r-lb", "198.18.0.3/24", true)
-	ip(t, "-n", q.lb, "route", "add", "default", "via", "198.18.0.1")
-	q.sysctl(q.lb, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's encapsulation
+	xdptest.IP(t, "-n", q.lb, "route", "add", "default", "via", "198.18.0.1")
+	xdptest.Sysctl(q.t, q.lb, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's encapsulation
 	q.attachPass("r-lb")
 	for i := range n {
 		q.addBackend(i, c)
@@ -122,21 +123,21 @@ func quicBackend(i int) (netip.Addr, quiclb.ServerID) {
 func (q *quicNet) addBackend(i int, c quiclb.Config) {
 	t := q.t
 	addr, sid := quicBackend(i)
-	ns := q.addNS(fmt.Sprintf("be%d", i))
+	ns := xdptest.NewNS(q.t, fmt.Sprintf("%sbe%d", q.tag, i))
 	q.link(ns, fmt.Sprintf("r-be%d", i), addr.String()+"/24", true)
-	ip(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
-	ip(t, "-n", ns, "addr", "add", quicVIP.Addr().String()+"/32", "dev", "lo")
+	xdptest.IP(t, "-n", ns, "route", "add", "default", "via", "198.18.0.1")
+	xdptest.IP(t, "-n", ns, "addr", "add", quicVIP.Addr().String()+"/32", "dev", "lo")
 	for _, dev := range []string{"all", "eth0"} {
-		q.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-		q.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
-		q.sysctl(ns, "net.ipv4.conf."+dev+".rp_filter", "0")
+		xdptest.Sysctl(q.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+		xdptest.Sysctl(q.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+		xdptest.Sysctl(q.t, ns, "net.ipv4.conf."+dev+".rp_filter", "0")
 	}
 	q.backends = append(q.backends, ns)
 	d := start(t, ns, q.bin, "decap", "-iface", "eth0", "-vip", quicVIP.Addr().String(), "-decap-sources", "198.18.0.3/32", "-admin", "")
 	d.await("decapsulating IPIP and GUE")
 	q.decaps = append(q.decaps, d)
 
-	pc, err := inNS(ns, func() (net.PacketConn, error) { return net.ListenUDP("udp", net.UDPAddrFromAddrPort(quicVIP)) })
+	pc, err := xdptest.In(ns, func() (net.PacketConn, error) { return net.ListenUDP("udp", net.UDPAddrFromAddrPort(quicVIP)) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func (q *quicNet) configure(forward string, n int, on bool, c quiclb.Config, key
 // socket opens a UDP socket of the client's.
 func (q *quicNet) socket() *net.UDPConn {
 	q.t.Helper()
-	pc, err := inNS(q.client, func() (*net.UDPConn, error) {
+	pc, err := xdptest.In(q.client, func() (*net.UDPConn, error) {
 		return net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(quicClient, 0)))
 	})
 	if err != nil {

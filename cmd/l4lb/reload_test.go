@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestReload runs l4lb run -config with three services, then changes the file
@@ -25,9 +26,9 @@ import (
 // and the setting with the running services as they were, and a change of
 // the load balancer's own settings is refused.
 func TestReload(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbr")
+	ns := xdptest.VethNS(t, "l4lbr")
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
 	write := func(services string) {
 		t.Helper()
@@ -164,9 +165,9 @@ func TestReload(t *testing.T) {
 // health and transitions, its VIP's route and changes), and the other's
 // are still there.
 func TestReloadMetrics(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbrm")
+	ns := xdptest.VethNS(t, "l4lbrm")
 	path := filepath.Join(t.TempDir(), "l4lb.yaml")
 	const top = "iface: v0\nadmin: 127.0.0.1:9186\npin-dir: \"\"\nm: 251\n" +
 		"bgp-asn: 65001\nbgp-router-id: 198.18.0.3\nbgp-peer: 198.18.0.1,65000\nbgp-listen-port: -1\nbgp-drain: 0s\n" +

@@ -19,7 +19,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // The restart test's network: one bridge, addresses in 198.18.0.0/16 (all
@@ -33,7 +33,6 @@ import (
 // dialFrom and predict serve here too.
 type restartNet struct {
 	t      *testing.T
-	suffix string
 	sw, lb string // namespaces: the bridge's, l4lb's
 	client string
 	bes    []string
@@ -42,19 +41,11 @@ type restartNet struct {
 	pins   string // -pin-dir, in a BPF filesystem of the test's own
 }
 
-func (r *restartNet) addNS(name string) string {
-	ns := fmt.Sprintf("rs%s-%s", name, r.suffix)
-	ip(r.t, "netns", "add", ns)
-	r.t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	ip(r.t, "-n", ns, "link", "set", "lo", "up")
-	return ns
-}
-
 func (r *restartNet) join(ns, port, addr string) {
-	ip(r.t, "-n", r.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
-	ip(r.t, "-n", r.sw, "link", "set", port, "master", "br0", "up")
-	ip(r.t, "-n", ns, "addr", "add", addr+"/16", "dev", "eth0")
-	ip(r.t, "-n", ns, "link", "set", "eth0", "up")
+	xdptest.IP(r.t, "-n", r.sw, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	xdptest.IP(r.t, "-n", r.sw, "link", "set", port, "master", "br0", "up")
+	xdptest.IP(r.t, "-n", ns, "addr", "add", addr+"/16", "dev", "eth0")
+	xdptest.IP(r.t, "-n", ns, "link", "set", "eth0", "up")
 }
 
 func (r *restartNet) nsexec(ns string, args ...string) {
@@ -64,31 +55,20 @@ func (r *restartNet) nsexec(ns string, args ...string) {
 	}
 }
 
-func (r *restartNet) sysctl(ns, key, value string) {
-	r.nsexec(ns, "sh", "-c", fmt.Sprintf("echo %s > /proc/sys/%s", value, strings.ReplaceAll(key, ".", "/")))
-}
-
 func newRestartNet(t *testing.T, backends int) *restartNet {
-	need(t)
-	if _, err := exec.LookPath("ethtool"); err != nil {
-		msg := "ethtool is missing: install it (apt-get install ethtool)"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	r := &restartNet{t: t, suffix: fmt.Sprint(os.Getpid())}
-	r.bin = build(t)       // skips under -race, as build says
-	mnt := nstest.BPFFS(t) // unmounted after the processes: cleanups run last first
+	xdptest.Need(t, "ethtool")
+	r := &restartNet{t: t}
+	r.bin = build(t)        // skips under -race, as build says
+	mnt := xdptest.BPFFS(t) // unmounted after the processes: cleanups run last first
 	r.pins = filepath.Join(mnt, "l4lb")
 
-	r.sw = r.addNS("sw")
-	ip(t, "-n", r.sw, "link", "add", "br0", "type", "bridge")
-	ip(t, "-n", r.sw, "link", "set", "br0", "up")
-	r.client = r.addNS("cl")
+	r.sw = xdptest.NewNS(r.t, "rssw")
+	xdptest.IP(t, "-n", r.sw, "link", "add", "br0", "type", "bridge")
+	xdptest.IP(t, "-n", r.sw, "link", "set", "br0", "up")
+	r.client = xdptest.NewNS(r.t, "rscl")
 	r.join(r.client, "p-cl", fleetClient.String())
-	ip(t, "-n", r.client, "route", "add", fleetVIP.Addr().String()+"/32", "via", "198.18.0.3")
-	r.lb = r.addNS("lb")
+	xdptest.IP(t, "-n", r.client, "route", "add", fleetVIP.Addr().String()+"/32", "via", "198.18.0.3")
+	r.lb = xdptest.NewNS(r.t, "rslb")
 	r.join(r.lb, "p-lb", "198.18.0.3")
 	// Forwarded packets must carry whole checksums.
 	r.nsexec(r.client, "ethtool", "-K", "eth0", "tx", "off")
@@ -100,7 +80,7 @@ func newRestartNet(t *testing.T, backends int) *restartNet {
 		t.Fatalf("loading an XDP_PASS program: %v", err)
 	}
 	t.Cleanup(func() { _ = pass.Close() })
-	l, err := inNS(r.sw, func() (link.Link, error) {
+	l, err := xdptest.In(r.sw, func() (link.Link, error) {
 		ifc, err := net.InterfaceByName("p-lb")
 		if err != nil {
 			return nil, err
@@ -112,12 +92,12 @@ func newRestartNet(t *testing.T, backends int) *restartNet {
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	for i := range backends {
-		ns := r.addNS(fmt.Sprintf("be%d", i))
+		ns := xdptest.NewNS(r.t, fmt.Sprintf("rsbe%d", i))
 		r.join(ns, fmt.Sprintf("p-be%d", i), beAddr(i).String())
-		ip(t, "-n", ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
+		xdptest.IP(t, "-n", ns, "addr", "add", fleetVIP.Addr().String()+"/32", "dev", "lo")
 		for _, dev := range []string{"all", "eth0"} {
-			r.sysctl(ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
-			r.sysctl(ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+			xdptest.Sysctl(r.t, ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+			xdptest.Sysctl(r.t, ns, "net.ipv4.conf."+dev+".arp_announce", "2")
 		}
 		r.bes = append(r.bes, ns)
 		r.stops = append(r.stops, serve(t, ns, beAddr(i).String()))
@@ -193,7 +173,7 @@ func (r *restartNet) restart(p *process, args []string) (*process, time.Duration
 // reaches the backend want predicts.
 func (r *restartNet) connect(want *maglev.Table, ports []int) []*fconn {
 	r.t.Helper()
-	conns, err := inNS(r.client, func() ([]*fconn, error) {
+	conns, err := xdptest.In(r.client, func() ([]*fconn, error) {
 		var out []*fconn
 		for _, port := range ports {
 			c, err := dialFrom(port)
@@ -222,7 +202,7 @@ func (r *restartNet) retransmits() uint64 {
 	r.t.Helper()
 	var sum uint64
 	for _, ns := range append([]string{r.client}, r.bes...) {
-		b, err := inNS(ns, func() ([]byte, error) { return os.ReadFile("/proc/thread-self/net/snmp") })
+		b, err := xdptest.In(ns, func() ([]byte, error) { return os.ReadFile("/proc/thread-self/net/snmp") })
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -483,7 +463,7 @@ func TestRestart(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("4. after -detach, %s: %v", dir, err)
 	}
-	if o := ip(t, "-n", r.lb, "link", "show", "eth0"); strings.Contains(o, "xdp") {
+	if o := xdptest.IP(t, "-n", r.lb, "link", "show", "eth0"); strings.Contains(o, "xdp") {
 		t.Fatalf("4. a program is still attached to eth0 after -detach: %s", o)
 	}
 	t.Logf("4. l4lb detach: removed %d pins and the directory, eth0 has no program", len(lines)-1)

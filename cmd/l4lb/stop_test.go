@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // TestStopTime runs the built l4lb with a static backend given without a
@@ -20,9 +22,9 @@ import (
 // and SIGTERM took 2.0 s at start and 1.8 s in the reload); the bound
 // leaves room for a loaded two-core machine.
 func TestStopTime(t *testing.T) {
-	need(t)
+	xdptest.Need(t)
 	bin := build(t)
-	ns := vethNS(t, "l4lbs")
+	ns := xdptest.VethNS(t, "l4lbs")
 	base := []string{"run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-m", "251", "-admin", "127.0.0.1:9188", "-pin-dir", ""}
 	health := []string{"-health", "tcp", "-health-interval", "1s", "-health-timeout", "500ms"}
 	for _, c := range []struct {

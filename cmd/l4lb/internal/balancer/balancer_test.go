@@ -21,6 +21,7 @@ import (
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"go.etcd.io/etcd/client/v3/naming/endpoints"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -36,8 +37,8 @@ import (
 // level WARN, naming it. Once the neighbour table has its MAC, the data
 // plane takes it back, and the pool says so in a status line, live.
 func TestUnresolvedStatus(t *testing.T) {
-	nstest.Need(t)
-	ns := nstest.VethNS(t, "l4lbu")
+	xdptest.Need(t)
+	ns := xdptest.VethNS(t, "l4lbu")
 	var log nstest.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&log, nil))
 	reader := sdkmetric.NewManualReader()
@@ -45,7 +46,7 @@ func TestUnresolvedStatus(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	var b *Balancer
 	var mu sync.Mutex
-	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) {
+	lb, err := xdptest.In(ns, func() (*xdpmaglev.LB, error) {
 		return xdpmaglev.Load("v0", xdpmaglev.Options{Changed: func(s xdpmaglev.Service) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -115,7 +116,7 @@ func TestUnresolvedStatus(t *testing.T) {
 	}
 
 	// The neighbour table learns one: the data plane takes it back.
-	nstest.IP(t, "-n", ns, "neigh", "replace", "198.18.0.50", "lladdr", "02:00:00:00:00:50", "dev", "v0", "nud", "permanent")
+	xdptest.IP(t, "-n", ns, "neigh", "replace", "198.18.0.50", "lladdr", "02:00:00:00:00:50", "dev", "v0", "nud", "permanent")
 	log.Await(t, "2 backends live, 0 draining, 2 unresolved, table digest ")
 	log.Await(t, "(the neighbour table answered)")
 	if got := state(); got["198.18.0.50"] != "live" {
@@ -128,13 +129,13 @@ func TestUnresolvedStatus(t *testing.T) {
 // earlier l4lb left as it was, forwarding, for the next one; once a
 // configuration applies, services it does not hold are deleted.
 func TestKeptOnFailedStart(t *testing.T) {
-	nstest.Need(t)
-	ns := nstest.VethNS(t, "l4keep")
-	mnt := nstest.BPFFS(t)
+	xdptest.Need(t)
+	ns := xdptest.VethNS(t, "l4keep")
+	mnt := xdptest.BPFFS(t)
 	opts := xdpmaglev.Options{PinPath: filepath.Join(mnt, "l4lb", "v0"), M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4}
 	load := func() *xdpmaglev.LB {
 		t.Helper()
-		lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
+		lb, err := xdptest.In(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", opts) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func TestKeptOnFailedStart(t *testing.T) {
 // members become the new prefix's, the old prefix's changes count no
 // more, and the new one's do.
 func TestReloadSource(t *testing.T) {
-	nstest.Need(t)
+	xdptest.Need(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
 	reg := func(prefix string, i int) {

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 	"go.opentelemetry.io/otel/metric/noop"
 )
 
@@ -77,8 +77,8 @@ func kernelBytes(t testing.TB) int {
 // 100 services of 100 backends in CI; L4LB_SCALE=1000 runs the issue's
 // 1,000 (docs/l4lb.md has the figures).
 func TestScale(t *testing.T) {
-	nstest.Need(t)
-	nstest.Exclusive(t) // its times are measured, and it loads the kernel
+	xdptest.Need(t)
+	xdptest.Exclusive(t) // its times are measured, and it loads the kernel
 	n, k, m := 100, 100, 10007
 	if s := os.Getenv("L4LB_SCALE"); s != "" {
 		var err error

@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // The health checker at scale: n backends, each an address of a network
@@ -128,48 +128,21 @@ func raiseNoFile(n uint64) error {
 	return nil
 }
 
-// needScale skips tb (fails it under CI=true) without root or ip.
-func needScale(tb testing.TB) {
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "not root: the backends are addresses of a network namespace the test creates"
-	} else if _, err := exec.LookPath("ip"); err != nil {
-		why = "ip is missing: install iproute2"
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		tb.Fatal(why)
-	}
-	tb.Skip(why)
-}
-
 // scaleNS creates the namespace of a scale run of n backends, hsc-PID, with lo up and
 // 198.18.64.0/18 local on it, and the backends' servers in it: the TCP
 // listener on scaleTCPPort and the HTTP server on scaleHTTPPort, every
 // address of the namespace. Everything is removed at the end of tb.
 func scaleNS(tb testing.TB, n int) string {
 	tb.Helper()
-	needScale(tb)
+	xdptest.Need(tb)
 	if err := raiseNoFile(uint64(n) + 1000); err != nil {
 		tb.Fatal(err)
 	}
-	sweepScaleNS()
-	ns := fmt.Sprintf("hsc-%d", os.Getpid())
-	run := func(args ...string) {
-		tb.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			tb.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	run("netns", "add", ns)
-	tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns).Run() }) // best effort
-	run("-n", ns, "link", "set", "lo", "up")
-	run("-n", ns, "route", "add", "local", "198.18.64.0/18", "dev", "lo")
+	ns := xdptest.NewNS(tb, "hsc") // hsc-PID, stale ones swept
+	xdptest.IP(tb, "-n", ns, "route", "add", "local", "198.18.64.0/18", "dev", "lo")
 
 	listen := func(port int) net.Listener {
-		l, err := nstest.InNS(ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port)) })
+		l, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port)) })
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -193,30 +166,6 @@ func scaleNS(tb testing.TB, n int) string {
 	go func() { _ = srv.Serve(hl) }()
 	tb.Cleanup(func() { _ = srv.Close() })
 	return ns
-}
-
-// sweepScaleNS deletes the namespaces hsc-PID that a scale run left when
-// its process was killed before its cleanups ran (no process PID runs).
-func sweepScaleNS() {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		rest, ok := strings.CutPrefix(f[0], "hsc-")
-		pid, err := strconv.Atoi(rest)
-		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
-			continue // its run is under way
-		}
-		_ = exec.Command("ip", "netns", "del", f[0]).Run() // best effort
-	}
 }
 
 // runScale runs the checker process of cfg in namespace ns (made by
@@ -245,7 +194,7 @@ func runScale(tb testing.TB, ns string, cfg scaleConfig) scaleResult {
 	if err != nil {
 		tb.Fatalf("the checker process: %v:\n%s", err, out)
 	}
-	st, err := nstest.InNS(ns, func() (string, error) {
+	st, err := xdptest.In(ns, func() (string, error) {
 		b, err := os.ReadFile("/proc/thread-self/net/netstat")
 		return string(b), err
 	})
@@ -370,7 +319,7 @@ func rss(t *testing.T) uint64 {
 // (CPU, heap) are logged; BenchmarkHealthScale reports them at 10,000.
 func TestHealthScale(t *testing.T) {
 	ns := scaleNS(t, 1000)
-	nstest.Exclusive(t) // it loads the CPUs: no test that times the built l4lb meanwhile
+	xdptest.Exclusive(t) // it loads the CPUs: no test that times the built l4lb meanwhile
 	for _, kind := range []string{"tcp", "http"} {
 		cfg := scaleConfig{Kind: kind, N: 1000, Interval: time.Second, Timeout: 500 * time.Millisecond, Warm: 1, Window: 3}
 		r := runScale(t, ns, cfg)
@@ -408,7 +357,7 @@ func BenchmarkHealthScale(b *testing.B) {
 		for _, n := range scaleSizes {
 			b.Run(fmt.Sprintf("kind=%s/backends=%d", kind, n), func(b *testing.B) {
 				ns := scaleNS(b, n)
-				nstest.Exclusive(b)
+				xdptest.Exclusive(b)
 				cfg := scaleConfig{Kind: kind, N: n, Interval: time.Second, Timeout: 500 * time.Millisecond, Warm: 3, Window: b.N}
 				if p := os.Getenv(scaleProfileEnv); p != "" {
 					cfg.Profile = fmt.Sprintf("%s.%s.%d", p, kind, n)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 func TestLoadError(t *testing.T) {
@@ -40,11 +41,11 @@ func TestLoadError(t *testing.T) {
 // TestDetachFunc: detach, the end of a drain of the whole load balancer,
 // removes the program and the pins, where leave keeps them.
 func TestDetachFunc(t *testing.T) {
-	nstest.Need(t)
-	ns := nstest.VethNS(t, "l4pin")
-	mnt := nstest.BPFFS(t)
+	xdptest.Need(t)
+	ns := xdptest.VethNS(t, "l4pin")
+	mnt := xdptest.BPFFS(t)
 	dir := filepath.Join(mnt, "l4lb", "v0")
-	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) {
+	lb, err := xdptest.In(ns, func() (*xdpmaglev.LB, error) {
 		return xdpmaglev.Load("v0", xdpmaglev.Options{PinPath: dir, M: 251, ConntrackSize: 1024, MaxServices: 2, MaxBackends: 4})
 	})
 	if err != nil {
@@ -64,7 +65,7 @@ func TestDetachFunc(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after detach, %s: %v", dir, err)
 	}
-	if o := nstest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
+	if o := xdptest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(o, "xdp") {
 		t.Errorf("a program is still attached to v0 after detach: %s", o)
 	}
 }
@@ -74,9 +75,9 @@ func TestDetachFunc(t *testing.T) {
 // load balancer logs a warning the first time that count rises, naming
 // it, and not again.
 func TestDriverWarning(t *testing.T) {
-	nstest.Need(t)
-	ns := nstest.VethNS(t, "l4lbw")
-	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{FloodRate: -1}) })
+	xdptest.Need(t)
+	ns := xdptest.VethNS(t, "l4lbw")
+	lb, err := xdptest.In(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{FloodRate: -1}) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,19 +96,14 @@ func TestDriverWarning(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	send := func() {
 		t.Helper()
-		v0, err := nstest.MAC(ns, "v0")
-		if err != nil {
-			t.Fatal(err)
-		}
+		v0 := xdptest.Interface(t, ns, "v0").HardwareAddr
 		var frames [][]byte
 		for i := range 10 {
-			tcp := make([]byte, 20)
-			tcp[0], tcp[1], tcp[2], tcp[3], tcp[12], tcp[13] = 0x9c, byte(i), 0, 80, 5<<4, 0x10
-			frames = append(frames, nstest.EthIPv4(v0, nstest.IPv4(6, [4]byte{198, 18, 0, 2}, [4]byte{198, 19, 0, 1}, tcp)))
+			tcp := xdptest.TCP(uint16(0x9c00+i), 80, xdptest.FlagACK, nil)
+			frames = append(frames, xdptest.Ethernet(v0, net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02},
+				xdptest.Packet(xdptest.ProtoTCP, netip.MustParseAddr("198.18.0.2"), netip.MustParseAddr("198.19.0.1"), tcp)))
 		}
-		if err := nstest.Send(ns, frames...); err != nil {
-			t.Fatal(err)
-		}
+		xdptest.Send(t, ns, "v1", frames...)
 	}
 	time.Sleep(100 * time.Millisecond) // the watch's first read
 	send()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // sample is a handoff of a service of 251 slots, three of them with a
@@ -160,7 +161,7 @@ func TestAsk(t *testing.T) {
 // handler serves and what the writer writes, at once, after each change
 // it is told of, and a last time at Close.
 func TestWriterAndHandler(t *testing.T) {
-	nstest.Need(t)
+	xdptest.Need(t)
 	lb, err := xdpmaglev.Load("", xdpmaglev.Options{ConntrackSize: 1 << 10, MaxServices: 4, MaxBackends: 16})
 	if err != nil {
 		t.Fatal(err)

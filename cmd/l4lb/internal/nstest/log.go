@@ -1,3 +1,6 @@
+// Package nstest holds LogBuffer, the log of a test's records that the
+// test waits on. It is for tests only; the namespaces and frames l4lb's
+// tests need are xdpmaglev/xdptest's.
 package nstest
 
 import (

@@ -13,9 +13,9 @@ import (
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
-	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // services are one pool, as the admin API takes the running services.
@@ -34,9 +34,9 @@ func (s services) Stats() (xdpmaglev.Stats, error) { return s.lb.Stats() }
 // answers before that wait ends: the pool's state lock is not held across
 // it.
 func TestPoolAnswersDuringNeighbourWait(t *testing.T) {
-	nstest.Need(t)
-	ns := nstest.VethNS(t, "l4lbp")
-	lb, err := nstest.InNS(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{}) })
+	xdptest.Need(t)
+	ns := xdptest.VethNS(t, "l4lbp")
+	lb, err := xdptest.In(ns, func() (*xdpmaglev.LB, error) { return xdpmaglev.Load("v0", xdpmaglev.Options{}) })
 	if err != nil {
 		t.Fatal(err)
 	}
