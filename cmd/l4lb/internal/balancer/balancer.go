@@ -44,6 +44,22 @@ type Speaker interface {
 	Forget(svc xdpmaglev.Service)
 }
 
+// A DataPlane is the data plane as the balancer uses it: its pools'
+// (pool.DataPlane), and what it reads of it and deletes from it itself.
+// xdpmaglev.LB implements it; the tests, a fake (package pooltest).
+type DataPlane interface {
+	pool.DataPlane
+	Mode() xdpmaglev.AttachMode
+	Stats() (xdpmaglev.Stats, error)
+	Backends(svc xdpmaglev.Service) []xdpmaglev.Backend
+	DeleteService(svc xdpmaglev.Service) error
+	Services() []xdpmaglev.Service
+	PinPath() string
+	Adopted() bool
+}
+
+var _ DataPlane = (*xdpmaglev.LB)(nil)
+
 // Options are a Balancer's: where it logs and records, and its BGP.
 type Options struct {
 	Iface   string       // the data plane's interface, for the flags' one service's status line
@@ -61,7 +77,7 @@ type Options struct {
 // multiple goroutines (see the package doc for its locks).
 type Balancer struct {
 	ctx    context.Context // the watches' lifetime
-	lb     *xdpmaglev.LB
+	lb     DataPlane
 	opts   Options
 	reg    metric.Registration // observes the running services' updates and backends
 	logger *slog.Logger
@@ -90,7 +106,7 @@ type running struct {
 // maglev.l4lb.backend.state are observed, from each running pool, when a
 // reader collects: a service that stops has no series from then on (a
 // synchronous counter's series would outlive it).
-func New(ctx context.Context, lb *xdpmaglev.LB, opts Options) (*Balancer, error) {
+func New(ctx context.Context, lb DataPlane, opts Options) (*Balancer, error) {
 	b := &Balancer{ctx: ctx, lb: lb, opts: opts, logger: opts.Logger, running: map[xdpmaglev.Service]*running{}}
 	meter := opts.Meter
 	updates, err := meter.Int64ObservableCounter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),

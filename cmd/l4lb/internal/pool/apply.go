@@ -68,9 +68,12 @@ func (p *Pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptio
 func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err error) error {
 	if err != nil {
 		p.err = err
-		if p.timer == nil {
-			p.timer = time.AfterFunc(time.Second, p.tick) // try again
+		// Try again in a second, even with a drain timeout due later:
+		// that apply sets the timer of the next one again.
+		if p.timer != nil {
+			p.timer.Stop()
 		}
+		p.timer = time.AfterFunc(time.Second, p.tick)
 		return err
 	}
 	p.err = nil
@@ -106,8 +109,10 @@ func (p *Pool) logTable(why string) {
 	if len(unresolved) > 0 {
 		line += fmt.Sprintf(", %d unresolved", len(unresolved))
 	}
-	d := p.lb.Table(p.svc).Digest()
-	line += ", table digest " + hex.EncodeToString(d[:])
+	if t := p.lb.Table(p.svc); t != nil {
+		d := t.Digest()
+		line += ", table digest " + hex.EncodeToString(d[:])
+	}
 	if why != "" {
 		line += " (" + why + ")"
 	}
@@ -154,7 +159,7 @@ func (p *Pool) Resolved() {
 // Apply each would wait on the kernel once each). If the batch fails,
 // each pool applies on its own, and gets its own error. It returns the
 // first error.
-func ApplyAll(lb *xdpmaglev.LB, ps []*Pool) error {
+func ApplyAll(lb DataPlane, ps []*Pool) error {
 	var us []xdpmaglev.Update
 	var todo []*Pool
 	var plans [][]xdpmaglev.Backend
@@ -270,6 +275,8 @@ func (p *Pool) tellBGP() {
 		p.bgp.Set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
 		p.bgp.Set(p.svc, false, "no backend in service (none of weight > 0 up)")
+	case live == 1:
+		p.bgp.Set(p.svc, true, "1 backend in service")
 	default:
 		p.bgp.Set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}

@@ -3,10 +3,10 @@
 // membership source's, each with its weight), the drains, the drain
 // timeouts, the health check's verdicts, failing open, and the status
 // line, admin API status and BGP wish of each change. It owns the service
-// in the data plane (xdpmaglev.LB.SetServiceOptions) and nothing else: it
-// asks a Health who is down and tells an Announcer whether the service
-// has a healthy backend, two small interfaces that the health checker and
-// the BGP speaker implement.
+// in the data plane (a DataPlane: xdpmaglev.LB) and nothing else: it asks
+// a Health who is down and tells an Announcer whether the service has a
+// healthy backend, two small interfaces that the health checker and the
+// BGP speaker implement.
 //
 // Locking: Pool.applyMu orders the updates of the data plane and is held
 // across SetServiceOptions, which may wait for ARP or neighbour
@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -50,6 +51,20 @@ type Health interface {
 	// Close stops it, and waits for the probes under way.
 	Close()
 }
+
+// A DataPlane is the data plane as a pool uses it: it sets the
+// service's backends (one service, or many services at once), and reads
+// back its table, its unresolved backends and its second hops.
+// xdpmaglev.LB implements it; the tests, a fake (package pooltest).
+type DataPlane interface {
+	SetServiceOptions(svc xdpmaglev.Service, backends []xdpmaglev.Backend, opts xdpmaglev.ServiceOptions) error
+	SetServices(us []xdpmaglev.Update) error
+	Table(svc xdpmaglev.Service) *maglev.Table
+	Unresolved(svc xdpmaglev.Service) []netip.Addr
+	SecondHops(svc xdpmaglev.Service) (until time.Time, from string)
+}
+
+var _ DataPlane = (*xdpmaglev.LB)(nil)
 
 // An Announcer is told, after each change of what the data plane holds,
 // whether the service has a healthy backend (bgp.Speaker implements it,
@@ -90,7 +105,7 @@ type Announcer interface {
 // applyMu is taken before mu, and mu before the checker's lock; the
 // checker's probes hold none of them, and it calls Apply with none held.
 type Pool struct {
-	lb        *xdpmaglev.LB
+	lb        DataPlane
 	svc       xdpmaglev.Service
 	log       *slog.Logger // status lines
 	bgp       Announcer    // nil: no BGP; told after each apply whether the service is healthy
@@ -127,7 +142,7 @@ type Member struct {
 // New returns the pool of the service c in the data plane lb, with no
 // member yet, telling an (if not nil) whether the service is healthy
 // and logging its status lines to log.
-func New(lb *xdpmaglev.LB, c config.Service, an Announcer, log *slog.Logger) *Pool {
+func New(lb DataPlane, c config.Service, an Announcer, log *slog.Logger) *Pool {
 	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, log: log, bgp: an,
 		members: map[netip.Addr]Member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{},
 		quic: quicPlan{cur: c.QUIC}, lastIDs: map[netip.Addr]quiclb.ServerID{}}
