@@ -95,6 +95,7 @@ type Balancer struct {
 // check, and the watch of its membership source.
 type running struct {
 	cfg    config.Service
+	log    *slog.Logger // the balancer's, with the service's name
 	pool   *pool.Pool
 	health *checker.Checker // nil: none
 	stop   func()           // ends the watch; nil for static backends
@@ -193,27 +194,34 @@ func (b *Balancer) stopService(r *running) {
 	kept := b.kept[r.cfg.Svc]
 	b.mu.Unlock()
 	if kept {
-		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.Name))
+		r.log.Info("service stopped, left in the data plane as the earlier l4lb left it")
 		return
 	}
 	if err := b.lb.DeleteService(r.cfg.Svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.Name, err))
+		r.log.Error("service stopped, not deleted from the data plane", "err", err)
 		return
 	}
-	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.Name))
+	r.log.Info("service stopped")
+}
+
+// serviceLogger returns log with the service c's name: the logger of its
+// records.
+func serviceLogger(log *slog.Logger, c config.Service) *slog.Logger {
+	return log.With("service", c.Name)
 }
 
 // watch starts c's source, setting r's members from each list while it is
 // r's current watch.
 func (b *Balancer) watch(c config.Service, r *running) (func(), error) {
 	gen := r.gen.Add(1)
+	log := serviceLogger(b.logger, c)
 	set := func(eps []membership.Endpoint) error {
 		if r.gen.Load() != gen {
 			return nil // replaced
 		}
-		return r.pool.SetMembers(pool.Members(eps, b.logger))
+		return r.pool.SetMembers(pool.Members(eps, log))
 	}
-	return c.Src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.Svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
+	return c.Src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.Svc.VIP.Addr().Unmap().Is4(), Logger: log})
 }
 
 // snapshot returns the running services.

@@ -60,24 +60,25 @@ func (c *Checker) record(b *probed, err error, took time.Duration) {
 	}
 	was := b.health.State()
 	state, _ := b.health.Record(err == nil)
-	line, level := "", slog.LevelInfo
+	var msg string
+	level, attrs := slog.LevelInfo, []any{"backend", b.addr.String()}
 	switch {
 	case was.InService() == state.InService():
 	case state == health.Up:
 		b.ups++
-		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.health.Passed())
+		msg, attrs = "health: backend up", append(attrs, "passed", b.health.Passed())
 	case was == health.Unknown:
 		b.downs++
-		line, level = fmt.Sprintf("health: %v down: its first probe failed: %s", b.addr, b.err), slog.LevelWarn
+		msg, level, attrs = "health: backend down, its first probe failed", slog.LevelWarn, append(attrs, "err", b.err)
 	default:
 		b.downs++
-		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.health.Failed(), b.err), slog.LevelWarn
+		msg, level, attrs = "health: backend down", slog.LevelWarn, append(attrs, "failed", b.health.Failed(), "err", b.err)
 	}
 	c.mu.Unlock()
-	if line == "" {
+	if msg == "" {
 		return
 	}
-	c.log.Log(context.Background(), level, line)
+	c.log.Log(context.Background(), level, msg, attrs...)
 	c.changed()
 }
 

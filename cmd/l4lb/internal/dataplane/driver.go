@@ -3,7 +3,6 @@ package dataplane
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -16,6 +15,9 @@ import (
 // DriverEvery is how often l4lb run reads the driver's counters.
 const DriverEvery = 5 * time.Second
 
+// driverWarning is the message of WatchDriver's warning.
+const driverWarning = "the driver counts XDP errors: frames the program passed on were lost after it (on a veth, its peer needs an XDP program); logged once a counter, the metric maglev.xdp.driver has every change"
+
 // WatchDriver reads the XDP counters of iface's driver (xdpmaglev.LB.Driver,
 // as ethtool -S has them) every interval until ctx ends, and logs a
 // warning the first time each error counter rises: frames the program
@@ -27,7 +29,7 @@ func WatchDriver(ctx context.Context, lb *xdpmaglev.LB, iface string, interval t
 		if ctx.Err() != nil || errors.Is(err, xdpmaglev.ErrClosed) {
 			return // stopped before the first read: nothing to tell
 		}
-		log.Warn(fmt.Sprintf("the driver's XDP counters of %s: %v", iface, err))
+		log.Warn("the driver's XDP counters are not readable", "iface", iface, "err", err)
 		return
 	}
 	warned := map[string]bool{}
@@ -48,8 +50,7 @@ func WatchDriver(ctx context.Context, lb *xdpmaglev.LB, iface string, interval t
 				continue
 			}
 			warned[name] = true
-			log.Warn(fmt.Sprintf("the driver of %s counts XDP errors: %s rose by %d to %d: frames the program forwarded were lost after it (on a veth, its peer needs an XDP program; docs/l4lb.md, \"A veth lab\"); logged once, the metric maglev.xdp.driver has every change",
-				iface, name, now[name]-last[name], now[name]))
+			log.Warn(driverWarning, "iface", iface, "counter", name, "rose", now[name]-last[name], "value", now[name])
 		}
 		last = now
 	}

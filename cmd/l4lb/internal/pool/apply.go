@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -86,8 +85,9 @@ func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	return nil
 }
 
-// logTable logs the status line of the backends applied and the table in
-// use, with why, if not "", after it. p.mu is held.
+// logTable logs the record of the backends applied and the table in
+// use ("backends applied"), with why, if not "", as its reason: at WARN,
+// naming them, if some are unresolved. p.mu is held.
 func (p *Pool) logTable(why string) {
 	unresolved := p.unresolved()
 	live, draining, down := 0, 0, 0
@@ -102,25 +102,20 @@ func (p *Pool) logTable(why string) {
 			draining++
 		}
 	}
-	line := fmt.Sprintf("%s%d backends live, %d draining", p.prefix(), live, draining)
-	if down > 0 {
-		line += fmt.Sprintf(", %d down", down)
-	}
-	if len(unresolved) > 0 {
-		line += fmt.Sprintf(", %d unresolved", len(unresolved))
-	}
+	attrs := []any{"live", live, "draining", draining, "down", down, "unresolved", len(unresolved)}
 	if t := p.lb.Table(p.svc); t != nil {
 		d := t.Digest()
-		line += ", table digest " + hex.EncodeToString(d[:])
+		attrs = append(attrs, "digest", hex.EncodeToString(d[:]))
 	}
 	if why != "" {
-		line += " (" + why + ")"
+		attrs = append(attrs, "reason", why)
 	}
 	if len(unresolved) > 0 {
-		p.log.Warn(line + ": the neighbour table has no MAC for " + strings.Join(addrStrings(unresolved), ", ") + ", out of service until it answers ARP")
+		// Out of service until the neighbour table answers ARP.
+		p.log.Warn("backends applied, some with no MAC in the neighbour table", append(attrs, "unresolved_backends", addrStrings(unresolved))...)
 		return
 	}
-	p.log.Info(line)
+	p.log.Info("backends applied", attrs...)
 }
 
 // unresolved returns the backends of the service that the data plane has
@@ -245,9 +240,9 @@ func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 	}
 	if open != p.open {
 		if open {
-			p.log.Warn(fmt.Sprintf("FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table", p.svc, weighted))
+			p.log.Warn("failing open: every backend is down by its health check, the last table kept", "vip", p.svc.String(), "backends", weighted)
 		} else {
-			p.log.Info(fmt.Sprintf("failing open no more: %d backends of %v up", up, p.svc))
+			p.log.Info("failing open no more", "vip", p.svc.String(), "up", up)
 		}
 		p.open = open
 		p.health.SetFailOpen(open)
@@ -280,13 +275,4 @@ func (p *Pool) tellBGP() {
 	default:
 		p.bgp.Set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}
-}
-
-// prefix starts the pool's status lines: "service NAME: ", or "" for the
-// one service of the flags. p.mu is held.
-func (p *Pool) prefix() string {
-	if p.name == "" || p.name == "default" {
-		return ""
-	}
-	return fmt.Sprintf("service %q: ", p.name)
 }

@@ -107,14 +107,15 @@ type Announcer interface {
 type Pool struct {
 	lb        DataPlane
 	svc       xdpmaglev.Service
-	log       *slog.Logger // status lines
+	base      *slog.Logger // New's: log is it with the service's name
 	bgp       Announcer    // nil: no BGP; told after each apply whether the service is healthy
 	updates   atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
 	onApplied func()       // nil, or called after each update of the data plane (OnApplied), with p.mu held
 
 	applyMu    sync.Mutex               // held by Apply across the data plane's update
 	mu         sync.Mutex               // guards the fields below
-	name       string                   // the service's name, for status lines
+	name       string                   // the service's name
+	log        *slog.Logger             // base, with the name
 	fwd        xdpmaglev.ServiceOptions // how packets reach the backends
 	timeout    time.Duration            // the drain timeout
 	health     Health                   // nil: no health check; set before the first members, or by Reconfigure
@@ -141,9 +142,13 @@ type Member struct {
 
 // New returns the pool of the service c in the data plane lb, with no
 // member yet, telling an (if not nil) whether the service is healthy
-// and logging its status lines to log.
+// and logging its records to log, with the service's name as their
+// "service" attribute.
 func New(lb DataPlane, c config.Service, an Announcer, log *slog.Logger) *Pool {
-	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, log: log, bgp: an,
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, base: log, log: log.With("service", c.Name), bgp: an,
 		members: map[netip.Addr]Member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{},
 		quic: quicPlan{cur: c.QUIC}, lastIDs: map[netip.Addr]quiclb.ServerID{}}
 	for _, a := range c.Drained {
@@ -318,10 +323,13 @@ func (p *Pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
 func (p *Pool) Reconfigure(c config.Service, old []netip.Addr, h Health, health bool) Health {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c.Name != p.name {
+		p.log = p.base.With("service", c.Name)
+	}
 	p.name, p.fwd, p.timeout = c.Name, c.Fwd, c.Timeout
 	if p.quic.reconfigure(c.QUIC, p.appliedIDs()) {
 		p.log.Warn("QUIC-LB configuration changed in place: the connection IDs issued under it before no longer decode, and their connections are routed by the table (rotate to another -quic-lb-config-id to keep them)",
-			"service", p.name, "quic_lb_config_id", c.QUIC.Config.ID)
+			"quic_lb_config_id", c.QUIC.Config.ID)
 	}
 	for _, a := range old {
 		delete(p.drained, a.Unmap())
