@@ -128,3 +128,12 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestPlural: command output says "1 service", "2 services".
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 services", 1: "1 service", 2: "2 services"} {
+		if got := plural(n, "service"); got != want {
+			t.Errorf("plural(%d): %q, want %q", n, got, want)
+		}
+	}
+}

@@ -211,3 +211,19 @@ func TestKeptOnFailedStartOnFake(t *testing.T) {
 		}
 	}
 }
+
+// TestAppliedString: what an Apply did, in a line, one service or more.
+func TestAppliedString(t *testing.T) {
+	for _, c := range []struct {
+		a    Applied
+		want string
+	}{
+		{Applied{Changed: []string{"web"}}, "1 service: added none, changed web, removed none, 0 unchanged"},
+		{Applied{Added: []string{"dns"}, Removed: []string{"old"}, Unchanged: 1}, "2 services: added dns, changed none, removed old, 1 unchanged"},
+		{Applied{}, "0 services: added none, changed none, removed none, 0 unchanged"},
+	} {
+		if got := c.a.String(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.a, got, c.want)
+		}
+	}
+}
