@@ -17,9 +17,18 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
+// meterScope is the instrumentation scope of l4lb's own metrics.
+const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"
+
+// decapDriverEvery is how often l4lb decap reads the driver's counters:
+// DriverEvery, and less in tests.
+var decapDriverEvery = DriverEvery
+
 // RunDecap is l4lb decap: the decapsulator of -forward ipip and gue
-// attached to c.Iface for the VIPs, until ctx ends; then it logs the
-// counters and detaches.
+// attached to c.Iface for the VIPs, until ctx ends, watching the driver's
+// XDP counters as l4lb run does (WatchDriver), and with an admin address
+// serving /debug/maglev and /metrics (maglev.xdp.driver among them);
+// then it logs the counters and detaches.
 func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 	warnDecap(c, log)
 	d, err := xdpmaglev.AttachDecap(c.Iface, c.Opts)
@@ -34,8 +43,17 @@ func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 	log.Info("decapsulating IPIP and GUE", "gue_port", c.Opts.GUEPort, "vips", vips, "iface", c.Iface, "mode", d.Mode().String(),
 		"sources", sourcesString(c.Opts.Sources))
 	if c.Admin != "" {
+		pm, err := ops.NewMetrics("l4lb", ops.ReadBuild())
+		if err != nil {
+			return err
+		}
+		defer pm.Close()
+		if err := observeDriver(pm.Provider.Meter(meterScope), d); err != nil {
+			return err
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", admin.DecapHandler(d, c.Iface, c.Opts))
+		mux.Handle("/metrics", pm.Handler)
 		a, err := ops.ServeAdmin(c.Admin, mux)
 		if err != nil {
 			return err
@@ -43,7 +61,18 @@ func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 		defer func() { _ = a.Close() }()
 		log.Info("admin listening", "url", "http://"+a.Addr().String()+"/debug/maglev")
 	}
+	// The driver's counters are read until ctx ends, never after the
+	// decapsulator is closed.
+	dctx, stopDriver := context.WithCancel(ctx)
+	driverDone := make(chan struct{})
+	go func() {
+		defer close(driverDone)
+		WatchDriver(dctx, d, c.Iface, decapDriverEvery, log)
+	}()
+	defer func() { stopDriver(); <-driverDone }() // on an error
 	<-ctx.Done()
+	stopDriver()
+	<-driverDone
 	st, serr := d.Stats()
 	if serr == nil {
 		log.Info("decapsulator counters", decapAttrs(st)...)
