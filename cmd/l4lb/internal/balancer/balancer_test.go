@@ -17,6 +17,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool/pooltest"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -203,9 +204,8 @@ func TestKeptOnFailedStart(t *testing.T) {
 
 // TestReloadSource changes a service's etcd prefix by a reload: the
 // members become the new prefix's, the old prefix's changes count no
-// more, and the new one's do.
+// more, and the new one's do. It runs on a fake data plane.
 func TestReloadSource(t *testing.T) {
-	nstest.Need(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
 	reg := func(prefix string, i int) {
@@ -231,11 +231,7 @@ func TestReloadSource(t *testing.T) {
 		}
 		return svcs
 	}
-	lb, err := xdpmaglev.Load("", xdpmaglev.Options{MeterProvider: noop.NewMeterProvider()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
+	lb := &pooltest.DataPlane{}
 	b, err := New(context.Background(), lb, Options{Meter: noop.NewMeterProvider().Meter(""), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
