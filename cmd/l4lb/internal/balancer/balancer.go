@@ -62,10 +62,10 @@ var _ DataPlane = (*xdpmaglev.LB)(nil)
 
 // Options are a Balancer's: where it logs and records, and its BGP.
 type Options struct {
-	Iface   string       // the data plane's interface, for the flags' one service's status line
+	Iface   string       // the data plane's interface, for each service's first record
 	Meter   metric.Meter // l4lb's metrics
 	Speaker Speaker      // nil: no BGP
-	Logger  *slog.Logger // status lines, and the membership sources' warnings
+	Logger  *slog.Logger // the records of the services (each with its name), and the membership sources' warnings
 	// Applied, if not nil, is called after each update of a service in
 	// the data plane, with the service's pool locked: it waits for
 	// nothing (l4lb's state file writer).

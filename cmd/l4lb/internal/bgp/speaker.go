@@ -139,7 +139,7 @@ func (b Config) LogAttrs() []any {
 type Speaker struct {
 	cfg      Config
 	s        *server.BgpServer
-	log      *slog.Logger // status lines
+	log      *slog.Logger // the records of the sessions and the announcements
 	reg      metric.Registration
 	kick     chan struct{} // a VIP's wish changed
 	quit     chan struct{} // closed by endLoop
@@ -167,7 +167,7 @@ type peerState struct {
 type announced struct {
 	wishes map[xdpmaglev.Service]wish // of the VIP's services
 	want   bool                       // a service of the VIP has a healthy backend
-	why    string                     // why want is what it is, for the status line
+	why    string                     // why want is what it is, for the log and the admin API
 	path   uuid.UUID                  // GoBGP's path, if announced
 	on     bool                       // in GoBGP's table, so announced to every established peer
 	since  time.Time                  // of the last change of on
@@ -183,7 +183,7 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// New starts GoBGP by cfg, logging status lines, and GoBGP's
+// New starts GoBGP by cfg, logging its records, and GoBGP's
 // warnings and errors (with from=gobgp), to log, and recording through mp;
 // it opens no session until connect, and announces nothing until set.
 func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
@@ -430,7 +430,7 @@ func (sp *Speaker) endLoop() {
 
 // reconcile announces each VIP that should be and is not, and withdraws
 // each that is and should not be (every VIP, once l4lb leaves). It prints
-// a status line for each change. No lock but rmu is held across GoBGP's
+// a record for each change. No lock but rmu is held across GoBGP's
 // calls.
 func (sp *Speaker) reconcile() {
 	sp.rmu.Lock()

@@ -41,7 +41,7 @@ func (c *Checker) run(b *probed) {
 
 // record counts a probe of b's: its result in b's health, and a change
 // of service if there is one (to down, or back up; not a new backend's
-// first pass, which was in service already), printed and passed to
+// first pass, which was in service already), logged and passed to
 // changed.
 func (c *Checker) record(b *probed, err error, took time.Duration) {
 	outcome := c.okAttrs
@@ -67,12 +67,12 @@ func (c *Checker) record(b *probed, err error, took time.Duration) {
 	case state == health.Up:
 		b.ups++
 		msg, attrs = "health: backend up", append(attrs, "passed", b.health.Passed())
-	case was == health.Unknown:
-		b.downs++
-		msg, level, attrs = "health: backend down, its first probe failed", slog.LevelWarn, append(attrs, "err", b.err)
-	default:
+	default: // down: after fall probes failed in a row, or its first
 		b.downs++
 		msg, level, attrs = "health: backend down", slog.LevelWarn, append(attrs, "failed", b.health.Failed(), "err", b.err)
+		if was == health.Unknown {
+			attrs = append(attrs, "first_probe", true)
+		}
 	}
 	c.mu.Unlock()
 	if msg == "" {

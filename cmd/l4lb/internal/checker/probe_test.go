@@ -218,7 +218,7 @@ func TestFirstProbeDecides(t *testing.T) {
 		t.Errorf("live after its first probe: %s, want up", state)
 	}
 	waitFor(t, "the transition's call", func() bool { return transitions.Load() == 1 })
-	if r := log.AwaitRecord(t, "health: backend down, its first probe failed", "backend", "127.0.0.2"); r.Level != "WARN" || !strings.HasPrefix(r.Attrs["err"], "dial tcp 127.0.0.2:") {
+	if r := log.AwaitRecord(t, "health: backend down", "backend", "127.0.0.2", "failed", "1", "first_probe", "true"); r.Level != "WARN" || !strings.HasPrefix(r.Attrs["err"], "dial tcp 127.0.0.2:") {
 		t.Errorf("record %+v", r)
 	}
 

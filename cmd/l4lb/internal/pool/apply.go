@@ -12,8 +12,8 @@ import (
 )
 
 // Apply puts the plan of the pool's state at the time it takes p.mu into
-// the data plane if it differs from what the data plane holds, prints a
-// Status line when it does, and sets the timer for the next drain
+// the data plane if it differs from what the data plane holds, logs a
+// record of it when it does ("backends applied"), and sets the timer for the next drain
 // timeout. It holds p.applyMu throughout and p.mu except across
 // SetServiceOptions (see pool).
 func (p *Pool) Apply() error {
@@ -62,7 +62,7 @@ func (p *Pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptio
 }
 
 // end is apply's second half, once the data plane was given bs and fwd
-// with the outcome err: it records them and prints the status line, or
+// with the outcome err: it records them and logs them (logTable), or
 // keeps err and tries again in a second. p.applyMu and p.mu are held.
 func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err error) error {
 	if err != nil {
@@ -138,7 +138,7 @@ func addrStrings(set map[netip.Addr]bool) []string {
 	return out
 }
 
-// Resolved logs the status line after the data plane took back a backend
+// Resolved logs the backends applied after the data plane took back a backend
 // it had unresolved (xdpmaglev.Options.Changed).
 func (p *Pool) Resolved() {
 	p.mu.Lock()
@@ -203,8 +203,8 @@ func ApplyAll(lb DataPlane, ps []*Pool) error {
 // markDown sets Down on the backends of bs that the health check has
 // down, and fails open when that would leave no backend of weight > 0 in
 // service: then the backends down in the last table applied stay down,
-// and the others up (none down if that too leaves none). It prints a
-// Status line when failing open begins or ends. p.mu is held.
+// and the others up (none down if that too leaves none). It logs a
+// record when failing open begins or ends. p.mu is held.
 func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 	if p.health == nil {
 		return

@@ -95,7 +95,7 @@ type Announcer interface {
 // health check who is up. If every backend of weight > 0 is down, the
 // pool fails open: it keeps the down backends of the last table it
 // applied (the last table itself, while the members stay the same), says
-// so in a status line and in the admin API, and leaves it when one is up.
+// so in a log record and in the admin API, and leaves it when one is up.
 //
 // A Pool is safe for concurrent use by multiple goroutines. Two locks:
 // applyMu orders the updates of the data plane, and is held across
