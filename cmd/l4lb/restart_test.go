@@ -537,7 +537,7 @@ func TestRestartHealth(t *testing.T) {
 	p.stop()
 	l := startLoad(r.client, 4, 0) // the pinned data plane forwards meanwhile
 	p = start(t, r.lb, r.bin, args...)
-	p.await("health starts down, as the data plane left it", "backend", down, "rise", "2")
+	p.await("health: backend starts down, as the data plane left it", "backend", down, "rise", "2")
 	first := p.next()
 	for first.Msg != "backends applied" {
 		first = p.next()

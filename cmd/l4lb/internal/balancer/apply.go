@@ -267,7 +267,7 @@ func (b *Balancer) adopt(r *running) {
 		states[be.Addr] = health.Up
 		if be.Down {
 			states[be.Addr] = health.Down
-			r.log.Info("health starts down, as the data plane left it", "backend", be.Addr.String(), "rise", r.cfg.Health.Rise)
+			r.log.Info("health: backend starts down, as the data plane left it", "backend", be.Addr.String(), "rise", r.cfg.Health.Rise)
 		}
 	}
 	r.health.Start(states)

@@ -168,7 +168,7 @@ func TestAdoptOnFake(t *testing.T) {
 		t.Errorf("web's status: %+v, want 198.18.0.12 down and 198.18.0.11 up, as the data plane held them", st)
 	}
 	log.AwaitRecord(t, "adopted the pinned data plane: its connection tracking, tables and counters go on", "path", "/sys/fs/bpf/l4lb/v0")
-	if r := log.AwaitRecord(t, "health starts down, as the data plane left it", "service", "web", "backend", "198.18.0.12"); r.Attrs["rise"] != "2" {
+	if r := log.AwaitRecord(t, "health: backend starts down, as the data plane left it", "service", "web", "backend", "198.18.0.12"); r.Attrs["rise"] != "2" {
 		t.Errorf("record %+v, want rise=2", r)
 	}
 	// tls, taken over, then dropped: it leaves; dns, never taken over,
