@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -45,6 +46,9 @@ type Decap struct {
 	objs decapObjects
 	link link.Link
 	mode AttachMode
+
+	mu  sync.Mutex // guards drv
+	drv *driver    // reads the driver's XDP counters; nil without an interface, or once closed
 }
 
 // DecapStats are the decapsulator's counters, summed over CPUs.
@@ -107,18 +111,22 @@ func AttachDecap(iface string, opts DecapOptions) (*Decap, error) {
 	try := func(flags link.XDPAttachFlags) (link.Link, error) {
 		return link.AttachXDP(link.XDPOptions{Program: d.objs.XdpDecap, Interface: ifc.Index, Flags: flags})
 	}
+	if d.drv, err = newDriver(ifc.Name); err != nil {
+		_ = d.objs.Close()
+		return nil, err
+	}
 	if opts.Mode == AttachAuto || opts.Mode == AttachNative {
 		if d.link, err = try(link.XDPDriverMode); err == nil {
 			d.mode = AttachNative
 			return d, nil
 		}
 		if opts.Mode == AttachNative {
-			_ = d.objs.Close()
+			_ = d.Close()
 			return nil, fmt.Errorf("%w: natively to %s: %w", ErrAttach, iface, err)
 		}
 	}
 	if d.link, err = try(link.XDPGenericMode); err != nil {
-		_ = d.objs.Close()
+		_ = d.Close()
 		return nil, fmt.Errorf("%w: generically to %s: %w", ErrAttach, iface, err)
 	}
 	d.mode = AttachGeneric
@@ -237,8 +245,27 @@ func (d *Decap) Stats() (DecapStats, error) {
 	return st, nil
 }
 
+// Driver returns the XDP counters of the interface's driver, as LB.Driver
+// does: among them the XDP_TX errors of the second hops the decapsulator
+// passes on (on a veth whose peer has no XDP program, the driver drops
+// them). It returns ErrClosed after Close.
+func (d *Decap) Driver() (map[string]uint64, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.drv == nil {
+		return nil, ErrClosed
+	}
+	return d.drv.stats()
+}
+
 // Close detaches the decapsulator and frees its maps. Close is idempotent.
 func (d *Decap) Close() error {
+	d.mu.Lock()
+	if d.drv != nil {
+		d.drv.close()
+		d.drv = nil
+	}
+	d.mu.Unlock()
 	var errs []error
 	if d.link != nil {
 		if err := d.link.Close(); err != nil {

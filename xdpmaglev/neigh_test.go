@@ -179,3 +179,21 @@ func TestDriverErrors(t *testing.T) {
 		t.Errorf("10 frames with a program on the peer: %d forwarded, the driver %v (before %v)", st2.Forwarded-st1.Forwarded, st2.Driver, st1.Driver)
 	}
 }
+
+// TestDownNotRefreshed: a Down backend given with its MAC is out of the
+// data plane, and no change for the refresh: it installs nothing and calls
+// no Options.Changed for it, round after round (it did every second).
+func TestDownNotRefreshed(t *testing.T) {
+	changed := make(chan Service, 4)
+	e := newE2EOpts(t, 2, Options{Changed: func(s Service) { changed <- s }})
+	bs := []Backend{{Addr: e.addrs[0], Weight: 1}, {Addr: e.addrs[1], Weight: 1, Down: true, HW: net.HardwareAddr{2, 0, 0, 0, 0, 0x99}}}
+	if err := e.lb.SetService(e.svc(), bs, ServiceOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2500 * time.Millisecond) // two refresh rounds
+	select {
+	case s := <-changed:
+		t.Errorf("Changed(%v) for a service whose only change is a Down backend's MAC", s)
+	default:
+	}
+}

@@ -88,7 +88,9 @@ func (lb *LB) refresh(interval time.Duration) {
 						lb.neigh.ask(b.Addr)
 					}
 				}
-				if b.HW != nil && !slices.Equal(b.HW, w.macs[b.Addr]) {
+				// A Down backend is out of the data plane, and has no MAC
+				// in use to differ from.
+				if b.HW != nil && !b.Down && !slices.Equal(b.HW, w.macs[b.Addr]) {
 					changed = true
 				}
 				bs[i] = b

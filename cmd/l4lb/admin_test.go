@@ -32,7 +32,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "127.0.0.1:9181")
 	t.Cleanup(func() { p.stop() })
-	p.await("admin on")
+	p.await("admin listening")
 
 	v0 := xdptest.Interface(t, ns, "v0")
 	var frames [][]byte
@@ -153,7 +153,7 @@ func TestDrainNoBackend(t *testing.T) {
 	}
 	write("198.18.0.11=02:00:00:00:00:11, 198.18.0.12=02:00:00:00:00:12")
 	p := start(t, ns, bin, "run", "-config", path)
-	p.await("admin on")
+	p.await("admin listening")
 	req := func(method, path string) ([]byte, error) { return requestAt(ns, "127.0.0.1:9187", method, path) }
 	for _, c := range []struct{ path, want string }{
 		{"/drain?addr=198.18.0.99", `404 Not Found: l4lb: 198.18.0.99 is no backend of any service (looked in api, web)`},

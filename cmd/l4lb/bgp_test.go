@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/bgp"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
@@ -219,9 +220,9 @@ protocol bgp lb {
 		ls[i] = listen(t, beNS, netip.AddrPortFrom(a, 8080))
 	}
 	p := start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 198.18.1.1 (AS 65000), hold 3s, graceful restart 120s, drain 3s")
-	p.await("l4lb: bgp: announcing 198.19.0.1/32: 2 backends in service")
-	p.await("l4lb: bgp: peer 198.18.1.1 established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router")
+	p.await("bgp: speaker started", "asn", "65001", "router_id", "198.18.1.3", "peers", "[198.18.1.1 (AS 65000)]", "hold", "3s", "restart", "2m0s", "drain", "3s")
+	p.await("bgp: announcing", "prefix", prefix, "reason", "2 backends in service")
+	p.await("bgp: peer established without graceful restart, which the router does not offer: a restart of l4lb withdraws its paths from this router", "peer", "198.18.1.1")
 
 	// Announced, with l4lb's address on the session as the next hop.
 	got := r.awaitRoute(prefix, true, "started")
@@ -246,8 +247,8 @@ protocol bgp lb {
 	for _, l := range ls {
 		_ = l.Close()
 	}
-	p.await("l4lb: FAILING OPEN")
-	p.await("l4lb: bgp: withdrew 198.19.0.1/32: failing open: every backend is down by its health check")
+	p.await("failing open: every backend is down by its health check, the last table kept")
+	p.await("bgp: withdrew", "prefix", prefix, "reason", "failing open: every backend is down by its health check")
 	r.awaitRoute(prefix, false, "all down")
 	if !r.established() {
 		t.Error("all down: the session went down; the route should be withdrawn by an UPDATE")
@@ -262,7 +263,7 @@ protocol bgp lb {
 	wantMetric(t, string(body), `maglev_l4lb_bgp_announced{maglev_vip="198.19.0.1/32"`, 0)
 	wantMetric(t, string(body), `maglev_l4lb_bgp_updates_total{maglev_action="withdraw",maglev_vip="198.19.0.1/32"`, 1)
 	ls[1] = listen(t, beNS, netip.AddrPortFrom(addrs[1], 8080))
-	p.await("l4lb: bgp: announcing 198.19.0.1/32: 1 backends in service")
+	p.await("bgp: announcing", "prefix", prefix, "reason", "1 backend in service")
 	got = r.awaitRoute(prefix, true, "one back")
 	if !strings.Contains(got, "via 198.18.1.3 on r1") {
 		t.Errorf("one back: the router's route: %q", got)
@@ -277,12 +278,12 @@ protocol bgp lb {
 			t.Fatal(err)
 		}
 	}
-	p.await("l4lb: bgp: withdrew 198.19.0.1/32: no backend in service")
+	p.await("bgp: withdrew", "prefix", prefix, "reason", "no backend in service (none of weight > 0 up)")
 	r.awaitRoute(prefix, false, "all drained")
 	if _, err := request(lbNS, "POST", "/undrain?addr="+addrs[0].String()); err != nil {
 		t.Fatal(err)
 	}
-	p.await("l4lb: bgp: announcing 198.19.0.1/32: 1 backends in service")
+	p.await("bgp: announcing", "prefix", prefix, "reason", "1 backend in service")
 	r.awaitRoute(prefix, true, "one undrained")
 
 	// SIGTERM: withdrawn first, the session still up and l4lb running;
@@ -301,7 +302,7 @@ protocol bgp lb {
 	if !r.established() {
 		t.Errorf("SIGTERM: the session went down with the route; it should have been withdrawn first, by an UPDATE")
 	}
-	var rest []string
+	var rest []nstest.Record
 	timeout := time.After(drain + 20*time.Second)
 	for done := false; !done; {
 		select {
@@ -322,14 +323,15 @@ protocol bgp lb {
 	}
 	// The session may be seen going down once the drain is over, not before.
 	for i := 0; i < len(rest); i++ {
-		if strings.HasPrefix(rest[i], "l4lb: bgp: peer 198.18.1.1 ") && i > 1 && rest[i-1] == "l4lb: bgp: draining for 3s" {
+		if rest[i].Is("bgp: peer session lost", "peer", "198.18.1.1") && i > 1 && rest[i-1].Is("bgp: draining", "drain", "3s") {
 			rest = append(rest[:i], rest[i+1:]...)
 			break
 		}
 	}
-	want := []string{"l4lb: bgp: withdrew 198.19.0.1/32: l4lb is stopping, and no router keeps its paths (no graceful restart)", "l4lb: bgp: draining for 3s", "l4lb: bgp: sessions closed", "l4lb: detached from v0"}
-	if strings.Join(rest, "\n") != strings.Join(want, "\n") {
-		t.Errorf("after SIGTERM l4lb printed %q, want %q", rest, want)
+	want := [][]string{{"bgp: withdrew", "prefix", prefix, "reason", "l4lb is stopping, and no router keeps its paths (no graceful restart)"},
+		{"bgp: draining", "drain", "3s"}, {"bgp: sessions closed"}, {"detached", "iface", "v0"}}
+	if !are(rest, want...) {
+		t.Errorf("after SIGTERM l4lb logged %+v, want %q", rest, want)
 	}
 	if exit < drain || gone >= drain {
 		t.Errorf("after SIGTERM: the route gone at %v, l4lb exited at %v; want the route gone before the drain of %v ends, and the exit after it", gone, exit, drain)
@@ -481,8 +483,8 @@ protocol bgp lb {
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "198.18.1.1,65000", "-bgp-hold", "3s",
 		"-bgp-restart-time", "30s", "-bgp-drain", drain.String()}
 	p := start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 198.18.1.1 (AS 65000), hold 3s, graceful restart 30s, drain 2s")
-	p.await("l4lb: bgp: peer 198.18.1.1 established")
+	p.await("bgp: speaker started", "asn", "65001", "router_id", "198.18.1.3", "peers", "[198.18.1.1 (AS 65000)]", "hold", "3s", "restart", "30s", "drain", "2s")
+	p.await("bgp: peer established", "peer", "198.18.1.1")
 	r.awaitRoute(prefix, true, "started")
 	want := "198.19.0.1 via 198.18.1.3 dev r1 proto bird metric 32"
 	if got := awaitKernelRoute(t, rNS, prefix, true, "started"); got != want {
@@ -497,13 +499,11 @@ protocol bgp lb {
 	term := time.Now()
 	rest := p.stop()
 	exit := time.Since(term)
-	for _, l := range rest {
-		if strings.Contains(l, "withdrew") || strings.Contains(l, "draining") {
-			t.Errorf("SIGTERM: l4lb printed %q; a restart withdraws nothing", l)
-		}
+	if has(rest, "bgp: withdrew") || has(rest, "bgp: draining") {
+		t.Errorf("SIGTERM: l4lb logged %+v; a restart withdraws nothing", rest)
 	}
-	if !slices.Contains(rest, "l4lb: bgp: sessions closed for a restart: the routers keep l4lb's paths for up to 30s") {
-		t.Errorf("SIGTERM: l4lb printed %q, want the sessions closed for a restart", rest)
+	if !has(rest, "bgp: sessions closed for a restart: the routers keep l4lb's paths for the restart time", "restart", "30s") {
+		t.Errorf("SIGTERM: l4lb logged %+v, want the sessions closed for a restart", rest)
 	}
 	if exit >= drain {
 		t.Errorf("SIGTERM: l4lb exited %v after the signal; a restart does not drain (%v)", exit, drain)
@@ -525,7 +525,7 @@ protocol bgp lb {
 	// End-of-RIB ends BIRD's graceful restart, the route never deleted.
 	started := time.Now()
 	p = start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: peer 198.18.1.1 established")
+	p.await("bgp: peer established", "peer", "198.18.1.1")
 	up := time.Since(started)
 	for r.grActive("lb") {
 		if time.Since(started) > 10*time.Second {
@@ -559,7 +559,7 @@ protocol bgp lb {
 	}
 	killed := time.Now()
 	p = start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: peer 198.18.1.1 established")
+	p.await("bgp: peer established", "peer", "198.18.1.1")
 	for r.grActive("lb") {
 		if time.Since(killed) > 10*time.Second {
 			t.Fatal("after SIGKILL: the next l4lb's session is up, and BIRD still in graceful restart: no End-of-RIB")
@@ -598,16 +598,16 @@ protocol bgp lb {
 	}
 	rest = p.rest()
 	exit = time.Since(post)
-	var lines []string
+	var lines []nstest.Record
 	for _, l := range rest {
-		if !strings.HasPrefix(l, "l4lb: bgp: peer ") { // the session's end may be seen, after the drain
+		if !l.Is("bgp: peer session lost") { // the session's end may be seen, after the drain
 			lines = append(lines, l)
 		}
 	}
-	wantLines := []string{"l4lb: bgp: withdrew 198.19.0.1/32: l4lb is out of service (POST /drain-lb)", "l4lb: bgp: draining for 2s",
-		"l4lb: bgp: sessions closed", "l4lb: detached from v0"}
-	if strings.Join(lines, "\n") != strings.Join(wantLines, "\n") {
-		t.Errorf("after POST /drain-lb l4lb printed %q, want %q", rest, wantLines)
+	wantLines := [][]string{{"bgp: withdrew", "prefix", prefix, "reason", "l4lb is out of service (POST /drain-lb)"}, {"bgp: draining", "drain", "2s"},
+		{"bgp: sessions closed"}, {"detached", "iface", "v0"}}
+	if !are(lines, wantLines...) {
+		t.Errorf("after POST /drain-lb l4lb logged %+v, want %q", rest, wantLines)
 	}
 	if exit < drain || gone >= drain {
 		t.Errorf("after POST /drain-lb: the kernel route gone at %v, l4lb exited at %v; want the route gone before the drain of %v ends, and the exit after it", gone, exit, drain)
@@ -650,9 +650,9 @@ protocol bgp lb {
 		"-bgp-asn", "65001", "-bgp-router-id", "198.18.1.3", "-bgp-peer", "2001:db8:1::1,65000", "-bgp-hold", "3s",
 		"-bgp-restart-time", "30s", "-bgp-drain", "1s"}
 	p := start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: AS 65001 (router ID 198.18.1.3) to 2001:db8:1::1 (AS 65000), hold 3s, graceful restart 30s, drain 1s")
-	p.await("l4lb: bgp: announcing 2001:db8:ffff::1/128: 1 backends in service")
-	p.await("l4lb: bgp: peer 2001:db8:1::1 established")
+	p.await("bgp: speaker started", "asn", "65001", "router_id", "198.18.1.3", "peers", "[2001:db8:1::1 (AS 65000)]", "hold", "3s", "restart", "30s", "drain", "1s")
+	p.await("bgp: announcing", "prefix", "2001:db8:ffff::1/128", "reason", "1 backend in service")
+	p.await("bgp: peer established", "peer", "2001:db8:1::1")
 	got := r.awaitRoute(prefix, true, "started")
 	if !strings.Contains(got, "via 2001:db8:1::3 on r1") || !strings.Contains(got, "AS65001i") {
 		t.Errorf("the router's route: %q, want via 2001:db8:1::3 on r1, AS path 65001", got)
@@ -689,7 +689,7 @@ protocol bgp lb {
 	}
 	started := time.Now()
 	p = start(t, lbNS, bin, args...)
-	p.await("l4lb: bgp: peer 2001:db8:1::1 established")
+	p.await("bgp: peer established", "peer", "2001:db8:1::1")
 	for r.grActive("lb") {
 		if time.Since(started) > 10*time.Second {
 			t.Fatal("the new l4lb's session is up, and BIRD still in graceful restart after 10 s: no End-of-RIB")
@@ -721,7 +721,7 @@ protocol bgp lb {
 		t.Fatal("l4lb exited before the router's kernel lost its route")
 	default:
 	}
-	if rest := p.rest(); !slices.Contains(rest, "l4lb: bgp: withdrew 2001:db8:ffff::1/128: l4lb is out of service (POST /drain-lb)") {
-		t.Errorf("after POST /drain-lb l4lb printed %q", rest)
+	if rest := p.rest(); !has(rest, "bgp: withdrew", "prefix", "2001:db8:ffff::1/128", "reason", "l4lb is out of service (POST /drain-lb)") {
+		t.Errorf("after POST /drain-lb l4lb logged %+v", rest)
 	}
 }

@@ -146,7 +146,7 @@ func TestCheckCommand(t *testing.T) {
 		t.Errorf("l4lb check of a good file: exit %d, %q, %q", code, out, errOut)
 	}
 	p := start(t, ns, bin, "run", "-config", path)
-	p.await("admin on")
+	p.await("admin listening")
 
 	bad := strings.Replace(good, "    proto: udp\n", "    proto: udp\n    health: tcp\n    health-rise: 0\n", 1) // health-rise on line 13
 	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
@@ -165,7 +165,7 @@ func TestCheckCommand(t *testing.T) {
 	if code != 1 || out != "" || errOut != want+"\n" {
 		t.Errorf("l4lb reload of the bad file: exit %d, %q, %q; want 1, \"\", %q", code, out, errOut, want+"\n")
 	}
-	p.await("reload refused, the running configuration stays: " + strings.TrimPrefix(want, "l4lb: "))
+	p.await("reload refused, the running configuration stays", "file", path, "err", strings.TrimPrefix(want, "l4lb: "))
 	if _, errOut, code := runL4lb(t, "", bin, "check"); code != 2 || !strings.HasPrefix(errOut, "usage: l4lb check FILE\n") {
 		t.Errorf("l4lb check without a file: exit %d, %q", code, errOut)
 	}
@@ -191,7 +191,7 @@ func TestStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, ns, bin, "run", "-config", path)
-	p.await("admin on")
+	p.await("admin listening")
 	sendSYNs(t, ns, 3)
 	adminFlag := []string{"-admin", "127.0.0.1:9191"}
 
@@ -282,16 +282,16 @@ func TestCommandForms(t *testing.T) {
 	bin := build(t)
 	ns := xdptest.VethNS(t, "l4form")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11", "-m", "251", "-admin", "", "-pin-dir", "")
-	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 1 backends" {
-		t.Fatalf("l4lb run: first line %q", l)
+	if l := p.next(); !l.Is("service started", "service", "default", "vip", "tcp/198.19.0.1:80", "iface", "v0", "mode", "native", "backends", "1") {
+		t.Fatalf("l4lb run: first record %+v", l)
 	}
-	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
-		t.Errorf("l4lb run: last lines %q", rest)
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("detached", "iface", "v0") {
+		t.Errorf("l4lb run: last records %+v", rest)
 	}
 	p = start(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.0.3", "-decap-sources", "any", "-admin", "")
-	p.await("l4lb: decapsulating IPIP and GUE (port 6080) to 198.18.0.3 on v0 (native), from any source")
-	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
-		t.Errorf("l4lb decap: last lines %q", rest)
+	p.await("decapsulating IPIP and GUE", "gue_port", "6080", "vips", "[198.18.0.3]", "iface", "v0", "mode", "native", "sources", "any source")
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("detached", "iface", "v0") {
+		t.Errorf("l4lb decap: last records %+v", rest)
 	}
 	dir := t.TempDir()
 	if out, errOut, code := runL4lb(t, ns, bin, "detach", "-iface", "v0", "-pin-dir", dir); code != 0 || out != "l4lb: nothing pinned in "+filepath.Join(dir, "v0")+"\n" {

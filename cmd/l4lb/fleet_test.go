@@ -23,6 +23,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -79,7 +80,7 @@ type fleet struct {
 // lbProc is a running l4lb.
 type lbProc struct {
 	cmd   *exec.Cmd
-	lines chan string
+	lines chan nstest.Record
 	done  chan error // Wait's error, once
 	ended bool       // done was received: err is Wait's
 	err   error
@@ -341,14 +342,14 @@ func (f *fleet) startLB(i int, extra ...string) {
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
-	p := &lbProc{cmd: cmd, lines: make(chan string, 1024), done: make(chan error, 1)}
+	p := &lbProc{cmd: cmd, lines: make(chan nstest.Record, 1024), done: make(chan error, 1)}
 	go func() { p.done <- cmd.Wait() }()
 	f.t.Cleanup(func() { _ = cmd.Process.Kill() }) // gone already, normally
 	go func() {
 		s := bufio.NewScanner(stderr)
 		for s.Scan() {
 			select {
-			case p.lines <- logLine(s.Text()):
+			case p.lines <- record(s.Text()):
 			default: // nobody reads them any more
 			}
 		}
@@ -356,8 +357,8 @@ func (f *fleet) startLB(i int, extra ...string) {
 	f.procs[i] = p
 	for {
 		select {
-		case l := <-p.lines:
-			if strings.Contains(l, "table digest") {
+		case r := <-p.lines:
+			if r.Msg == "backends applied" && r.Attrs["digest"] != "" {
 				return
 			}
 		case p.err = <-p.done:

@@ -2,10 +2,10 @@ package main
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
@@ -25,18 +25,19 @@ func TestForwardCommand(t *testing.T) {
 	// otherwise say whether a BPF filesystem is at the default.
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-forward", "gue",
 		"-backend", "198.18.0.11", "-m", "251", "-flood-rate", "-1", "-admin", "127.0.0.1:9183", "-pin-dir", "")
-	const warning = "l4lb: -forward gue: net.ipv4.conf.v0.forwarding is 0: the kernel's route lookup refuses, and tcp/198.19.0.1:80's packets are dropped (forwarding_off); sysctl -w net.ipv4.conf.all.forwarding=1"
-	if l := p.next(); l != warning {
-		t.Fatalf("first line %q, want the warning %q", l, warning)
+	warning := []string{"forwarding is off: the kernel's route lookup refuses, and the service's packets are dropped (forwarding_off)",
+		"vip", "tcp/198.19.0.1:80", "forward", "gue", "sysctl", "net.ipv4.conf.v0.forwarding", "fix", "sysctl -w net.ipv4.conf.all.forwarding=1"}
+	if l := p.next(); l.Level != "WARN" || !l.Is(warning[0], warning[1:]...) {
+		t.Fatalf("first record %+v, want the warning %q", l, warning)
 	}
-	if l, want := p.next(), "l4lb: tcp/198.19.0.1:80 attached to v0 (native) by gue, 1 backends"; l != want {
-		t.Fatalf("first line %q, want %q", l, want)
+	if l := p.next(); !l.Is("service started", "vip", "tcp/198.19.0.1:80", "iface", "v0", "mode", "native", "forward", "gue", "backends", "1") {
+		t.Fatalf("second record %+v", l)
 	}
-	if l := p.next(); !strings.HasPrefix(l, "l4lb: 1 backends live, 0 draining, table digest ") {
-		t.Fatalf("second line %q", l)
+	if l := p.next(); !l.Is("backends applied", "live", "1", "draining", "0") || l.Attrs["digest"] == "" {
+		t.Fatalf("third record %+v", l)
 	}
-	if l := p.next(); !strings.Contains(l, "/debug/maglev") {
-		t.Fatalf("third line %q", l)
+	if l := p.next(); !l.Is("admin listening", "url", "http://127.0.0.1:9183/debug/maglev") {
+		t.Fatalf("fourth record %+v", l)
 	}
 
 	v0 := xdptest.Interface(t, ns, "v0")
@@ -82,16 +83,16 @@ func TestForwardCommand(t *testing.T) {
 		t.Errorf("forwarding on: /debug/maglev: %s", body)
 	}
 
-	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
-		t.Errorf("last lines %q", rest)
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("detached", "iface", "v0") {
+		t.Errorf("last records %+v", rest)
 	}
-	var warns []string
+	var warns []nstest.Record
 	for _, l := range p.logged() {
-		if !strings.HasPrefix(l, "INFO ") {
+		if l.Level != "INFO" {
 			warns = append(warns, l)
 		}
 	}
-	if len(warns) != 1 || warns[0] != "WARN "+warning {
-		t.Errorf("records above INFO %q, want the one warning %q", warns, warning)
+	if !are(warns, warning) {
+		t.Errorf("records above INFO %+v, want the one warning %q", warns, warning)
 	}
 }

@@ -145,8 +145,8 @@ func (n *handoffNet) configure(i, backends int, c handoffLB) string {
 // waits for both services' tables.
 func (n *handoffNet) startLB(i int, path string) *process {
 	p := start(n.t, n.lbs[i], n.bin, "run", "-config", path)
-	p.await("table digest")
-	p.await("table digest")
+	p.await("backends applied")
+	p.await("backends applied")
 	n.procs[i] = p
 	return p
 }
@@ -272,7 +272,7 @@ type handoffCase struct {
 	second  handoffLB // with restart, the first's after it
 	covered bool      // no connection breaks; else exactly those on moved slots
 	from    string    // where the second hops come from, when covered
-	logs    string    // what the load balancer that takes the traffic logs, if not ""
+	logs    []string  // a record the load balancer that takes the traffic logs (its message and attributes), if not nil
 }
 
 // TestHandoff: second chance for a load balancer that did not see the
@@ -294,7 +294,7 @@ func TestHandoff(t *testing.T) {
 		{name: "restart without pins, no state file", restart: true},
 		{name: "restart without pins, state file", restart: true, first: handoffLB{state: true}, second: handoffLB{state: true}, covered: true, from: "state file"},
 		{name: "crash, state file", restart: true, crash: true, first: handoffLB{state: true}, second: handoffLB{state: true}, covered: true, from: "state file"},
-		{name: "a second load balancer, its peer not answering", second: handoffLB{peer: peer}, logs: `msg="handoff: a peer did not answer" peer=` + peer + " err="},
+		{name: "a second load balancer, its peer not answering", second: handoffLB{peer: peer}, logs: []string{"handoff: a peer did not answer", "peer", peer}},
 		{name: "a second load balancer, asking its peer", first: handoffLB{listen: true}, second: handoffLB{peer: peer}, covered: true, from: "peer " + peer},
 		{name: "etcd, a second load balancer, asking its peer", first: handoffLB{listen: true, etcd: "etcd"}, second: handoffLB{peer: peer, etcd: "etcd"}, covered: true, from: "peer " + peer},
 	}
@@ -337,8 +337,8 @@ func TestHandoff(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			first.await("4 backends live")
-			first.await("4 backends live")
+			first.await("backends applied", "live", "4")
+			first.await("backends applied", "live", "4")
 			time.Sleep(time.Second)
 			if broken, err := pumps.failed(); len(broken) > 0 {
 				t.Fatalf("%d connections broke on the load balancer that saw the change: %v", len(broken), err)
@@ -412,9 +412,9 @@ func TestHandoff(t *testing.T) {
 			if d := n.secondHops() - hops; c.covered && d == 0 {
 				t.Error("no packet passed on to its second hop at the backends")
 			}
-			if c.logs != "" {
+			if c.logs != nil {
 				n.stopLBs()
-				if !strings.Contains(p.stderr.String(), c.logs) {
+				if !has(p.logged(), c.logs[0], c.logs[1:]...) {
 					t.Errorf("the load balancer did not log %q:\n%s", c.logs, p.stderr.String())
 				}
 			}

@@ -222,8 +222,8 @@ func TestHealthTCP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, lbNS, bin, args...)
-	p.await("health check: tcp connect on port 8080 every 250ms (timeout 200ms, rise 2, fall 3)")
-	p.await("admin on")
+	p.await("health check", "check", "tcp connect on port 8080 every 250ms (timeout 200ms, rise 2, fall 3)")
+	p.await("admin listening")
 	st := awaitDigest(t, lbNS, base, "all up")
 	if st.FailOpen || !strings.HasPrefix(st.Health, "tcp connect") {
 		t.Fatalf("all up: %+v", st)
@@ -249,8 +249,8 @@ func TestHealthTCP(t *testing.T) {
 		t.Errorf("one down: %+v", b)
 	}
 	wantSlots(t, lbNS, without(t, base, addrs[1]))
-	p.await("l4lb: health: 198.18.0.12 down: 3 probes failed in a row, the last: ")
-	p.await("l4lb: 3 backends live, 0 draining, 1 down, table digest " + digestHex(without(t, base, addrs[1])))
+	p.await("health: backend down", "backend", "198.18.0.12", "failed", "3")
+	p.await("backends applied", "live", "3", "draining", "0", "down", "1", "digest", digestHex(without(t, base, addrs[1])))
 
 	// Started again: up after rise passes, back where it was.
 	ls[1] = listen(t, beNS, netip.AddrPortFrom(addrs[1], 8080))
@@ -258,8 +258,8 @@ func TestHealthTCP(t *testing.T) {
 	wantSeen(t, seen, "down/0", "down/1", "up/0")
 	awaitDigest(t, lbNS, base, "back up")
 	wantSlots(t, lbNS, base)
-	p.await("l4lb: health: 198.18.0.12 up: 2 probes passed in a row")
-	p.await("l4lb: 4 backends live, 0 draining, table digest " + digestHex(base))
+	p.await("health: backend up", "backend", "198.18.0.12", "passed", "2")
+	p.await("backends applied", "live", "4", "draining", "0", "down", "0", "digest", digestHex(base))
 
 	// All fail, one after the other: the table follows until the last,
 	// which leaves the one before it in place.
@@ -273,7 +273,9 @@ func TestHealthTCP(t *testing.T) {
 	last := without(t, base, gone...)
 	_ = ls[1].Close()
 	awaitHealth(t, lbNS, addrs[1], "down", rise, fall)
-	p.await("l4lb: FAILING OPEN: every backend of tcp/198.19.0.1:80 is down by its health check (4 of weight > 0); keeping the last table")
+	if r := p.await("failing open: every backend is down by its health check, the last table kept", "vip", "tcp/198.19.0.1:80", "backends", "4"); r.Level != "WARN" {
+		t.Errorf("failing open: %+v, want a warning", r)
+	}
 	st = backendsOf(t, lbNS)
 	if !st.FailOpen || st.Digest != digestHex(last) {
 		t.Errorf("all down: fail open %v, digest %s, want true and %s", st.FailOpen, st.Digest, digestHex(last))
@@ -306,7 +308,7 @@ func TestHealthTCP(t *testing.T) {
 	// other three.
 	ls[2] = listen(t, beNS, netip.AddrPortFrom(addrs[2], 8080))
 	awaitHealth(t, lbNS, addrs[2], "up", rise, fall)
-	p.await("l4lb: failing open no more: 1 backends of tcp/198.19.0.1:80 up")
+	p.await("failing open no more", "vip", "tcp/198.19.0.1:80", "up", "1")
 	st = awaitDigest(t, lbNS, without(t, base, addrs[0], addrs[1], addrs[3]), "one back")
 	if st.FailOpen {
 		t.Errorf("one back: still failing open: %+v", st)
@@ -386,8 +388,8 @@ func TestHealthHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, lbNS, bin, args...)
-	p.await("health check: http GET /ready?from=l4lb = 200 on the service's port every 200ms (timeout 150ms, rise 1, fall 2)")
-	p.await("admin on")
+	p.await("health check", "check", "http GET /ready?from=l4lb = 200 on the service's port every 200ms (timeout 150ms, rise 1, fall 2)")
+	p.await("admin listening")
 	awaitDigest(t, lbNS, base, "all up")
 
 	codes[0].Store(503)

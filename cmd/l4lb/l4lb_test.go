@@ -27,14 +27,14 @@ func TestCommand(t *testing.T) {
 	// default (ip netns exec mounts a sysfs of its own).
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80",
 		"-backend", "198.18.0.11=02:00:00:00:00:11", "-backend", "198.18.0.12=02:00:00:00:00:12", "-m", "251", "-admin", "127.0.0.1:9180", "-pin-dir", "")
-	if l := p.next(); l != "l4lb: tcp/198.19.0.1:80 attached to v0 (native), 2 backends" {
-		t.Fatalf("first line %q", l)
+	if l := p.next(); !l.Is("service started", "service", "default", "vip", "tcp/198.19.0.1:80", "iface", "v0", "mode", "native", "forward", "l2", "backends", "2") {
+		t.Fatalf("first record %+v", l)
 	}
-	if l := p.next(); !strings.HasPrefix(l, "l4lb: 2 backends live, 0 draining, table digest ") {
-		t.Fatalf("second line %q", l)
+	if l := p.next(); !l.Is("backends applied", "service", "default", "live", "2", "draining", "0", "down", "0", "unresolved", "0") || len(l.Attrs["digest"]) != 64 {
+		t.Fatalf("second record %+v", l)
 	}
-	if l := p.next(); !strings.Contains(l, "/debug/maglev") {
-		t.Fatalf("third line %q", l)
+	if l := p.next(); !l.Is("admin listening", "url", "http://127.0.0.1:9180/debug/maglev") {
+		t.Fatalf("third record %+v", l)
 	}
 	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); !strings.Contains(out, "xdp") {
 		t.Fatalf("no XDP program on v0: %s", out)
@@ -113,8 +113,8 @@ func TestCommand(t *testing.T) {
 		t.Errorf("POST /drain?addr=nonsense: %v, want 400", err)
 	}
 
-	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from v0" {
-		t.Errorf("last lines %q", rest)
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("detached", "iface", "v0") {
+		t.Errorf("last records %+v", rest)
 	}
 	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)

@@ -93,8 +93,8 @@ func TestLab(t *testing.T) {
 	bin := build(t)
 	l := labUp(t)
 	p := start(t, l.ns("lb"), bin, "run", "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12")
-	p.await("2 backends live, 0 draining, table digest ")
-	p.await("admin on")
+	p.await("backends applied", "live", "2", "draining", "0")
+	p.await("admin listening")
 	if got := l.get(t, 40); got["be1"]+got["be2"] != 40 || got["be1"] == 0 || got["be2"] == 0 {
 		t.Errorf("40 requests: %v, want both backends", got)
 	}
@@ -165,18 +165,18 @@ func TestLabUnprivileged(t *testing.T) {
 	args := []string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=" + caps, "--ambient-caps=" + caps, "--",
 		bin, "run", "-iface", "eth0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11", "-backend", "198.18.0.12", "-pin-dir", mnt}
 	p := start(t, l.ns("lb"), "setpriv", args...)
-	p.await("pinned in " + filepath.Join(mnt, "eth0"))
-	p.await("admin on")
+	p.await("data plane pinned", "path", filepath.Join(mnt, "eth0"))
+	p.await("admin listening")
 	if got := l.get(t, 20); got["be1"]+got["be2"] != 20 {
 		t.Errorf("20 requests: %v", got)
 	}
 	rest := p.stop()
-	if len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "l4lb: left attached to eth0") {
-		t.Errorf("last lines %q", rest)
+	if len(rest) == 0 || !rest[len(rest)-1].Is("left attached and pinned for the next l4lb (l4lb detach removes it)", "iface", "eth0", "path", filepath.Join(mnt, "eth0")) {
+		t.Errorf("last records %+v", rest)
 	}
 	p = start(t, l.ns("lb"), "setpriv", args...)
-	p.await("adopted the data plane pinned in " + filepath.Join(mnt, "eth0"))
-	p.await("admin on")
+	p.await("adopted the pinned data plane: its connection tracking, tables and counters go on", "path", filepath.Join(mnt, "eth0"))
+	p.await("admin listening")
 	if got := l.get(t, 20); got["be1"]+got["be2"] != 20 {
 		t.Errorf("20 requests after the restart: %v", got)
 	}

@@ -14,15 +14,15 @@ import (
 
 // TestLogText runs the built l4lb with the default -log-format: every
 // line of its standard error is a record in slog's text format, with its
-// time (RFC 3339), level and message, the status lines at INFO; its
-// standard output is empty.
+// time (RFC 3339), level and message, and the record's variable parts as
+// attributes; its standard output is empty.
 func TestLogText(t *testing.T) {
 	xdptest.Need(t)
 	bin := build(t)
 	ns := xdptest.VethNS(t, "l4lbt")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9184", "-pin-dir", "")
-	p.await("admin on")
+	p.await("admin listening")
 	p.stop()
 	record := regexp.MustCompile(`^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+\S* level=(INFO|WARN|ERROR) msg=`)
 	lines := strings.Split(strings.TrimSuffix(p.stderr.String(), "\n"), "\n")
@@ -31,31 +31,37 @@ func TestLogText(t *testing.T) {
 			t.Errorf("not a text record with time= and level=: %q", l)
 		}
 	}
-	if len(lines) < 4 || !strings.Contains(lines[0], ` level=INFO msg="tcp/198.19.0.1:80 attached to v0 (native), 1 backends"`) ||
-		!strings.HasSuffix(lines[len(lines)-1], ` level=INFO msg="detached from v0"`) {
-		t.Errorf("records %q", lines)
+	rs := p.logged()
+	if len(rs) < 4 || !rs[0].Is("service started", "service", "default", "vip", "tcp/198.19.0.1:80", "iface", "v0", "mode", "native", "forward", "l2", "backends", "1") ||
+		rs[0].Level != "INFO" || !rs[len(rs)-1].Is("detached", "iface", "v0") {
+		t.Errorf("records %+v", rs)
 	}
 	if p.stdout.Len() != 0 {
 		t.Errorf("standard output %q, want nothing: it is for command output", p.stdout.String())
 	}
+	t.Logf("l4lb's records, -log-format text:\n%s", p.stderr.String())
 }
 
 // TestLogJSON runs the built l4lb with -log-format json: every line of
-// its standard error is a JSON object with time, level and msg, from the
-// first status line to the last; an error that ends it is a record at
-// ERROR too.
+// its standard error is a JSON object with time, level and msg, and the
+// record's variable parts as its other members, from the first record to
+// the last; an error that ends it is a record at ERROR too, with the
+// error as err.
 func TestLogJSON(t *testing.T) {
 	xdptest.Need(t)
 	bin := build(t)
 	ns := xdptest.VethNS(t, "l4lbj")
 	p := start(t, ns, bin, "run", "-iface", "v0", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11=02:00:00:00:00:11",
 		"-m", "251", "-admin", "127.0.0.1:9185", "-pin-dir", "", "-log-format", "json")
-	p.await(`"msg":"admin on http://127.0.0.1:9185/debug/maglev"`)
+	p.await("admin listening", "url", "http://127.0.0.1:9185/debug/maglev")
 	p.stop()
 	type record struct {
-		Time  time.Time `json:"time"`
-		Level string    `json:"level"`
-		Msg   string    `json:"msg"`
+		Time    time.Time `json:"time"`
+		Level   string    `json:"level"`
+		Msg     string    `json:"msg"`
+		Service string    `json:"service"`
+		Live    *int      `json:"live"`
+		Err     string    `json:"err"`
 	}
 	check := func(out string) []record {
 		t.Helper()
@@ -70,10 +76,12 @@ func TestLogJSON(t *testing.T) {
 		return rs
 	}
 	rs := check(p.stderr.String())
-	if len(rs) < 4 || rs[0].Msg != "tcp/198.19.0.1:80 attached to v0 (native), 1 backends" || rs[0].Level != "INFO" ||
-		rs[len(rs)-1].Msg != "detached from v0" || time.Since(rs[0].Time) > time.Minute {
+	if len(rs) < 4 || rs[0].Msg != "service started" || rs[0].Service != "default" || rs[0].Level != "INFO" ||
+		rs[1].Msg != "backends applied" || rs[1].Live == nil || *rs[1].Live != 1 ||
+		rs[len(rs)-1].Msg != "detached" || time.Since(rs[0].Time) > time.Minute {
 		t.Errorf("records %+v", rs)
 	}
+	t.Logf("l4lb's records, -log-format json:\n%s", p.stderr.String())
 
 	// An error: the interface does not exist.
 	cmd := exec.Command("ip", "netns", "exec", ns, bin, "run", "-iface", "nonesuch", "-vip", "198.19.0.1:80", "-backend", "198.18.0.11",
@@ -84,7 +92,16 @@ func TestLogJSON(t *testing.T) {
 	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Fatalf("l4lb run -iface nonesuch: %v, want exit status 1", err)
 	}
-	if rs := check(stderr.String()); len(rs) != 1 || rs[0].Level != "ERROR" || !strings.Contains(rs[0].Msg, "nonesuch") {
-		t.Errorf("l4lb run -iface nonesuch: records %+v, want one ERROR naming the interface", rs)
+	if rs := check(stderr.String()); len(rs) != 1 || rs[0].Level != "ERROR" || rs[0].Msg != "l4lb stopped" || !strings.Contains(rs[0].Err, "nonesuch") {
+		t.Errorf("l4lb run -iface nonesuch: records %+v, want one ERROR, its err naming the interface", rs)
+	}
+}
+
+// TestPlural: command output says "1 service", "2 services".
+func TestPlural(t *testing.T) {
+	for n, want := range map[int]string{0: "0 services", 1: "1 service", 2: "2 services"} {
+		if got := plural(n, "service"); got != want {
+			t.Errorf("plural(%d): %q, want %q", n, got, want)
+		}
 	}
 }

@@ -150,7 +150,7 @@ func main() {
 		}
 		_, _ = fmt.Fprintln(os.Stderr, msg)
 	case !errors.As(err, new(loggedError)): // an error before the log format was known
-		newLogger("text", os.Stderr).Error(err.Error())
+		newLogger("text", os.Stderr).Error("l4lb stopped", "err", err)
 	}
 	os.Exit(1)
 }

@@ -52,7 +52,7 @@ change of the load balancer's own settings) it cannot check.`,
 				names[i] = s.Name
 			}
 			sort.Strings(names)
-			_, err = fmt.Fprintf(stdout, "%s: ok: %d services (%s) on %s\n", args[0], len(svcs), strings.Join(names, ", "), g.Iface)
+			_, err = fmt.Fprintf(stdout, "%s: ok: %s (%s) on %s\n", args[0], plural(len(svcs), "service"), strings.Join(names, ", "), g.Iface)
 			return err
 		}
 	},

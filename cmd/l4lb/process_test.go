@@ -7,13 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
@@ -76,11 +77,11 @@ func TestMain(m *testing.M) {
 type process struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	lines  chan string   // its log records, a line at a time (see logLine); closed at its end
-	exited chan struct{} // closed once it has exited, with err set
-	err    error         // Wait's
-	stderr bytes.Buffer  // its standard error, whole; read once exited is closed
-	stdout bytes.Buffer  // its standard output; read once exited is closed
+	lines  chan nstest.Record // its log records (see record); closed at its end
+	exited chan struct{}      // closed once it has exited, with err set
+	err    error              // Wait's
+	stderr bytes.Buffer       // its standard error, whole; read once exited is closed
+	stdout bytes.Buffer       // its standard output; read once exited is closed
 }
 
 // start runs bin with args in namespace ns. Its log records, on its
@@ -90,7 +91,7 @@ type process struct {
 func start(t *testing.T, ns, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{t: t, cmd: exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...),
-		lines: make(chan string, 16), exited: make(chan struct{})}
+		lines: make(chan nstest.Record, 16), exited: make(chan struct{})}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func start(t *testing.T, ns, bin string, args ...string) *process {
 		s := bufio.NewScanner(stderr)
 		for s.Scan() {
 			p.stderr.WriteString(s.Text() + "\n")
-			p.lines <- logLine(s.Text())
+			p.lines <- record(s.Text())
 		}
 		close(p.lines)
 		p.err = p.cmd.Wait()
@@ -123,89 +124,74 @@ func start(t *testing.T, ns, bin string, args ...string) *process {
 	return p
 }
 
-// logLine returns the line the tests compare of a line of l4lb's standard
-// error: "l4lb: " and the message of a record in slog's text format
-// (time=... level=... msg="..." and its attributes), as l4lb printed its
-// status lines before it logged them; any other line (a JSON record, a
-// panic) as it is.
-func logLine(l string) string {
-	if !strings.HasPrefix(l, "time=") {
-		return l
+// record returns the record of a line of l4lb's standard error, in
+// slog's text or JSON format (nstest.ParseRecord); any other line (a
+// panic's) as the message of a record of no level.
+func record(l string) nstest.Record {
+	if r, ok := nstest.ParseRecord(l); ok {
+		return r
 	}
-	_, rest, ok := strings.Cut(l, " msg=")
-	if !ok || !strings.Contains(l, " level=") {
-		return l
-	}
-	if strings.HasPrefix(rest, `"`) {
-		q, err := strconv.QuotedPrefix(rest)
-		if err != nil {
-			return l
-		}
-		msg, err := strconv.Unquote(q)
-		if err != nil {
-			return l
-		}
-		return "l4lb: " + msg
-	}
-	msg, _, _ := strings.Cut(rest, " ")
-	return "l4lb: " + msg
+	return nstest.Record{Msg: l}
 }
 
-// logged returns the records of the process's standard error in slog's
-// text format as logLine makes them, with their levels: "INFO l4lb: ...".
-// Call it once exited is closed.
-func (p *process) logged() []string {
-	var out []string
+// logged returns the records of the process's standard error. Call it
+// once exited is closed.
+func (p *process) logged() []nstest.Record {
+	var out []nstest.Record
 	for l := range strings.Lines(p.stderr.String()) {
-		l = strings.TrimSuffix(l, "\n")
-		_, level, _ := strings.Cut(l, " level=")
-		level, _, _ = strings.Cut(level, " ")
-		out = append(out, level+" "+logLine(l))
+		out = append(out, record(l))
 	}
 	return out
 }
 
-// next returns the process's next log record (logLine), failing the test
-// if it exits first or logs nothing for 20 s.
-func (p *process) next() string {
+// next returns the process's next log record, failing the test if it
+// exits first or logs nothing for 20 s.
+func (p *process) next() nstest.Record {
 	p.t.Helper()
 	select {
-	case l, ok := <-p.lines:
+	case r, ok := <-p.lines:
 		if !ok {
 			<-p.exited
 			p.t.Fatalf("l4lb exited: %v\n%s", p.err, p.stderr.String())
 		}
-		return l
+		return r
 	case <-time.After(20 * time.Second):
 		p.t.Fatal("l4lb printed nothing for 20 s")
 	}
-	return ""
+	return nstest.Record{}
 }
 
-// await reads records until one contains s, failing the test if none
-// does within 20 s.
-func (p *process) await(s string) {
+// await reads records until one's message is msg and its attributes have
+// the values of kv, pairs of a key and a value (nstest.Record.Is), and
+// returns it, failing the test if none comes within 20 s.
+func (p *process) await(msg string, kv ...string) nstest.Record {
 	p.t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		select {
-		case l, ok := <-p.lines:
+		case r, ok := <-p.lines:
 			if !ok {
 				<-p.exited
-				p.t.Fatalf("l4lb exited before printing %q: %v\n%s", s, p.err, p.stderr.String())
+				p.t.Fatalf("l4lb exited before logging %q %q: %v\n%s", msg, kv, p.err, p.stderr.String())
 			}
-			if strings.Contains(l, s) {
-				return
+			if r.Is(msg, kv...) {
+				return r
 			}
 		case <-deadline:
-			p.t.Fatalf("l4lb did not print %q in 20 s", s)
+			p.t.Fatalf("l4lb did not log %q %q in 20 s", msg, kv)
 		}
 	}
 }
 
+// has reports whether one of rs is msg with the attributes kv
+// (nstest.Record.Is).
+func has(rs []nstest.Record, msg string, kv ...string) bool {
+	return slices.ContainsFunc(rs, func(r nstest.Record) bool { return r.Is(msg, kv...) })
+}
+
 // stop sends SIGTERM and returns the records logged after it, failing the
 // test unless the process exits cleanly within 20 s.
-func (p *process) stop() []string {
+func (p *process) stop() []nstest.Record {
 	p.t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatal(err)
@@ -215,10 +201,10 @@ func (p *process) stop() []string {
 
 // rest returns the records the process logs until it exits, failing the
 // test unless it exits cleanly within 20 s.
-func (p *process) rest() []string {
+func (p *process) rest() []nstest.Record {
 	p.t.Helper()
 	deadline := time.After(20 * time.Second)
-	var rest []string
+	var rest []nstest.Record
 	for {
 		select {
 		case l, ok := <-p.lines:
@@ -239,4 +225,18 @@ func (p *process) rest() []string {
 			p.t.Fatal("l4lb still running 20 s after it was told to stop")
 		}
 	}
+}
+
+// are reports whether rs are, in order, the records of want, each a
+// message and the attributes it has (nstest.Record.Is).
+func are(rs []nstest.Record, want ...[]string) bool {
+	if len(rs) != len(want) {
+		return false
+	}
+	for i, w := range want {
+		if !rs[i].Is(w[0], w[1:]...) {
+			return false
+		}
+	}
+	return true
 }

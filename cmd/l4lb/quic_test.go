@@ -220,7 +220,7 @@ func (q *quicNet) configure(forward string, n int, on bool, c quiclb.Config, key
 	}
 	if q.lbProc == nil {
 		q.lbProc = start(q.top, q.lb, q.bin, "run", "-config", path)
-		q.lbProc.await("table digest")
+		q.lbProc.await("backends applied")
 		return
 	}
 	if _, err := requestAt(q.lb, q.admin, "POST", "/reload"); err != nil {
@@ -469,11 +469,11 @@ func TestQUIC(t *testing.T) {
 		}
 		// A restart without pins: a new data plane, which knows no flow.
 		rest := q.lbProc.stop()
-		if !slices.ContainsFunc(rest, func(l string) bool { return strings.Contains(l, "detached from eth0") }) {
-			t.Fatalf("l4lb's last lines %q", rest)
+		if !has(rest, "detached", "iface", "eth0") {
+			t.Fatalf("l4lb's last records %+v", rest)
 		}
 		q.lbProc = start(q.top, q.lb, q.bin, "run", "-config", filepath.Join(q.dir, "l4lb.yaml"))
-		q.lbProc.await("table digest")
+		q.lbProc.await("backends applied")
 		all := append(slices.Clone(last), fresh...)
 		if bad := q.echo(all); len(bad) != 0 {
 			t.Fatalf("after the restart: connections %v of %d broken", bad, len(all))

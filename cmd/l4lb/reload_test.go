@@ -51,7 +51,7 @@ func TestReload(t *testing.T) {
 	}
 	write(svc("web", "198.19.0.1:80", 0, 1, 2) + svc("old", "198.19.0.1:443", 0, 3) + svc("same", "198.19.0.2:53", 1021, 1, 2, 3))
 	p := start(t, ns, bin, "run", "-config", path)
-	p.await("admin on")
+	p.await("admin listening")
 
 	// check says the running services are want, name to backends and M,
 	// each with the table its backends make.
@@ -116,7 +116,7 @@ func TestReload(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.await(`reloaded ` + path + `: 3 services: added new, changed web, removed old, 1 unchanged`)
+	p.await("reloaded", "file", path, "applied.services", "3", "applied.added", "[new]", "applied.changed", "[web]", "applied.removed", "[old]", "applied.unchanged", "1")
 	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
 	u := updates()
 	if u["tcp/198.19.0.2:53"] != 1 || u["tcp/198.19.0.1:80"] != 2 || u["tcp/198.19.0.3:80"] != 1 {
@@ -142,7 +142,9 @@ func TestReload(t *testing.T) {
 		!strings.Contains(err.Error(), `:14: service "same": -health-rise 0: at least 1`) || !strings.Contains(err.Error(), "bad configuration file") {
 		t.Errorf("POST /reload of a bad file: %v", err)
 	}
-	p.await("reload refused, the running configuration stays")
+	if r := p.await("reload refused, the running configuration stays", "file", path); !strings.Contains(r.Attrs["err"], `:14: service "same": -health-rise 0: at least 1`) {
+		t.Errorf("the refusal's record %+v", r)
+	}
 	check(map[string][]int{"web": {1, 2, 4}, "new": {5}, "same": {1, 2, 3}}, map[string]int{"web": 1021, "same": 1021})
 
 	// The load balancer's own settings take a restart.
@@ -178,7 +180,7 @@ func TestReloadMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, ns, bin, "run", "-config", path)
-	p.await("admin on")
+	p.await("admin listening")
 	metrics := func() string {
 		t.Helper()
 		body, err := requestAt(ns, "127.0.0.1:9186", "GET", "/metrics")
@@ -236,7 +238,7 @@ func TestReloadMetrics(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	p.await(`reloaded ` + path + `: 1 services: added none, changed none, removed retired, 1 unchanged`)
+	p.await("reloaded", "file", path, "applied.services", "1", "applied.added", "[]", "applied.changed", "[]", "applied.removed", "[retired]", "applied.unchanged", "1")
 	// The VIP's route is forgotten by BGP's goroutine, a moment after the
 	// reload: a few scrapes, for at most 5 s.
 	var m string

@@ -144,7 +144,7 @@ func restartTable(t *testing.T, n int, without ...int) *maglev.Table {
 func (r *restartNet) lbStart(args []string) *process {
 	r.t.Helper()
 	p := start(r.t, r.lb, r.bin, args...)
-	p.await("table digest")
+	p.await("backends applied")
 	return p
 }
 
@@ -158,14 +158,15 @@ func (r *restartNet) restart(p *process, args []string) (*process, time.Duration
 	rest := p.stop()
 	i := slices.Index(args, "-pin-dir")
 	pinned := i >= 0 && args[i+1] != ""
-	if want := "l4lb: left attached to eth0"; pinned && (len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], want)) {
-		r.t.Fatalf("l4lb's last lines %q, want one starting %q", rest, want)
+	const left = "left attached and pinned for the next l4lb (l4lb detach removes it)"
+	if pinned && (len(rest) == 0 || !rest[len(rest)-1].Is(left, "iface", "eth0")) {
+		r.t.Fatalf("l4lb's last records %+v, want %q", rest, left)
 	}
 	p = start(r.t, r.lb, r.bin, args...)
 	if pinned {
-		p.await("l4lb: adopted the data plane pinned in " + filepath.Join(r.pins, "eth0"))
+		p.await("adopted the pinned data plane: its connection tracking, tables and counters go on", "path", filepath.Join(r.pins, "eth0"))
 	}
-	p.await("table digest")
+	p.await("backends applied")
 	return p, time.Since(t0)
 }
 
@@ -428,7 +429,7 @@ func TestRestart(t *testing.T) {
 	t0 := time.Now()
 	p.stop()
 	p = start(t, r.lb, r.bin, r.args(6, true, 0)...)
-	p.await("l4lb: 5 backends live, 1 draining, table digest " + digestHex(restartTable(t, 6, 0)))
+	p.await("backends applied", "live", "5", "draining", "1", "digest", digestHex(restartTable(t, 6, 0)))
 	d = time.Since(t0)
 	time.Sleep(restartDrain / 2)
 	if failed := e.failed(); len(failed) > 0 {
@@ -447,8 +448,8 @@ func TestRestart(t *testing.T) {
 	t.Logf("3. a restart (%v) without %s: it drained for the %v drain timeout, its %d connections working; then they broke, and the other %d kept", d.Round(time.Millisecond), gone, restartDrain, on, 100-on)
 
 	// 4. l4lb detach removes the program and the pins.
-	if rest := p.stop(); len(rest) == 0 || !strings.HasPrefix(rest[len(rest)-1], "l4lb: left attached to eth0") {
-		t.Fatalf("4. last lines %q", rest)
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("left attached and pinned for the next l4lb (l4lb detach removes it)", "iface", "eth0") {
+		t.Fatalf("4. last records %+v", rest)
 	}
 	out, err := exec.Command("ip", "netns", "exec", r.lb, r.bin, "detach", "-iface", "eth0", "-pin-dir", r.pins).CombinedOutput()
 	if err != nil {
@@ -490,8 +491,8 @@ func TestRestart(t *testing.T) {
 	}
 	t.Logf("5. a plain restart without pins (%v): %d segments retransmitted, the slowest round trip %v (%v in the half second before), %v without a round trip; 0 connections broke",
 		d.Round(time.Millisecond), lost, slow1.Round(time.Millisecond), slow0.Round(time.Microsecond), gap.Round(time.Millisecond))
-	if rest := p.stop(); len(rest) == 0 || rest[len(rest)-1] != "l4lb: detached from eth0" {
-		t.Errorf("5. last lines %q", rest)
+	if rest := p.stop(); len(rest) == 0 || !rest[len(rest)-1].Is("detached", "iface", "eth0") {
+		t.Errorf("5. last records %+v", rest)
 	}
 }
 
@@ -510,19 +511,19 @@ func TestRestartHealth(t *testing.T) {
 	p := r.lbStart(args)
 	down := beAddr(1).String()
 	r.stops[1]()
-	p.await("health: " + down + " down: ")
-	p.await("2 backends live, 0 draining, 1 down, table digest ")
+	p.await("health: backend down", "backend", down)
+	p.await("backends applied", "live", "2", "draining", "0", "down", "1")
 
 	p.stop()
 	l := startLoad(r.client, 4, 0) // the pinned data plane forwards meanwhile
 	p = start(t, r.lb, r.bin, args...)
-	p.await("health: " + down + " starts down, as the data plane left it")
+	p.await("health: backend starts down, as the data plane left it", "backend", down, "rise", "2")
 	first := p.next()
-	for !strings.Contains(first, "table digest ") {
+	for first.Msg != "backends applied" {
 		first = p.next()
 	}
-	if !strings.Contains(first, "2 backends live, 0 draining, 1 down, ") {
-		t.Errorf("the first table after the restart: %q, want the backend down", first)
+	if !first.Is("backends applied", "live", "2", "draining", "0", "down", "1") {
+		t.Errorf("the first table after the restart: %+v, want the backend down", first)
 	}
 	time.Sleep(6 * time.Second)
 	ok, fail, kinds := l.stop()
@@ -536,8 +537,8 @@ func TestRestartHealth(t *testing.T) {
 
 	// Its server back: up after rise passes, and reached again.
 	r.stops[1] = serve(t, r.bes[1], down)
-	p.await("health: " + down + " up: ")
-	p.await("3 backends live, 0 draining, table digest ")
+	p.await("health: backend up", "backend", down)
+	p.await("backends applied", "live", "3", "draining", "0", "down", "0")
 	want := restartTable(t, 3)
 	var ports []int
 	for port := 21000; port < 21200 && len(ports) < 5; port++ { // below the ephemeral range the load used

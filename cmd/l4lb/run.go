@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -53,7 +52,7 @@ Each flag is a setting of docs/l4lb.md's table, and a key of the file.`,
 			}
 			log := newLogger(g.LogFormat, stderr)
 			for _, w := range g.Warnings {
-				log.Warn(w)
+				log.Warn("configuration warning", "warning", w)
 			}
 			return logged(log, runLB(ctx, g, svcs, log))
 		}
@@ -80,9 +79,7 @@ type lbRun struct {
 // SIGINT or SIGTERM (ctx), or POST /drain-lb.
 func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slog.Logger) error {
 	for _, s := range svcs {
-		if w := dataplane.ForwardingOff(g.Iface, s.Svc, s.Fwd.Forward); w != "" {
-			log.Warn(w)
-		}
+		dataplane.WarnForwardingOff(g.Iface, s.Svc, s.Fwd.Forward, log)
 	}
 	r := &lbRun{g: g, log: log}
 	var err error
@@ -126,7 +123,7 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 			return err
 		}
 		defer func() { _ = a.Close() }()
-		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
+		log.Info("admin listening", "url", "http://"+a.Addr().String()+"/debug/maglev")
 	}
 	return r.wait(ctx)
 }
@@ -154,7 +151,7 @@ func (r *lbRun) load(ctx context.Context) error {
 			return err
 		}
 		bsp = r.sp
-		r.log.Info(fmt.Sprintf("bgp: %v", g.BGP))
+		r.log.Info("bgp: speaker started", g.BGP.LogAttrs()...)
 	}
 	r.state = handoff.NewWriter(g.Handoff.StateFile, r.lb, r.log)
 	if r.b, err = balancer.New(ctx, r.lb, balancer.Options{Iface: g.Iface, Meter: r.pm.Provider.Meter(meterScope), Speaker: bsp, Logger: r.log, Applied: r.state.Changed}); err != nil {
@@ -175,7 +172,7 @@ func (r *lbRun) load(ctx context.Context) error {
 // sessions once every service has its first state.
 func (r *lbRun) start(ctx context.Context, svcs []config.Service) (func() (string, error), error) {
 	if r.g.File != "" {
-		r.log.Info(fmt.Sprintf("attached to %s (%v), services from %s", r.g.Iface, r.lb.Mode(), r.g.File))
+		r.log.Info("attached", "iface", r.g.Iface, "mode", r.lb.Mode().String(), "file", r.g.File)
 	}
 	did, err := r.b.Apply(svcs)
 	if err != nil {
@@ -186,7 +183,7 @@ func (r *lbRun) start(ctx context.Context, svcs []config.Service) (func() (strin
 	}
 	var reload func() (string, error)
 	if r.g.File != "" {
-		r.log.Info(did)
+		r.log.Info("configuration applied", "file", r.g.File, "applied", did)
 		reload = r.reloader()
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -218,17 +215,17 @@ func (r *lbRun) reloader() func() (string, error) {
 		if err == nil {
 			err = config.SameGlobal(r.g, ng)
 		}
-		var did string
+		var did balancer.Applied
 		if err == nil {
 			did, err = r.b.Apply(nsvcs)
 		}
 		r.state.Changed() // a service that stopped is no longer the file's
 		if err != nil {
-			r.log.Warn(fmt.Sprintf("reload refused, the running configuration stays: %v", err))
+			r.log.Warn("reload refused, the running configuration stays", "file", r.g.File, "err", err)
 			return "", err
 		}
-		r.log.Info(fmt.Sprintf("reloaded %s: %s", r.g.File, did))
-		return did, nil
+		r.log.Info("reloaded", "file", r.g.File, "applied", did)
+		return did.String(), nil
 	}
 }
 
@@ -269,6 +266,6 @@ func logged(log *slog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
-	log.Error(err.Error())
+	log.Error("l4lb stopped", "err", err)
 	return loggedError{err}
 }

@@ -2,7 +2,6 @@ package balancer
 
 import (
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -19,7 +18,7 @@ func (b *Balancer) Adopt() {
 		return
 	}
 	if !b.lb.Adopted() {
-		b.logger.Info(fmt.Sprintf("pinned in %s", b.lb.PinPath()))
+		b.logger.Info("data plane pinned", "path", b.lb.PinPath())
 		return
 	}
 	b.mu.Lock()
@@ -28,7 +27,7 @@ func (b *Balancer) Adopt() {
 		b.kept[s] = true
 	}
 	b.mu.Unlock()
-	b.logger.Info(fmt.Sprintf("adopted the data plane pinned in %s: its connection tracking, tables and counters go on", b.lb.PinPath()))
+	b.logger.Info("adopted the pinned data plane: its connection tracking, tables and counters go on", "path", b.lb.PinPath())
 }
 
 // Prune deletes, once the first Apply has succeeded, the services an
@@ -39,16 +38,12 @@ func (b *Balancer) Prune() error {
 	kept := slices.Collect(maps.Keys(b.kept))
 	b.kept = nil
 	b.mu.Unlock()
-	var gone []string
+	slices.SortFunc(kept, func(x, y xdpmaglev.Service) int { return strings.Compare(x.String(), y.String()) })
 	for _, s := range kept {
 		if err := b.lb.DeleteService(s); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
 			return err
 		}
-		gone = append(gone, s.String())
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		b.logger.Info(fmt.Sprintf("deleted %s, which an earlier l4lb left and the configuration does not hold", strings.Join(gone, ", ")))
+		b.logger.Info("service deleted: an earlier l4lb left it, and the configuration does not hold it", "vip", s.String())
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package balancer
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sort"
 	"strings"
@@ -19,14 +20,14 @@ import (
 // with the running services as they were. Then the services whose
 // settings changed change in place (their pool keeps its state, and its
 // swap is atomic), and those no longer listed stop and leave the data
-// plane. It returns what it did, for a status line.
-func (b *Balancer) Apply(svcs []config.Service) (string, error) {
+// plane. It returns what it did.
+func (b *Balancer) Apply(svcs []config.Service) (Applied, error) {
 	b.applyMu.Lock()
 	defer b.applyMu.Unlock()
 	old := b.snapshot()
 	started, err := b.startNew(svcs, old)
 	if err != nil {
-		return "", err
+		return Applied{}, err
 	}
 	undo := func() {
 		for _, r := range started {
@@ -36,32 +37,71 @@ func (b *Balancer) Apply(svcs []config.Service) (string, error) {
 	swaps, err := b.swapSources(svcs, old)
 	if err != nil {
 		undo()
-		return "", err
+		return Applied{}, err
 	}
 
 	// Nothing can fail from here on: the new configuration is in force.
+	var did Applied
 	b.mu.Lock()
-	var added []string
 	for k, r := range started {
 		b.running[k] = r
 		delete(b.kept, k)
-		added = append(added, r.cfg.Name)
+		did.Added = append(did.Added, r.cfg.Name)
 	}
 	b.mu.Unlock()
-	var changed []string
 	for _, s := range swaps {
 		if err := b.change(s.r, s.c, s.stop); err != nil {
-			b.logger.Error(fmt.Sprintf("service %q: %v (the pool tries again)", s.c.Name, err))
+			s.r.log.Error("service change not applied, the pool tries again", "err", err)
 		}
-		changed = append(changed, s.c.Name)
+		did.Changed = append(did.Changed, s.c.Name)
 	}
-	removed := b.stopRemoved(svcs, old)
-	for _, l := range [][]string{added, changed, removed} {
+	did.Removed = b.stopRemoved(svcs, old)
+	for _, l := range [][]string{did.Added, did.Changed, did.Removed} {
 		sort.Strings(l)
 	}
-	unchanged := len(svcs) - len(added) - len(changed)
-	return fmt.Sprintf("%d services: added %s, changed %s, removed %s, %d unchanged",
-		len(svcs), list(added), list(changed), list(removed), unchanged), nil
+	did.Unchanged = len(svcs) - len(did.Added) - len(did.Changed)
+	return did, nil
+}
+
+// Applied is what an Apply did: the services it added, changed and
+// removed, by name, and how many it left as they were.
+type Applied struct {
+	Added, Changed, Removed []string
+	Unchanged               int
+}
+
+// String returns a in a line: "2 services: added dns, web, changed none,
+// removed none, 0 unchanged".
+func (a Applied) String() string {
+	n := len(a.Added) + len(a.Changed) + a.Unchanged
+	return fmt.Sprintf("%s: added %s, changed %s, removed %s, %d unchanged",
+		count(n, "service"), list(a.Added), list(a.Changed), list(a.Removed), a.Unchanged)
+}
+
+// LogValue makes a a group of attributes in a log record: services (how
+// many the configuration has), added, changed, removed (lists of names)
+// and unchanged.
+func (a Applied) LogValue() slog.Value {
+	return slog.GroupValue(slog.Int("services", len(a.Added)+len(a.Changed)+a.Unchanged),
+		slog.Any("added", names(a.Added)), slog.Any("changed", names(a.Changed)), slog.Any("removed", names(a.Removed)),
+		slog.Int("unchanged", a.Unchanged))
+}
+
+// names returns l, or an empty list for nil: a JSON record's [] rather
+// than null.
+func names(l []string) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l
+}
+
+// count returns "1 thing" or "n things".
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func list(names []string) string {
@@ -171,9 +211,9 @@ func (b *Balancer) stopRemoved(svcs []config.Service, old map[xdpmaglev.Service]
 func (b *Balancer) start(c config.Service) (*running, error) {
 	p := pool.New(b.lb, c, b.announcer(), b.logger)
 	p.OnApplied(b.opts.Applied)
-	r := &running{cfg: c, pool: p}
+	r := &running{cfg: c, pool: p, log: serviceLogger(b.logger, c)}
 	if c.Health.Kind != "" {
-		h, err := checker.New(c.Svc, c.Health, b.opts.Meter, b.logger, func() { _ = p.Apply() })
+		h, err := checker.New(c.Svc, c.Health, b.opts.Meter, serviceLogger(b.logger, c), func() { _ = p.Apply() })
 		if err != nil {
 			return nil, err
 		}
@@ -227,44 +267,24 @@ func (b *Balancer) adopt(r *running) {
 		states[be.Addr] = health.Up
 		if be.Down {
 			states[be.Addr] = health.Down
-			b.logger.Info(fmt.Sprintf("%shealth: %v starts down, as the data plane left it: it needs %d probes passed in a row", prefix(r.cfg), be.Addr, r.cfg.Health.Rise))
+			r.log.Info("health: backend starts down, as the data plane left it", "backend", be.Addr.String(), "rise", r.cfg.Health.Rise)
 		}
 	}
 	r.health.Start(states)
 }
 
-// logStart logs a service's first status lines.
+// logStart logs a service's first records: where it is, how packets
+// reach its backends and where they come from (how many, or the
+// membership source), and its health check.
 func (b *Balancer) logStart(c config.Service, r *running) {
-	what := fmt.Sprintf("%d backends", len(c.Backends))
+	from := slog.Int("backends", len(c.Backends))
 	if c.Src.Dynamic() {
-		what = "backends from " + c.Src.String()
+		from = slog.String("source", c.Src.String())
 	}
-	if c.Name == "default" { // the flags' one service: its first status line as it has always been
-		b.logger.Info(fmt.Sprintf("%v attached to %s (%v)%s, %s", c.Svc, b.opts.Iface, b.lb.Mode(), by(c.Fwd), what))
-	} else {
-		b.logger.Info(fmt.Sprintf("service %q: %v%s, %s", c.Name, c.Svc, by(c.Fwd), what))
-	}
+	r.log.Info("service started", "vip", c.Svc.String(), "iface", b.opts.Iface, "mode", b.lb.Mode().String(), "forward", c.Fwd.Forward.String(), from)
 	if r.health != nil {
-		b.logger.Info(fmt.Sprintf("%shealth check: %v", prefix(c), c.Health))
+		r.log.Info("health check", "check", c.Health.String())
 	}
-}
-
-// prefix starts a service's status lines: "service NAME: ", or "" for the
-// flags' one service.
-func prefix(c config.Service) string {
-	if c.Name == "" || c.Name == "default" {
-		return ""
-	}
-	return fmt.Sprintf("service %q: ", c.Name)
-}
-
-// by returns how packets reach the backends, for the first status line:
-// "" for forward l2, " by ipip" or " by gue".
-func by(f xdpmaglev.ServiceOptions) string {
-	if f.Forward == xdpmaglev.ForwardL2 {
-		return ""
-	}
-	return " by " + f.Forward.String()
 }
 
 // change changes the running service r to the settings c, in place; stop
@@ -275,7 +295,7 @@ func (b *Balancer) change(r *running, c config.Service, stop func()) error {
 	var h *checker.Checker
 	if healthChanged && c.Health.Kind != "" {
 		var err error
-		if h, err = checker.New(c.Svc, c.Health, b.opts.Meter, b.logger, func() { _ = p.Apply() }); err != nil {
+		if h, err = checker.New(c.Svc, c.Health, b.opts.Meter, serviceLogger(b.logger, c), func() { _ = p.Apply() }); err != nil {
 			return err
 		}
 		if r.health != nil {
@@ -298,13 +318,13 @@ func (b *Balancer) change(r *running, c config.Service, stop func()) error {
 		}
 		r.stop = stop
 	}
-	r.cfg = c
+	r.cfg, r.log = c, serviceLogger(b.logger, c)
 	var err error
 	if !c.Src.Dynamic() {
 		err = p.SetMembers(pool.Static(c.Backends, c.ServerIDs()))
 	} else {
 		err = p.SetMembers(p.Members()) // the health check's new backends, and an apply
 	}
-	b.logger.Info(fmt.Sprintf("service %q: changed", c.Name))
+	r.log.Info("service changed")
 	return err
 }

@@ -44,12 +44,28 @@ type Speaker interface {
 	Forget(svc xdpmaglev.Service)
 }
 
+// A DataPlane is the data plane as the balancer uses it: its pools'
+// (pool.DataPlane), and what it reads of it and deletes from it itself.
+// xdpmaglev.LB implements it; the tests, a fake (package pooltest).
+type DataPlane interface {
+	pool.DataPlane
+	Mode() xdpmaglev.AttachMode
+	Stats() (xdpmaglev.Stats, error)
+	Backends(svc xdpmaglev.Service) []xdpmaglev.Backend
+	DeleteService(svc xdpmaglev.Service) error
+	Services() []xdpmaglev.Service
+	PinPath() string
+	Adopted() bool
+}
+
+var _ DataPlane = (*xdpmaglev.LB)(nil)
+
 // Options are a Balancer's: where it logs and records, and its BGP.
 type Options struct {
-	Iface   string       // the data plane's interface, for the flags' one service's status line
+	Iface   string       // the data plane's interface, for each service's first record
 	Meter   metric.Meter // l4lb's metrics
 	Speaker Speaker      // nil: no BGP
-	Logger  *slog.Logger // status lines, and the membership sources' warnings
+	Logger  *slog.Logger // the records of the services (each with its name), and the membership sources' warnings
 	// Applied, if not nil, is called after each update of a service in
 	// the data plane, with the service's pool locked: it waits for
 	// nothing (l4lb's state file writer).
@@ -61,7 +77,7 @@ type Options struct {
 // multiple goroutines (see the package doc for its locks).
 type Balancer struct {
 	ctx    context.Context // the watches' lifetime
-	lb     *xdpmaglev.LB
+	lb     DataPlane
 	opts   Options
 	reg    metric.Registration // observes the running services' updates and backends
 	logger *slog.Logger
@@ -79,6 +95,7 @@ type Balancer struct {
 // check, and the watch of its membership source.
 type running struct {
 	cfg    config.Service
+	log    *slog.Logger // the balancer's, with the service's name
 	pool   *pool.Pool
 	health *checker.Checker // nil: none
 	stop   func()           // ends the watch; nil for static backends
@@ -90,7 +107,7 @@ type running struct {
 // maglev.l4lb.backend.state are observed, from each running pool, when a
 // reader collects: a service that stops has no series from then on (a
 // synchronous counter's series would outlive it).
-func New(ctx context.Context, lb *xdpmaglev.LB, opts Options) (*Balancer, error) {
+func New(ctx context.Context, lb DataPlane, opts Options) (*Balancer, error) {
 	b := &Balancer{ctx: ctx, lb: lb, opts: opts, logger: opts.Logger, running: map[xdpmaglev.Service]*running{}}
 	meter := opts.Meter
 	updates, err := meter.Int64ObservableCounter("maglev.l4lb.service.updates", metric.WithUnit("{update}"),
@@ -177,27 +194,34 @@ func (b *Balancer) stopService(r *running) {
 	kept := b.kept[r.cfg.Svc]
 	b.mu.Unlock()
 	if kept {
-		b.logger.Info(fmt.Sprintf("service %q: stopped, and left in the data plane as the earlier l4lb left it", r.cfg.Name))
+		r.log.Info("service stopped, left in the data plane as the earlier l4lb left it")
 		return
 	}
 	if err := b.lb.DeleteService(r.cfg.Svc); err != nil && !errors.Is(err, xdpmaglev.ErrNoService) {
-		b.logger.Error(fmt.Sprintf("service %q: leaving the data plane: %v", r.cfg.Name, err))
+		r.log.Error("service stopped, not deleted from the data plane", "err", err)
 		return
 	}
-	b.logger.Info(fmt.Sprintf("service %q: stopped", r.cfg.Name))
+	r.log.Info("service stopped")
+}
+
+// serviceLogger returns log with the service c's name: the logger of its
+// records.
+func serviceLogger(log *slog.Logger, c config.Service) *slog.Logger {
+	return log.With("service", c.Name)
 }
 
 // watch starts c's source, setting r's members from each list while it is
 // r's current watch.
 func (b *Balancer) watch(c config.Service, r *running) (func(), error) {
 	gen := r.gen.Add(1)
+	log := serviceLogger(b.logger, c)
 	set := func(eps []membership.Endpoint) error {
 		if r.gen.Load() != gen {
 			return nil // replaced
 		}
-		return r.pool.SetMembers(pool.Members(eps, b.logger))
+		return r.pool.SetMembers(pool.Members(eps, log))
 	}
-	return c.Src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.Svc.VIP.Addr().Unmap().Is4(), Logger: b.logger})
+	return c.Src.Watch(b.ctx, set, ops.WatchOptions{IPv6: !c.Svc.VIP.Addr().Unmap().Is4(), Logger: log})
 }
 
 // snapshot returns the running services.

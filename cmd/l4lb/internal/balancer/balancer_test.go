@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool/pooltest"
 	"github.com/maglevlb/maglev/etcdmaglev"
 	"github.com/maglevlb/maglev/etcdmaglev/etcdtest"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -40,7 +40,7 @@ func TestUnresolvedStatus(t *testing.T) {
 	xdptest.Need(t)
 	ns := xdptest.VethNS(t, "l4lbu")
 	var log nstest.LogBuffer
-	logger := slog.New(slog.NewTextHandler(&log, nil))
+	logger := slog.New(slog.NewJSONHandler(&log, nil))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -79,9 +79,9 @@ func TestUnresolvedStatus(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("the update with 3 unresolvable backends took %v", took)
 	}
-	out := log.Await(t, "1 backends live, 0 draining, 3 unresolved, table digest ")
-	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "no MAC for 198.18.0.50, 198.18.0.51, 198.18.0.52") {
-		t.Errorf("status line:\n%s", out)
+	r := log.AwaitRecord(t, "backends applied, some with no MAC in the neighbour table", "service", "default", "live", "1", "draining", "0", "unresolved", "3")
+	if r.Level != "WARN" || r.Attrs["unresolved_backends"] != `["198.18.0.50","198.18.0.51","198.18.0.52"]` || len(r.Attrs["digest"]) != 64 {
+		t.Errorf("record %+v", r)
 	}
 	state := func() map[string]string {
 		t.Helper()
@@ -117,8 +117,7 @@ func TestUnresolvedStatus(t *testing.T) {
 
 	// The neighbour table learns one: the data plane takes it back.
 	xdptest.IP(t, "-n", ns, "neigh", "replace", "198.18.0.50", "lladdr", "02:00:00:00:00:50", "dev", "v0", "nud", "permanent")
-	log.Await(t, "2 backends live, 0 draining, 2 unresolved, table digest ")
-	log.Await(t, "(the neighbour table answered)")
+	log.AwaitRecord(t, "backends applied, some with no MAC in the neighbour table", "live", "2", "draining", "0", "unresolved", "2", "reason", "the neighbour table answered")
 	if got := state(); got["198.18.0.50"] != "live" {
 		t.Errorf("states once resolved: %v", got)
 	}
@@ -167,8 +166,8 @@ func TestKeptOnFailedStart(t *testing.T) {
 	}
 
 	lb = load()
-	var out strings.Builder
-	log := slog.New(slog.NewTextHandler(&out, nil)) // its handler serializes the writes
+	var out nstest.LogBuffer
+	log := slog.New(slog.NewJSONHandler(&out, nil))
 	b, err := New(t.Context(), lb, Options{Iface: "v0", Meter: noop.NewMeterProvider().Meter(""), Logger: log})
 	if err != nil {
 		t.Fatal(err)
@@ -189,8 +188,10 @@ func TestKeptOnFailedStart(t *testing.T) {
 	if got := lb.Services(); len(got) != 1 || got[0] != web.Svc {
 		t.Fatalf("after an apply of one service and prune: services %v", got)
 	}
-	if !strings.Contains(out.String(), `msg="deleted tcp/198.19.0.2:80, which an earlier l4lb left`) {
-		t.Fatalf("printed %q", out.String())
+	if !slices.ContainsFunc(out.Records(), func(r nstest.Record) bool {
+		return r.Is("service deleted: an earlier l4lb left it, and the configuration does not hold it", "vip", "tcp/198.19.0.2:80")
+	}) {
+		t.Fatalf("logged %q", out.String())
 	}
 	// Taken over, a service an apply drops leaves the data plane.
 	if _, err := b.Apply([]config.Service{other}); err != nil {
@@ -204,9 +205,8 @@ func TestKeptOnFailedStart(t *testing.T) {
 
 // TestReloadSource changes a service's etcd prefix by a reload: the
 // members become the new prefix's, the old prefix's changes count no
-// more, and the new one's do.
+// more, and the new one's do. It runs on a fake data plane.
 func TestReloadSource(t *testing.T) {
-	xdptest.Need(t)
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
 	reg := func(prefix string, i int) {
@@ -232,11 +232,7 @@ func TestReloadSource(t *testing.T) {
 		}
 		return svcs
 	}
-	lb, err := xdpmaglev.Load("", xdpmaglev.Options{MeterProvider: noop.NewMeterProvider()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lb.Close() })
+	lb := &pooltest.DataPlane{}
 	b, err := New(context.Background(), lb, Options{Meter: noop.NewMeterProvider().Meter(""), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +264,7 @@ func TestReloadSource(t *testing.T) {
 	}
 	backends("198.18.0.11", "198.18.0.12")
 	did, err := b.Apply(load("svc/b"))
-	if err != nil || did != "1 services: added none, changed web, removed none, 0 unchanged" {
+	if err != nil || did.String() != "1 service: added none, changed web, removed none, 0 unchanged" {
 		t.Fatalf("reload: %q, %v", did, err)
 	}
 	backends("198.18.0.13")

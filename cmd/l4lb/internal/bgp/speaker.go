@@ -103,6 +103,18 @@ func (b Config) String() string {
 	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v", b.ASN, b.RouterID, strings.Join(ps, ", "), b.Hold, gr, b.Drain)
 }
 
+// LogAttrs returns the speaker's settings as a log record's attributes:
+// asn, router_id, peers ("198.18.1.1 (AS 65000)" each), hold, restart
+// (0s: no graceful restart) and drain.
+func (b Config) LogAttrs() []any {
+	ps := make([]string, 0, len(b.Peers))
+	for _, p := range b.Peers {
+		ps = append(ps, p.String())
+	}
+	return []any{"asn", b.ASN, "router_id", b.RouterID.String(), "peers", ps,
+		"hold", b.Hold.String(), "restart", b.Restart.String(), "drain", b.Drain.String()}
+}
+
 // A Speaker is l4lb's BGP: an embedded GoBGP server with a session to
 // each peer, announcing each VIP it is told is healthy as a host route
 // (/32 or /128) whose next hop is l4lb's address on the session, and
@@ -127,7 +139,7 @@ func (b Config) String() string {
 type Speaker struct {
 	cfg      Config
 	s        *server.BgpServer
-	log      *slog.Logger // status lines
+	log      *slog.Logger // the records of the sessions and the announcements
 	reg      metric.Registration
 	kick     chan struct{} // a VIP's wish changed
 	quit     chan struct{} // closed by endLoop
@@ -155,7 +167,7 @@ type peerState struct {
 type announced struct {
 	wishes map[xdpmaglev.Service]wish // of the VIP's services
 	want   bool                       // a service of the VIP has a healthy backend
-	why    string                     // why want is what it is, for the status line
+	why    string                     // why want is what it is, for the log and the admin API
 	path   uuid.UUID                  // GoBGP's path, if announced
 	on     bool                       // in GoBGP's table, so announced to every established peer
 	since  time.Time                  // of the last change of on
@@ -171,7 +183,7 @@ func vipPrefix(vip netip.Addr) netip.Prefix {
 	return netip.PrefixFrom(vip, vip.BitLen())
 }
 
-// New starts GoBGP by cfg, logging status lines, and GoBGP's
+// New starts GoBGP by cfg, logging its records, and GoBGP's
 // warnings and errors (with from=gobgp), to log, and recording through mp;
 // it opens no session until connect, and announces nothing until set.
 func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
@@ -321,11 +333,11 @@ func (sp *Speaker) peerEvent(e *apiutil.WatchEventMessage_PeerEvent, _ time.Time
 	}
 	switch {
 	case state == "established" && sp.cfg.Restart > 0 && !gr:
-		sp.log.Warn(fmt.Sprintf("bgp: peer %v established, without graceful restart (the router does not offer it): a restart of l4lb withdraws its paths from this router", addr))
+		sp.log.Warn("bgp: peer established without graceful restart, which the router does not offer: a restart of l4lb withdraws its paths from this router", "peer", addr.String())
 	case state == "established":
-		sp.log.Info(fmt.Sprintf("bgp: peer %v %s", addr, state))
+		sp.log.Info("bgp: peer established", "peer", addr.String())
 	default: // an established session lost
-		sp.log.Warn(fmt.Sprintf("bgp: peer %v %s", addr, state))
+		sp.log.Warn("bgp: peer session lost", "peer", addr.String(), "state", state)
 	}
 }
 
@@ -418,7 +430,7 @@ func (sp *Speaker) endLoop() {
 
 // reconcile announces each VIP that should be and is not, and withdraws
 // each that is and should not be (every VIP, once l4lb leaves). It prints
-// a status line for each change. No lock but rmu is held across GoBGP's
+// a record for each change. No lock but rmu is held across GoBGP's
 // calls.
 func (sp *Speaker) reconcile() {
 	sp.rmu.Lock()
@@ -452,9 +464,9 @@ func (sp *Speaker) reconcile() {
 		} else {
 			err = sp.s.DeletePath(apiutil.DeletePathRequest{UUIDs: []uuid.UUID{c.path}})
 		}
-		action := map[bool]string{true: "announce", false: "withdraw"}[c.on]
 		if err != nil {
-			sp.log.Error(fmt.Sprintf("bgp: %s %v: %v", action, c.p, err))
+			msg := map[bool]string{true: "bgp: announcing failed", false: "bgp: withdrawing failed"}[c.on]
+			sp.log.Error(msg, "prefix", c.p.String(), "err", err)
 			continue
 		}
 		sp.mu.Lock()
@@ -466,9 +478,9 @@ func (sp *Speaker) reconcile() {
 		}
 		sp.mu.Unlock()
 		if c.on {
-			sp.log.Info(fmt.Sprintf("bgp: announcing %v: %s", c.p, c.why))
+			sp.log.Info("bgp: announcing", "prefix", c.p.String(), "reason", c.why)
 		} else {
-			sp.log.Warn(fmt.Sprintf("bgp: withdrew %v: %s", c.p, c.why))
+			sp.log.Warn("bgp: withdrew", "prefix", c.p.String(), "reason", c.why)
 		}
 	}
 	// A VIP that no service has any more, withdrawn, is forgotten: its
@@ -549,7 +561,7 @@ func (sp *Speaker) Restart() {
 	}
 	sp.endLoop()
 	sp.StopServer(true)
-	sp.log.Info(fmt.Sprintf("bgp: sessions closed for a restart: the routers keep l4lb's paths for up to %v", sp.cfg.Restart))
+	sp.log.Info("bgp: sessions closed for a restart: the routers keep l4lb's paths for the restart time", "restart", sp.cfg.Restart.String())
 }
 
 // Retire takes the load balancer out of service (POST /drain-lb): it
@@ -594,7 +606,7 @@ func (sp *Speaker) drainAndStop(why string) {
 // drain waits the drain time, saying so.
 func (sp *Speaker) drain() {
 	if sp.cfg.Drain > 0 {
-		sp.log.Info(fmt.Sprintf("bgp: draining for %v", sp.cfg.Drain))
+		sp.log.Info("bgp: draining", "drain", sp.cfg.Drain.String())
 		time.Sleep(sp.cfg.Drain)
 	}
 }
@@ -606,7 +618,7 @@ func (sp *Speaker) drain() {
 func (sp *Speaker) StopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
 		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
-			sp.log.Error(fmt.Sprintf("bgp: stopping: %v", err))
+			sp.log.Error("bgp: stopping failed", "err", err)
 		}
 		if sp.reg != nil {
 			_ = sp.reg.Unregister() // its error is the SDK shut down already

@@ -1,14 +1,15 @@
 package bgp
 
 import (
-	"bytes"
+	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -40,7 +41,8 @@ func TestParsePeer(t *testing.T) {
 	}
 }
 
-// TestConfigString: the status line of a speaker.
+// TestConfigString: the speaker in a line, and as the attributes of its
+// first record.
 func TestConfigString(t *testing.T) {
 	c := Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
 		Peers: []Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}, {Addr: netip.MustParseAddr("198.18.0.2"), ASN: 65002}}}
@@ -51,24 +53,10 @@ func TestConfigString(t *testing.T) {
 	if got := c.String(); !strings.Contains(got, ", no graceful restart,") {
 		t.Errorf("no graceful restart: %q", got)
 	}
-}
-
-// syncBuffer is a log for a test, safe for the speaker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	got := fmt.Sprint(c.LogAttrs())
+	if want := "[asn 65001 router_id 198.18.0.3 peers [198.18.0.1 (AS 65000) 198.18.0.2 (AS 65002)] hold 9s restart 0s drain 2s]"; got != want {
+		t.Errorf("LogAttrs: %s, want %s", got, want)
+	}
 }
 
 // TestSpeakerVIPs runs a speaker (GoBGP in the test's process, no peer)
@@ -78,8 +66,8 @@ func (s *syncBuffer) String() string {
 // a VIP no service has any more is forgotten; Retire withdraws every VIP
 // and keeps them withdrawn, and closes OutOfService.
 func TestSpeakerVIPs(t *testing.T) {
-	var log syncBuffer
-	sp, err := New(Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: -1}, noop.NewMeterProvider().Meter(""), slog.New(slog.NewTextHandler(&log, nil)))
+	var log nstest.LogBuffer
+	sp, err := New(Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: -1}, noop.NewMeterProvider().Meter(""), slog.New(slog.NewJSONHandler(&log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +131,12 @@ func TestSpeakerVIPs(t *testing.T) {
 	if st.Leaving != "l4lb is out of service (POST /drain-lb)" || len(st.VIPs) != 1 || st.VIPs[0].Announced || st.VIPs[0].Reason != st.Leaving {
 		t.Errorf("after Retire: %+v", st)
 	}
-	for _, want := range []string{"bgp: announcing 198.19.0.1/32: ", "bgp: withdrew 198.19.0.1/32: ", "bgp: withdrew 2001:db8::53/128: l4lb is out of service"} {
-		if !strings.Contains(log.String(), want) {
+	for _, want := range [][]string{
+		{"bgp: announcing", "prefix", "198.19.0.1/32"},
+		{"bgp: withdrew", "prefix", "198.19.0.1/32"},
+		{"bgp: withdrew", "prefix", "2001:db8::53/128", "reason", "l4lb is out of service (POST /drain-lb)"},
+	} {
+		if !slices.ContainsFunc(log.Records(), func(r nstest.Record) bool { return r.Is(want[0], want[1:]...) }) {
 			t.Errorf("the log lacks %q:\n%s", want, log.String())
 		}
 	}

@@ -41,7 +41,7 @@ func (c *Checker) run(b *probed) {
 
 // record counts a probe of b's: its result in b's health, and a change
 // of service if there is one (to down, or back up; not a new backend's
-// first pass, which was in service already), printed and passed to
+// first pass, which was in service already), logged and passed to
 // changed.
 func (c *Checker) record(b *probed, err error, took time.Duration) {
 	outcome := c.okAttrs
@@ -60,24 +60,25 @@ func (c *Checker) record(b *probed, err error, took time.Duration) {
 	}
 	was := b.health.State()
 	state, _ := b.health.Record(err == nil)
-	line, level := "", slog.LevelInfo
+	var msg string
+	level, attrs := slog.LevelInfo, []any{"backend", b.addr.String()}
 	switch {
 	case was.InService() == state.InService():
 	case state == health.Up:
 		b.ups++
-		line = fmt.Sprintf("health: %v up: %d probes passed in a row", b.addr, b.health.Passed())
-	case was == health.Unknown:
+		msg, attrs = "health: backend up", append(attrs, "passed", b.health.Passed())
+	default: // down: after fall probes failed in a row, or its first
 		b.downs++
-		line, level = fmt.Sprintf("health: %v down: its first probe failed: %s", b.addr, b.err), slog.LevelWarn
-	default:
-		b.downs++
-		line, level = fmt.Sprintf("health: %v down: %d probes failed in a row, the last: %s", b.addr, b.health.Failed(), b.err), slog.LevelWarn
+		msg, level, attrs = "health: backend down", slog.LevelWarn, append(attrs, "failed", b.health.Failed(), "err", b.err)
+		if was == health.Unknown {
+			attrs = append(attrs, "first_probe", true)
+		}
 	}
 	c.mu.Unlock()
-	if line == "" {
+	if msg == "" {
 		return
 	}
-	c.log.Log(context.Background(), level, line)
+	c.log.Log(context.Background(), level, msg, attrs...)
 	c.changed()
 }
 

@@ -6,11 +6,11 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/internal/health"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -198,10 +198,10 @@ func TestFirstProbeDecides(t *testing.T) {
 	// The same port on other addresses of lo: nothing listens there.
 	live, dead, wasUp, wasDown := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3"), netip.MustParseAddr("127.0.0.1")
 	var transitions atomic.Int64
-	var log syncBuffer
+	var log nstest.LogBuffer
 	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
 	cfg := Config{Kind: "tcp", Port: port, Interval: 30 * time.Millisecond, Timeout: 25 * time.Millisecond, Rise: 2, Fall: 3}
-	c, err := New(svc, cfg, noop.NewMeterProvider().Meter(""), slog.New(slog.NewTextHandler(&log, nil)), func() { transitions.Add(1) })
+	c, err := New(svc, cfg, noop.NewMeterProvider().Meter(""), slog.New(slog.NewJSONHandler(&log, nil)), func() { transitions.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,8 +218,8 @@ func TestFirstProbeDecides(t *testing.T) {
 		t.Errorf("live after its first probe: %s, want up", state)
 	}
 	waitFor(t, "the transition's call", func() bool { return transitions.Load() == 1 })
-	if !strings.Contains(log.String(), "health: 127.0.0.2 down: its first probe failed: dial tcp 127.0.0.2:") {
-		t.Errorf("log:\n%s", log.String())
+	if r := log.AwaitRecord(t, "health: backend down", "backend", "127.0.0.2", "failed", "1", "first_probe", "true"); r.Level != "WARN" || !strings.HasPrefix(r.Attrs["err"], "dial tcp 127.0.0.2:") {
+		t.Errorf("record %+v", r)
 	}
 
 	// Known states: up needs fall failures, down rise passes.
@@ -234,25 +234,6 @@ func TestFirstProbeDecides(t *testing.T) {
 	if n, _, _ := probesOf(c, wasUp); n < cfg.Fall {
 		t.Errorf("started up, down after %d probes, want %d", n, cfg.Fall)
 	}
-	if !strings.Contains(log.String(), "health: 127.0.0.3 down: 3 probes failed in a row, the last: ") || !strings.Contains(log.String(), "health: 127.0.0.1 up: 2 probes passed in a row") {
-		t.Errorf("log:\n%s", log.String())
-	}
-}
-
-// syncBuffer is a log for a test, safe for the checker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log.AwaitRecord(t, "health: backend down", "backend", "127.0.0.3", "failed", "3")
+	log.AwaitRecord(t, "health: backend up", "backend", "127.0.0.1", "passed", "2")
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"syscall"
@@ -20,7 +19,7 @@ func (p Pin) Path(iface string, log *slog.Logger) string {
 		return ""
 	}
 	if !p.Explicit && !inBPFFS(p.Dir) {
-		log.Warn(fmt.Sprintf("-pin-dir %s is not in a BPF filesystem (mount -t bpf bpf /sys/fs/bpf): nothing pinned, so a restart detaches the program and forgets connection tracking", p.Dir))
+		log.Warn("pin-dir is not in a BPF filesystem (mount -t bpf bpf /sys/fs/bpf): nothing pinned, so a restart detaches the program and forgets connection tracking", "path", p.Dir)
 		return ""
 	}
 	return filepath.Join(p.Dir, iface)

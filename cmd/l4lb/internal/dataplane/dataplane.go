@@ -40,13 +40,13 @@ func Leave(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 		if err := lb.Close(); err != nil {
 			return err
 		}
-		log.Info(fmt.Sprintf("detached from %s", iface))
+		log.Info("detached", "iface", iface)
 		return nil
 	}
 	if err := lb.Release(); err != nil {
 		return err
 	}
-	log.Info(fmt.Sprintf("left attached to %s, pinned in %s (l4lb detach -iface %s removes it)", iface, lb.PinPath(), iface))
+	log.Info("left attached and pinned for the next l4lb (l4lb detach removes it)", "iface", iface, "path", lb.PinPath())
 	return nil
 }
 
@@ -69,9 +69,9 @@ func Detach(lb *xdpmaglev.LB, iface string, log *slog.Logger) error {
 		return err
 	}
 	if dir != "" {
-		log.Info(fmt.Sprintf("detached from %s, and removed the pins in %s", iface, dir))
+		log.Info("detached, and removed the pins", "iface", iface, "path", dir)
 	} else {
-		log.Info(fmt.Sprintf("detached from %s", iface))
+		log.Info("detached", "iface", iface)
 	}
 	return nil
 }
@@ -99,13 +99,13 @@ func DetachPins(c config.Detach, out io.Writer) error {
 	return nil
 }
 
-// ForwardingOff returns a warning if the encapsulating mode f cannot route
-// svc's packets out of iface because the kernel does not forward there
-// (bpf_fib_lookup then refuses, and the packets are dropped as
-// forwarding_off), or "".
-func ForwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) string {
+// WarnForwardingOff logs a warning if the encapsulating mode f cannot
+// route svc's packets out of iface because the kernel does not forward
+// there (bpf_fib_lookup then refuses, and the packets are dropped as
+// forwarding_off), with the command that fixes it.
+func WarnForwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward, log *slog.Logger) {
 	if f == xdpmaglev.ForwardL2 {
-		return ""
+		return
 	}
 	// IPv4 asks the receiving interface's setting, IPv6 the global one.
 	key := "net/ipv4/conf/" + iface + "/forwarding"
@@ -115,8 +115,8 @@ func ForwardingOff(iface string, svc xdpmaglev.Service, f xdpmaglev.Forward) str
 	}
 	b, err := os.ReadFile("/proc/sys/" + key)
 	if err != nil || strings.TrimSpace(string(b)) != "0" {
-		return "" // unknown, or on
+		return // unknown, or on
 	}
-	return fmt.Sprintf("-forward %v: %s is 0: the kernel's route lookup refuses, and %v's packets are dropped (forwarding_off); sysctl -w %s=1",
-		f, strings.ReplaceAll(key, "/", "."), svc, all)
+	log.Warn("forwarding is off: the kernel's route lookup refuses, and the service's packets are dropped (forwarding_off)",
+		"vip", svc.String(), "forward", f.String(), "sysctl", strings.ReplaceAll(key, "/", "."), "fix", "sysctl -w "+all+"=1")
 }

@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +55,12 @@ func TestDetachFunc(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "link")); err != nil {
 		t.Fatalf("the link is not pinned: %v", err)
 	}
-	var out strings.Builder
-	if err := Detach(lb, "v0", slog.New(slog.NewTextHandler(&out, nil))); err != nil {
+	var out nstest.LogBuffer
+	if err := Detach(lb, "v0", slog.New(slog.NewJSONHandler(&out, nil))); err != nil {
 		t.Fatal(err)
 	}
-	if want := ` level=INFO msg="detached from v0, and removed the pins in ` + dir + "\"\n"; !strings.HasSuffix(out.String(), want) || strings.Count(out.String(), "\n") != 1 {
-		t.Errorf("logged %q, want one record ending %q", out.String(), want)
+	if rs := out.Records(); len(rs) != 1 || rs[0].Level != "INFO" || !rs[0].Is("detached, and removed the pins", "iface", "v0", "path", dir) {
+		t.Errorf("logged %q, want one record of the detach from v0 and the pins in %s", out.String(), dir)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("after detach, %s: %v", dir, err)
@@ -90,7 +90,7 @@ func TestDriverWarning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		WatchDriver(ctx, lb, "v0", 50*time.Millisecond, slog.New(slog.NewTextHandler(&log, nil)))
+		WatchDriver(ctx, lb, "v0", 50*time.Millisecond, slog.New(slog.NewJSONHandler(&log, nil)))
 		close(done)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
@@ -109,34 +109,38 @@ func TestDriverWarning(t *testing.T) {
 	send()
 	// The first rise the watch reads: the 10 frames, or the first of them
 	// where a read fell among them.
-	out := log.Await(t, "the driver of v0 counts XDP errors: rx_xdp_tx_errors rose by ")
-	var by, to int
-	if m := regexp.MustCompile(`rose by (\d+) to (\d+):`).FindString(out); m == "" {
-		t.Errorf("the warning says no rise: %s", out)
-	} else if _, err := fmt.Sscanf(m, "rose by %d to %d:", &by, &to); err != nil || by != to || by < 1 || by > 10 {
-		t.Errorf("the warning does not say a first rise of 1 to 10 frames: %s", out)
-	}
-	if !strings.Contains(out, "level=WARN") {
-		t.Errorf("not a warning: %s", out)
+	r := log.AwaitRecord(t, driverWarning, "iface", "v0", "counter", "rx_xdp_tx_errors")
+	by, _ := strconv.Atoi(r.Attrs["rose"])
+	if r.Level != "WARN" || r.Attrs["rose"] != r.Attrs["value"] || by < 1 || by > 10 {
+		t.Errorf("the warning %+v: want a first rise of 1 to 10 frames, at WARN", r)
 	}
 	send()
 	time.Sleep(300 * time.Millisecond)
-	if n := strings.Count(log.String(), "counts XDP errors"); n != 1 {
-		t.Errorf("%d warnings after two rises, want 1:\n%s", n, log.String())
+	if rs := log.Records(); len(rs) != 1 {
+		t.Errorf("%d records after two rises, want 1 warning:\n%s", len(rs), log.String())
 	}
 	if d, err := lb.Driver(); err != nil || d["rx_xdp_tx_errors"] != 20 {
 		t.Errorf("the driver counts %d errors (%v), want the 20 frames sent", d["rx_xdp_tx_errors"], err)
 	}
 }
 
-// TestSecondHops: l4lb decap's last status line counts the packets that
-// named a second hop only if there were any.
-func TestSecondHops(t *testing.T) {
-	if got := secondHops(xdpmaglev.DecapStats{Decapsulated: 5}); got != "" {
-		t.Errorf("no second hop: %q", got)
-	}
-	want := "; of those that named a second hop, 7 passed on to it, 2 delivered here, 1 with no route to it"
-	if got := secondHops(xdpmaglev.DecapStats{SecondHop: 7, SecondLocal: 2, SecondNoRoute: 1}); got != want {
-		t.Errorf("%q, want %q", got, want)
+// TestDecapAttrs: l4lb decap's last record has the second chance
+// counters only if a packet named a second hop.
+func TestDecapAttrs(t *testing.T) {
+	for _, c := range []struct {
+		st   xdpmaglev.DecapStats
+		want string
+	}{
+		{xdpmaglev.DecapStats{Decapsulated: 5, Passed: 1}, `decapsulated=5 passed=1 malformed=0 untrusted=0`},
+		{xdpmaglev.DecapStats{SecondHop: 7, SecondLocal: 2, SecondNoRoute: 1}, `decapsulated=0 passed=0 malformed=0 untrusted=0 second_hop=7 second_local=2 second_no_route=1`},
+	} {
+		attrs := decapAttrs(c.st)
+		var got []string
+		for i := 0; i+1 < len(attrs); i += 2 {
+			got = append(got, fmt.Sprintf("%v=%v", attrs[i], attrs[i+1]))
+		}
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("%+v: %v, want %s", c.st, got, c.want)
+		}
 	}
 }

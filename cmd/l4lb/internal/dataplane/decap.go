@@ -17,13 +17,20 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
+// meterScope is the instrumentation scope of l4lb's own metrics.
+const meterScope = "github.com/maglevlb/maglev/cmd/l4lb"
+
+// decapDriverEvery is how often l4lb decap reads the driver's counters:
+// DriverEvery, and less in tests.
+var decapDriverEvery = DriverEvery
+
 // RunDecap is l4lb decap: the decapsulator of -forward ipip and gue
-// attached to c.Iface for the VIPs, until ctx ends; then it logs the
-// counters and detaches.
+// attached to c.Iface for the VIPs, until ctx ends, watching the driver's
+// XDP counters as l4lb run does (WatchDriver), and with an admin address
+// serving /debug/maglev and /metrics (maglev.xdp.driver among them);
+// then it logs the counters and detaches.
 func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
-	for _, w := range decapWarnings(c) {
-		log.Warn(w)
-	}
+	warnDecap(c, log)
 	d, err := xdpmaglev.AttachDecap(c.Iface, c.Opts)
 	if err != nil {
 		return err
@@ -33,37 +40,60 @@ func RunDecap(ctx context.Context, c config.Decap, log *slog.Logger) error {
 	for i, a := range c.Opts.VIPs {
 		vips[i] = a.String()
 	}
-	log.Info(fmt.Sprintf("decapsulating IPIP and GUE (port %d) to %s on %s (%v), from %s",
-		c.Opts.GUEPort, strings.Join(vips, ","), c.Iface, d.Mode(), sourcesString(c.Opts.Sources)))
+	log.Info("decapsulating IPIP and GUE", "gue_port", c.Opts.GUEPort, "vips", vips, "iface", c.Iface, "mode", d.Mode().String(),
+		"sources", sourcesString(c.Opts.Sources))
 	if c.Admin != "" {
+		pm, err := ops.NewMetrics("l4lb", ops.ReadBuild())
+		if err != nil {
+			return err
+		}
+		defer pm.Close()
+		if err := observeDriver(pm.Provider.Meter(meterScope), d); err != nil {
+			return err
+		}
 		mux := http.NewServeMux()
 		mux.Handle("/debug/maglev", admin.DecapHandler(d, c.Iface, c.Opts))
+		mux.Handle("/metrics", pm.Handler)
 		a, err := ops.ServeAdmin(c.Admin, mux)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = a.Close() }()
-		log.Info(fmt.Sprintf("admin on http://%s/debug/maglev", a.Addr()))
+		log.Info("admin listening", "url", "http://"+a.Addr().String()+"/debug/maglev")
 	}
+	// The driver's counters are read until ctx ends, never after the
+	// decapsulator is closed.
+	dctx, stopDriver := context.WithCancel(ctx)
+	driverDone := make(chan struct{})
+	go func() {
+		defer close(driverDone)
+		WatchDriver(dctx, d, c.Iface, decapDriverEvery, log)
+	}()
+	defer func() { stopDriver(); <-driverDone }() // on an error
 	<-ctx.Done()
+	stopDriver()
+	<-driverDone
 	st, serr := d.Stats()
 	if serr == nil {
-		log.Info(fmt.Sprintf("%d packets decapsulated, %d passed, %d malformed, %d from untrusted sources dropped%s", st.Decapsulated, st.Passed, st.Malformed, st.Untrusted, secondHops(st)))
+		log.Info("decapsulator counters", decapAttrs(st)...)
 	}
 	if err := d.Close(); err != nil {
 		return errors.Join(serr, err)
 	}
-	log.Info(fmt.Sprintf("detached from %s", c.Iface))
+	log.Info("detached", "iface", c.Iface)
 	return serr
 }
 
-// secondHops returns the second chance counters of st for the last
-// status line, or "" if no packet named a second hop.
-func secondHops(st xdpmaglev.DecapStats) string {
+// decapAttrs returns the counters of st as a log record's attributes:
+// decapsulated, passed, malformed, untrusted (dropped), and the second
+// chance counters (second_hop: passed on to it, second_local: delivered
+// here, second_no_route) if a packet named a second hop.
+func decapAttrs(st xdpmaglev.DecapStats) []any {
+	attrs := []any{"decapsulated", st.Decapsulated, "passed", st.Passed, "malformed", st.Malformed, "untrusted", st.Untrusted}
 	if st.SecondHop+st.SecondLocal+st.SecondNoRoute == 0 {
-		return ""
+		return attrs
 	}
-	return fmt.Sprintf("; of those that named a second hop, %d passed on to it, %d delivered here, %d with no route to it", st.SecondHop, st.SecondLocal, st.SecondNoRoute)
+	return append(attrs, "second_hop", st.SecondHop, "second_local", st.SecondLocal, "second_no_route", st.SecondNoRoute)
 }
 
 // sourcesString returns the trusted sources as -decap-sources takes them.
@@ -78,13 +108,13 @@ func sourcesString(ps []netip.Prefix) string {
 	return strings.Join(out, ",")
 }
 
-// decapWarnings returns what is likely wrong with this host as a backend
-// of the encapsulating modes: a VIP on no interface (the kernel drops the
+// warnDecap logs what is likely wrong with this host as a backend of the
+// encapsulating modes: a VIP on no interface (the kernel drops the
 // decapsulated packets), and strict reverse path filtering on the
 // interface (it may drop them: their source is the client, not the load
-// balancer). A check that cannot be made is skipped.
-func decapWarnings(c config.Decap) []string {
-	var out []string
+// balancer), each with the command that fixes it. A check that cannot be
+// made is skipped.
+func warnDecap(c config.Decap, log *slog.Logger) {
 	if addrs, err := net.InterfaceAddrs(); err == nil {
 		held := map[netip.Addr]bool{}
 		for _, a := range addrs {
@@ -96,7 +126,8 @@ func decapWarnings(c config.Decap) []string {
 		}
 		for _, v := range c.Opts.VIPs {
 			if !held[v] {
-				out = append(out, fmt.Sprintf("-decap: VIP %v is on no interface: the kernel drops the decapsulated packets (ip addr add %v/%d dev lo)", v, v, v.BitLen()))
+				log.Warn("decap: a VIP is on no interface: the kernel drops the decapsulated packets", "vip", v.String(),
+					"fix", fmt.Sprintf("ip addr add %v/%d dev lo", v, v.BitLen()))
 			}
 		}
 	}
@@ -113,7 +144,7 @@ func decapWarnings(c config.Decap) []string {
 		}
 	}
 	if rp == 1 {
-		out = append(out, fmt.Sprintf("-decap: rp_filter on %s is strict (1): decapsulated packets from clients routed elsewhere are dropped; sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf.%s.rp_filter=2", c.Iface, c.Iface))
+		log.Warn("decap: rp_filter is strict (1): decapsulated packets from clients routed elsewhere are dropped", "iface", c.Iface,
+			"fix", "sysctl -w net.ipv4.conf.all.rp_filter=2 net.ipv4.conf."+c.Iface+".rp_filter=2")
 	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,7 +182,7 @@ func TestWriterAndHandler(t *testing.T) {
 	set(3)
 	path := filepath.Join(t.TempDir(), "state.json")
 	var logs nstest.LogBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	w := NewWriter(path, lb, log)
 	w.Changed() // before Start: nothing
 	if _, err := os.Stat(path); err == nil {
@@ -243,19 +244,19 @@ func TestWriterAndHandler(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = lb2.Close() })
 	var logs2 nstest.LogBuffer
-	Take(context.Background(), lb2, path, []string{ln.Addr().String(), "127.0.0.1:1"}, slog.New(slog.NewTextHandler(&logs2, nil)))
+	Take(context.Background(), lb2, path, []string{ln.Addr().String(), "127.0.0.1:1"}, slog.New(slog.NewJSONHandler(&logs2, nil)))
 	if err := lb2.SetService(svc, lb.Backends(svc), opts); err != nil {
 		t.Fatal(err)
 	}
 	if until, from := lb2.SecondHops(svc); from != "state file" || !until.Equal(hs[0].Until) {
 		t.Errorf("the service took %q, until %v; want the state file's, until %v", from, until, hs[0].Until)
 	}
-	for _, want := range []string{
-		`msg="handoff: took the state file" path=` + path + " services=1 written=",
-		`msg="handoff: took a peer's" peer=` + ln.Addr().String() + " services=1",
-		`msg="handoff: a peer did not answer" peer=127.0.0.1:1 err=`,
+	for _, want := range [][]string{
+		{"handoff: took the state file", "path", path, "services", "1"},
+		{"handoff: took a peer's", "peer", ln.Addr().String(), "services", "1"},
+		{"handoff: a peer did not answer", "peer", "127.0.0.1:1"},
 	} {
-		if !strings.Contains(logs2.String(), want) {
+		if !slices.ContainsFunc(logs2.Records(), func(r nstest.Record) bool { return r.Is(want[0], want[1:]...) }) {
 			t.Errorf("Take did not log %q:\n%s", want, logs2.String())
 		}
 	}
@@ -267,7 +268,7 @@ func TestWriterAndHandler(t *testing.T) {
 	fileIs(nil)
 	w.Changed() // after Close: nothing, and no panic
 	w.Close()
-	if strings.Contains(logs.String(), "failed") {
+	if rs := logs.Records(); slices.ContainsFunc(rs, func(r nstest.Record) bool { return r.Is("handoff: writing the state file failed") }) {
 		t.Errorf("the writer logged a failure:\n%s", logs.String())
 	}
 	var none *Writer // no state file

@@ -6,15 +6,14 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
 // Apply puts the plan of the pool's state at the time it takes p.mu into
-// the data plane if it differs from what the data plane holds, prints a
-// Status line when it does, and sets the timer for the next drain
+// the data plane if it differs from what the data plane holds, logs a
+// record of it when it does ("backends applied"), and sets the timer for the next drain
 // timeout. It holds p.applyMu throughout and p.mu except across
 // SetService (see pool).
 func (p *Pool) Apply() error {
@@ -63,14 +62,17 @@ func (p *Pool) begin(now time.Time) ([]xdpmaglev.Backend, xdpmaglev.ServiceOptio
 }
 
 // end is apply's second half, once the data plane was given bs and fwd
-// with the outcome err: it records them and prints the status line, or
+// with the outcome err: it records them and logs them (logTable), or
 // keeps err and tries again in a second. p.applyMu and p.mu are held.
 func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err error) error {
 	if err != nil {
 		p.err = err
-		if p.timer == nil {
-			p.timer = time.AfterFunc(time.Second, p.tick) // try again
+		// Try again in a second, even with a drain timeout due later:
+		// that apply sets the timer of the next one again.
+		if p.timer != nil {
+			p.timer.Stop()
 		}
+		p.timer = time.AfterFunc(time.Second, p.tick)
 		return err
 	}
 	p.err = nil
@@ -83,8 +85,9 @@ func (p *Pool) end(bs []xdpmaglev.Backend, fwd xdpmaglev.ServiceOptions, err err
 	return nil
 }
 
-// logTable logs the status line of the backends applied and the table in
-// use, with why, if not "", after it. p.mu is held.
+// logTable logs the record of the backends applied and the table in
+// use ("backends applied"), with why, if not "", as its reason: at WARN,
+// naming them, if some are unresolved. p.mu is held.
 func (p *Pool) logTable(why string) {
 	unresolved := p.unresolved()
 	live, draining, down := 0, 0, 0
@@ -99,23 +102,20 @@ func (p *Pool) logTable(why string) {
 			draining++
 		}
 	}
-	line := fmt.Sprintf("%s%d backends live, %d draining", p.prefix(), live, draining)
-	if down > 0 {
-		line += fmt.Sprintf(", %d down", down)
+	attrs := []any{"live", live, "draining", draining, "down", down, "unresolved", len(unresolved)}
+	if t := p.lb.Table(p.svc); t != nil {
+		d := t.Digest()
+		attrs = append(attrs, "digest", hex.EncodeToString(d[:]))
 	}
-	if len(unresolved) > 0 {
-		line += fmt.Sprintf(", %d unresolved", len(unresolved))
-	}
-	d := p.lb.Table(p.svc).Digest()
-	line += ", table digest " + hex.EncodeToString(d[:])
 	if why != "" {
-		line += " (" + why + ")"
+		attrs = append(attrs, "reason", why)
 	}
 	if len(unresolved) > 0 {
-		p.log.Warn(line + ": the neighbour table has no MAC for " + strings.Join(addrStrings(unresolved), ", ") + ", out of service until it answers ARP")
+		// Out of service until the neighbour table answers ARP.
+		p.log.Warn("backends applied, some with no MAC in the neighbour table", append(attrs, "unresolved_backends", addrStrings(unresolved))...)
 		return
 	}
-	p.log.Info(line)
+	p.log.Info("backends applied", attrs...)
 }
 
 // unresolved returns the backends of the service that the data plane has
@@ -138,7 +138,7 @@ func addrStrings(set map[netip.Addr]bool) []string {
 	return out
 }
 
-// Resolved logs the status line after the data plane took back a backend
+// Resolved logs the backends applied after the data plane took back a backend
 // it had unresolved (xdpmaglev.Options.Changed).
 func (p *Pool) Resolved() {
 	p.mu.Lock()
@@ -154,7 +154,7 @@ func (p *Pool) Resolved() {
 // Apply each would wait on the kernel once each). If the batch fails,
 // each pool applies on its own, and gets its own error. It returns the
 // first error.
-func ApplyAll(lb *xdpmaglev.LB, ps []*Pool) error {
+func ApplyAll(lb DataPlane, ps []*Pool) error {
 	var us []xdpmaglev.Update
 	var todo []*Pool
 	var plans [][]xdpmaglev.Backend
@@ -203,8 +203,8 @@ func ApplyAll(lb *xdpmaglev.LB, ps []*Pool) error {
 // markDown sets Down on the backends of bs that the health check has
 // down, and fails open when that would leave no backend of weight > 0 in
 // service: then the backends down in the last table applied stay down,
-// and the others up (none down if that too leaves none). It prints a
-// Status line when failing open begins or ends. p.mu is held.
+// and the others up (none down if that too leaves none). It logs a
+// record when failing open begins or ends. p.mu is held.
 func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 	if p.health == nil {
 		return
@@ -240,9 +240,9 @@ func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 	}
 	if open != p.open {
 		if open {
-			p.log.Warn(fmt.Sprintf("FAILING OPEN: every backend of %v is down by its health check (%d of weight > 0); keeping the last table", p.svc, weighted))
+			p.log.Warn("failing open: every backend is down by its health check, the last table kept", "vip", p.svc.String(), "backends", weighted)
 		} else {
-			p.log.Info(fmt.Sprintf("failing open no more: %d backends of %v up", up, p.svc))
+			p.log.Info("failing open no more", "vip", p.svc.String(), "up", up)
 		}
 		p.open = open
 		p.health.SetFailOpen(open)
@@ -270,16 +270,9 @@ func (p *Pool) tellBGP() {
 		p.bgp.Set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
 		p.bgp.Set(p.svc, false, "no backend in service (none of weight > 0 up)")
+	case live == 1:
+		p.bgp.Set(p.svc, true, "1 backend in service")
 	default:
 		p.bgp.Set(p.svc, true, fmt.Sprintf("%d backends in service", live))
 	}
-}
-
-// prefix starts the pool's status lines: "service NAME: ", or "" for the
-// one service of the flags. p.mu is held.
-func (p *Pool) prefix() string {
-	if p.name == "" || p.name == "default" {
-		return ""
-	}
-	return fmt.Sprintf("service %q: ", p.name)
 }

@@ -3,10 +3,10 @@
 // membership source's, each with its weight), the drains, the drain
 // timeouts, the health check's verdicts, failing open, and the status
 // line, admin API status and BGP wish of each change. It owns the service
-// in the data plane (xdpmaglev.LB.SetService) and nothing else: it
-// asks a Health who is down and tells an Announcer whether the service
-// has a healthy backend, two small interfaces that the health checker and
-// the BGP speaker implement.
+// in the data plane (a DataPlane: xdpmaglev.LB) and nothing else: it asks
+// a Health who is down and tells an Announcer whether the service has a
+// healthy backend, two small interfaces that the health checker and the
+// BGP speaker implement.
 //
 // Locking: Pool.applyMu orders the updates of the data plane and is held
 // across SetService, which may wait for ARP or neighbour
@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -50,6 +51,20 @@ type Health interface {
 	// Close stops it, and waits for the probes under way.
 	Close()
 }
+
+// A DataPlane is the data plane as a pool uses it: it sets the
+// service's backends (one service, or many services at once), and reads
+// back its table, its unresolved backends and its second hops.
+// xdpmaglev.LB implements it; the tests, a fake (package pooltest).
+type DataPlane interface {
+	SetService(svc xdpmaglev.Service, backends []xdpmaglev.Backend, opts xdpmaglev.ServiceOptions) error
+	SetServices(us []xdpmaglev.Update) error
+	Table(svc xdpmaglev.Service) *maglev.Table
+	Unresolved(svc xdpmaglev.Service) []netip.Addr
+	SecondHops(svc xdpmaglev.Service) (until time.Time, from string)
+}
+
+var _ DataPlane = (*xdpmaglev.LB)(nil)
 
 // An Announcer is told, after each change of what the data plane holds,
 // whether the service has a healthy backend (bgp.Speaker implements it,
@@ -80,7 +95,7 @@ type Announcer interface {
 // health check who is up. If every backend of weight > 0 is down, the
 // pool fails open: it keeps the down backends of the last table it
 // applied (the last table itself, while the members stay the same), says
-// so in a status line and in the admin API, and leaves it when one is up.
+// so in a log record and in the admin API, and leaves it when one is up.
 //
 // A Pool is safe for concurrent use by multiple goroutines. Two locks:
 // applyMu orders the updates of the data plane, and is held across
@@ -90,16 +105,17 @@ type Announcer interface {
 // applyMu is taken before mu, and mu before the checker's lock; the
 // checker's probes hold none of them, and it calls Apply with none held.
 type Pool struct {
-	lb        *xdpmaglev.LB
+	lb        DataPlane
 	svc       xdpmaglev.Service
-	log       *slog.Logger // status lines
+	base      *slog.Logger // New's: log is it with the service's name
 	bgp       Announcer    // nil: no BGP; told after each apply whether the service is healthy
 	updates   atomic.Int64 // the data plane's updates, for maglev.l4lb.service.updates
 	onApplied func()       // nil, or called after each update of the data plane (OnApplied), with p.mu held
 
 	applyMu    sync.Mutex               // held by Apply across the data plane's update
 	mu         sync.Mutex               // guards the fields below
-	name       string                   // the service's name, for status lines
+	name       string                   // the service's name
+	log        *slog.Logger             // base, with the name
 	fwd        xdpmaglev.ServiceOptions // how packets reach the backends
 	timeout    time.Duration            // the drain timeout
 	health     Health                   // nil: no health check; set before the first members, or by Reconfigure
@@ -126,9 +142,13 @@ type Member struct {
 
 // New returns the pool of the service c in the data plane lb, with no
 // member yet, telling an (if not nil) whether the service is healthy
-// and logging its status lines to log.
-func New(lb *xdpmaglev.LB, c config.Service, an Announcer, log *slog.Logger) *Pool {
-	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, log: log, bgp: an,
+// and logging its records to log, with the service's name as their
+// "service" attribute.
+func New(lb DataPlane, c config.Service, an Announcer, log *slog.Logger) *Pool {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{lb: lb, svc: c.Svc, name: c.Name, fwd: c.Fwd, timeout: c.Timeout, base: log, log: log.With("service", c.Name), bgp: an,
 		members: map[netip.Addr]Member{}, drained: map[netip.Addr]bool{}, since: map[netip.Addr]time.Time{},
 		quic: quicPlan{cur: c.QUIC}, lastIDs: map[netip.Addr]quiclb.ServerID{}}
 	for _, a := range c.Drained {
@@ -303,10 +323,13 @@ func (p *Pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
 func (p *Pool) Reconfigure(c config.Service, old []netip.Addr, h Health, health bool) Health {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if c.Name != p.name {
+		p.log = p.base.With("service", c.Name)
+	}
 	p.name, p.fwd, p.timeout = c.Name, c.Fwd, c.Timeout
 	if p.quic.reconfigure(c.QUIC, p.appliedIDs()) {
 		p.log.Warn("QUIC-LB configuration changed in place: the connection IDs issued under it before no longer decode, and their connections are routed by the table (rotate to another -quic-lb-config-id to keep them)",
-			"service", p.name, "quic_lb_config_id", c.QUIC.Config.ID)
+			"quic_lb_config_id", c.QUIC.Config.ID)
 	}
 	for _, a := range old {
 		delete(p.drained, a.Unmap())

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/nstest"
 	"github.com/maglevlb/maglev/membership"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
@@ -119,8 +120,8 @@ func TestK8sPlan(t *testing.T) {
 // left out, with their weights; one IP twice is live if either is; an
 // endpoint whose host is no IP address is left out (and logged).
 func TestMembers(t *testing.T) {
-	var logs strings.Builder
-	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	var logs nstest.LogBuffer
+	logger := slog.New(slog.NewJSONHandler(&logs, nil))
 	ep := func(hostport string, w uint32) membership.Endpoint {
 		host, port, _ := net.SplitHostPort(hostport)
 		p, _ := strconv.Atoi(port)
@@ -147,7 +148,7 @@ func TestMembers(t *testing.T) {
 			t.Errorf("%s: %+v (%v), want weight %d", a, got, ok, w)
 		}
 	}
-	if !strings.Contains(logs.String(), "web-0:8080") {
+	if rs := logs.Records(); len(rs) != 1 || !rs[0].Is("endpoints ignored: their host is not an IP address") || !strings.Contains(rs[0].Attrs["err"], "web-0:8080") {
 		t.Errorf("the endpoint left out is not logged; logs:\n%s", logs.String())
 	}
 }
@@ -192,8 +193,9 @@ var _ Announcer = (*fakeAnnouncer)(nil)
 func TestDownAndFailOpen(t *testing.T) {
 	a := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 0, byte(i)}) }
 	h, an := &fakeHealth{down: map[netip.Addr]bool{}}, &fakeAnnouncer{}
-	var log strings.Builder
-	p := New(nil, config.Service{Name: "web", Timeout: time.Minute}, an, slog.New(slog.NewTextHandler(&log, nil)))
+	var log nstest.LogBuffer
+	svc := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	p := New(nil, config.Service{Name: "web", Svc: svc, Timeout: time.Minute}, an, slog.New(slog.NewJSONHandler(&log, nil)))
 	p.SetHealth(h)
 	p.Stage(map[netip.Addr]Member{a(1): {Weight: 1}, a(2): {Weight: 1}, a(3): {Weight: 0}})
 	if len(h.probed) != 3 {
@@ -220,12 +222,14 @@ func TestDownAndFailOpen(t *testing.T) {
 	step("198.18.0.1=1/false 198.18.0.2=1/true 198.18.0.3=0/false ", true)
 	h.down[a(1)] = true // every backend of weight > 0 down: the last table's downs kept
 	step("198.18.0.1=1/false 198.18.0.2=1/true 198.18.0.3=0/false ", false)
-	if !p.open || !strings.Contains(an.why, "failing open") || !strings.Contains(log.String(), "FAILING OPEN: every backend of") {
+	failing := log.Records()
+	if !p.open || !strings.Contains(an.why, "failing open") || len(failing) != 1 || failing[0].Level != "WARN" ||
+		!failing[0].Is("failing open: every backend is down by its health check, the last table kept", "service", "web", "vip", "tcp/198.19.0.1:80", "backends", "2") {
 		t.Errorf("not failing open: %v, %q\n%s", p.open, an.why, log.String())
 	}
 	delete(h.down, a(2))
 	step("198.18.0.1=1/true 198.18.0.2=1/false 198.18.0.3=0/false ", true)
-	if p.open || !strings.Contains(log.String(), "failing open no more: 1 backends of") {
+	if rs := log.Records(); p.open || len(rs) != 2 || !rs[1].Is("failing open no more", "service", "web", "vip", "tcp/198.19.0.1:80", "up", "1") {
 		t.Errorf("still failing open:\n%s", log.String())
 	}
 	st := p.withHealth(BackendStatus{Addr: a(1).String()}, a(1))
