@@ -14,6 +14,7 @@ var cmdDetach = &command{
 	name:  "detach",
 	usage: "-iface DEV [-pin-dir DIR]",
 	short: "remove the program and the pins an l4lb left on an interface",
+	plain: true,
 	long: `Detach removes the program l4lb left attached to -iface and what it
 pinned for it in -pin-dir (the one l4lb ran with), prints each pin removed
 on standard output, and exits; it is refused while an l4lb runs on -iface.`,

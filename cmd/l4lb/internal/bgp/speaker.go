@@ -55,13 +55,10 @@ type Peer struct {
 
 func (p Peer) String() string { return fmt.Sprintf("%v (AS %d)", p.Addr, p.ASN) }
 
-// ParsePeer parses a peer: ADDR,ASN (198.18.0.1,65000), or ADDR@ASN,
-// the form of earlier versions. The address is unmapped.
+// ParsePeer parses a peer: ADDR,ASN (198.18.0.1,65000). The address is
+// unmapped.
 func ParsePeer(s string) (Peer, error) {
 	addr, asn, ok := strings.Cut(s, ",")
-	if !ok {
-		addr, asn, ok = strings.Cut(s, "@")
-	}
 	if !ok {
 		return Peer{}, fmt.Errorf("%q: ADDR,ASN (198.18.0.1,65000)", s)
 	}

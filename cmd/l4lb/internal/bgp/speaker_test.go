@@ -14,12 +14,12 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 )
 
-// TestParsePeer: a peer is ADDR,ASN or ADDR@ASN, its address unmapped;
+// TestParsePeer: a peer is ADDR,ASN, its address unmapped;
 // anything else is refused, saying what is wanted.
 func TestParsePeer(t *testing.T) {
 	for s, want := range map[string]string{
 		"198.18.0.1,65000":       "198.18.0.1 (AS 65000)",
-		"198.18.0.1@65000":       "198.18.0.1 (AS 65000)",
+		"198.18.0.1@65000":       `"198.18.0.1@65000": ADDR,ASN (198.18.0.1,65000)`,
 		"::ffff:198.18.0.4,1":    "198.18.0.4 (AS 1)",
 		"2001:db8::1,4294967295": "2001:db8::1 (AS 4294967295)",
 		"198.18.0.1":             `"198.18.0.1": ADDR,ASN (198.18.0.1,65000)`,

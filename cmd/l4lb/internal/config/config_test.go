@@ -116,7 +116,7 @@ bgp-asn: 65001
 bgp-router-id: 198.18.0.3
 bgp-peer:
   - 198.18.0.1,65000
-  - 198.18.0.2@65002
+  - 198.18.0.2,65002
   - {addr: 198.18.0.4, asn: 65004}
 bgp-restart-time: 30s
 bgp-drain: 1s
@@ -180,7 +180,7 @@ func TestSameGlobal(t *testing.T) {
 	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.2,1\"]\n")); err == nil || !strings.Contains(err.Error(), "bgp-peer: [198.18.0.2 (AS 1)], running with [198.18.0.1 (AS 1)]") {
 		t.Errorf("bgp changed: %v", err)
 	}
-	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.1@1\"]\n")); err != nil {
+	if err := SameGlobal(a, load(bgpTop+"bgp-peer: [\"198.18.0.1,1\"]\n")); err != nil {
 		t.Errorf("the same peer, written otherwise: %v", err)
 	}
 }

@@ -59,8 +59,7 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestParseBGP: the BGP flags, parsed; -bgp-peer takes ADDR,ASN, the
-// form documented, and ADDR@ASN, the form of earlier versions.
+// TestParseBGP: the BGP flags, parsed; -bgp-peer takes ADDR,ASN.
 func TestParseBGP(t *testing.T) {
 	for _, tc := range []struct {
 		args string
@@ -70,10 +69,7 @@ func TestParseBGP(t *testing.T) {
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000",
 			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
 				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@65000",
-			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
-				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
-		{"-bgp-asn 4200000000 -bgp-router-id 10.0.0.1 -bgp-peer 198.18.0.1,65000 -bgp-peer 198.18.0.2@4200000001 -bgp-peer ::ffff:198.18.0.4,1 -bgp-listen-port -1 -bgp-hold 0s -bgp-restart-time 0s -bgp-drain 0s",
+		{"-bgp-asn 4200000000 -bgp-router-id 10.0.0.1 -bgp-peer 198.18.0.1,65000 -bgp-peer 198.18.0.2,4200000001 -bgp-peer ::ffff:198.18.0.4,1 -bgp-listen-port -1 -bgp-hold 0s -bgp-restart-time 0s -bgp-drain 0s",
 			bgp.Config{ASN: 4200000000, RouterID: netip.MustParseAddr("10.0.0.1"), ListenPort: -1,
 				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}, {Addr: netip.MustParseAddr("198.18.0.2"), ASN: 4200000001}, {Addr: netip.MustParseAddr("198.18.0.4"), ASN: 1}}}},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-restart-time 4095s -bgp-hold 3s",
@@ -89,7 +85,7 @@ func TestParseBGP(t *testing.T) {
 			t.Errorf("%q: %+v, want %+v", tc.args, c.BGP, tc.want)
 		}
 	}
-	c, err := parse(strings.Fields("-iface eth0 -vip [2001:db8::1]:80 -backend 2001:db8::11 -bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::ff,65000 -bgp-peer 2001:db8::fe@65002"), io.Discard)
+	c, err := parse(strings.Fields("-iface eth0 -vip [2001:db8::1]:80 -backend 2001:db8::11 -bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::ff,65000 -bgp-peer 2001:db8::fe,65002"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +110,13 @@ func TestParseBGPRefused(t *testing.T) {
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1", `invalid value "198.18.0.1" for flag -bgp-peer: "198.18.0.1": ADDR,ASN (198.18.0.1,65000)`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1:65000", `invalid value "198.18.0.1:65000" for flag -bgp-peer: "198.18.0.1:65000": ADDR,ASN`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,0", `invalid value "198.18.0.1,0" for flag -bgp-peer: AS "0"`},
-		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1@0", `invalid value "198.18.0.1@0" for flag -bgp-peer: AS "0"`},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,0", `invalid value "198.18.0.1,0" for flag -bgp-peer: AS "0"`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,", `invalid value "198.18.0.1," for flag -bgp-peer: AS ""`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000,65001", `invalid value "198.18.0.1,65000,65001" for flag -bgp-peer: AS "65000,65001"`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer router,65000", `invalid value "router,65000" for flag -bgp-peer: `},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer router@65000", `invalid value "router@65000" for flag -bgp-peer: `},
 		{"-bgp-asn 65001" + ok + " -bgp-peer 198.18.0.1,65002", `invalid value "198.18.0.1,65002" for flag -bgp-peer: 198.18.0.1: given twice`},
-		{"-bgp-asn 65001" + ok + " -bgp-peer ::ffff:198.18.0.1@65002", `invalid value "::ffff:198.18.0.1@65002" for flag -bgp-peer: 198.18.0.1: given twice`},
+		{"-bgp-asn 65001" + ok + " -bgp-peer ::ffff:198.18.0.1,65002", `invalid value "::ffff:198.18.0.1,65002" for flag -bgp-peer: 198.18.0.1: given twice`},
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 2001:db8::1,65000", "-bgp-peer 2001:db8::1 (AS 65000): not of the VIP's family (198.19.0.1)"},
 		{"-bgp-asn 65001" + ok + " -bgp-listen-port 0", "-bgp-listen-port 0: a port in [1, 65535], or -1 for none"},
 		{"-bgp-asn 65001" + ok + " -bgp-listen-port 65536", "-bgp-listen-port 65536: a port in [1, 65535], or -1 for none"},

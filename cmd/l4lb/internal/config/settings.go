@@ -62,7 +62,7 @@ var (
 	bgpRouterID = setting.New(setting.Setting{Name: "bgp-router-id", Scope: setting.LB,
 		Doc: "the BGP identifier, an IPv4 `address` (required with -bgp-asn)"}, "", setting.String)
 	bgpPeer = setting.NewList(setting.Setting{Name: "bgp-peer", Scope: setting.LB, Fields: []string{"addr", "asn"},
-		Doc: "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; ADDR@ASN too; repeat the flag for each, or a list); the next hop is l4lb's address on the session"},
+		Doc: "a router to announce to, `ADDR,ASN` (198.18.0.1,65000; repeat the flag for each, or a list); the next hop is l4lb's address on the session"},
 		setting.One(bgp.ParsePeer)).WithFields(peerOf).Checked(distinctPeer)
 	bgpListenPort = setting.New(setting.Setting{Name: "bgp-listen-port", Scope: setting.LB,
 		Doc: "the TCP `port` on which l4lb accepts BGP sessions from its peers too (-1: none, l4lb connects only)"}, 179, setting.Int)
