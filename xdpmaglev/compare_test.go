@@ -35,7 +35,7 @@ import (
 // kernel's BPF statistics (kernel.bpf_stats_enabled=1) against HAProxy's
 // process CPU time. XDPMAGLEV_COMPARE_ROUNDS (5) and
 // XDPMAGLEV_COMPARE_SECONDS (3) set the rounds and each run's length.
-// docs/xdp.md has the figures.
+// docs/testing-xdp.md ("End to end") has the figures.
 func TestCompare(t *testing.T) {
 	if os.Getenv("XDPMAGLEV_COMPARE") != "1" {
 		t.Skip("a measurement: set XDPMAGLEV_COMPARE=1 to run it")

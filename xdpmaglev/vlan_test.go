@@ -20,7 +20,7 @@ import (
 // device's untagged segment, and the connection fails. Where the tag
 // travels beside the frame (the veth's default, as a NIC with receive
 // VLAN offload on strips it), the program sees an untagged frame and
-// serves it: the limit docs/xdp.md states.
+// serves it: the limit docs/xdp.md ("Limits") states.
 func TestVLAN(t *testing.T) {
 	e := newE2E(t, 2)
 	e.set(t, 0, 1)

@@ -107,7 +107,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		}
 	}
 	// The 3 frames to port 81 of the VIP, which no service takes, are
-	// dropped as vip_no_service (the data plane's loop guard: docs/xdp.md);
+	// dropped as vip_no_service (the data plane's loop guard: docs/xdp-reference.md);
 	// other frames the kernel sends on v1 (IPv6 neighbour discovery) may
 	// add to other reasons.
 	var noService string

@@ -22,7 +22,7 @@ import (
 // fleetBird is the router's BIRD in TestFleetBGP: an eBGP session per load
 // balancer, graceful restart on, and the kernel protocol merging the load
 // balancers' routes into one ECMP route of the namespace's kernel table.
-// docs/l4lb.md has the same configuration.
+// docs/l4lb-howto-bgp.md has the same configuration.
 const fleetBird = `router id 198.18.0.1;
 protocol device { }
 protocol kernel {
@@ -107,7 +107,7 @@ func (f *fleet) post(i int, path string) error {
 // merges their routes into one route of three nexthops, and each is taken
 // out of service, restarted, or lost, on real packets through XDP, the
 // backends from a real etcd and checked by l4lb's health check. See
-// docs/l4lb.md for the figures.
+// docs/testing-l4lb.md for the figures.
 func TestFleetBGP(t *testing.T) {
 	needBird(t)
 	f := newFleet(t)
@@ -280,7 +280,7 @@ func TestFleetBGP(t *testing.T) {
 }
 
 // fleetFRR is the router's FRR configuration (bgpd) in TestFleetFRR:
-// docs/l4lb.md has the same, for 10.0.0.0/24.
+// docs/l4lb-howto-bgp.md has the same, for 10.0.0.0/24.
 const fleetFRR = `router bgp 65000
  bgp router-id 198.18.0.1
  bgp bestpath as-path multipath-relax
@@ -392,7 +392,7 @@ func (r *frr) vtysh(command string) (string, error) {
 }
 
 // TestFleetFRR is TestFleetBGP's fleet behind FRR 8 (zebra and bgpd, the
-// configuration of docs/l4lb.md) instead of BIRD: three load balancers'
+// configuration of docs/l4lb-howto-bgp.md) instead of BIRD: three load balancers'
 // routes make one route of three nexthops in the router's kernel, and
 // connections spread over them; a SIGTERM restart of one keeps the kernel
 // route unchanged (FRR is a graceful restart helper by default) and fails

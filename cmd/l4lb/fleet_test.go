@@ -752,7 +752,7 @@ func portsTo(t *maglev.Table, backend string, from, n int) []int {
 
 // TestFleet: three l4lb processes behind a Linux router's ECMP route,
 // their backends from a real etcd, on real packets through XDP. See
-// docs/l4lb.md for the figures.
+// docs/testing-l4lb.md for the figures.
 func TestFleet(t *testing.T) {
 	f := newFleet(t)
 	for i := range 4 {

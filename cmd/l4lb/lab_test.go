@@ -85,7 +85,7 @@ func (l *lab) get(t *testing.T, n int) map[string]int {
 	return got
 }
 
-// TestLab runs the quick start of docs/l4lb.md: lab.sh up builds the lab,
+// TestLab runs the quick start of docs/l4lb-quickstart.md: lab.sh up builds the lab,
 // l4lb runs in it with the command lab.sh prints, 40 requests to the VIP
 // reach both backends, and lab.sh down removes every namespace it made.
 func TestLab(t *testing.T) {

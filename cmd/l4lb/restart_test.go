@@ -341,7 +341,7 @@ func (e *echoes) gap(from, to time.Time) time.Duration {
 // adopted connection tracking keeps every connection where it was,
 // though the new table moves many), one that removes a backend (only its
 // connections break); then l4lb detach, and a plain restart without
-// pins for comparison. docs/l4lb.md, "Restarts and upgrades", has the
+// pins for comparison. docs/testing-l4lb.md, "Restarts", has the
 // figures.
 func TestRestart(t *testing.T) {
 	r := newRestartNet(t, 6)

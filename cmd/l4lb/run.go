@@ -32,7 +32,7 @@ the next l4lb) or POST /drain-lb (out of service: withdrawn from BGP,
 drained, detached). Its flags describe one service; with -config FILE
 (and no other flag but -rebuild) the services and every setting come from
 the YAML file, which SIGHUP, POST /reload or l4lb reload applies again.
-Each flag is a setting of docs/l4lb.md's table, and a key of the file.`,
+Each flag is a setting of docs/l4lb-reference.md's table, and a key of the file.`,
 	flags: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer, io.Writer) error {
 		vs := config.RunFlags(fs)
 		return func(ctx context.Context, args []string, _, stderr io.Writer) error {

@@ -199,7 +199,7 @@ func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
 	}
 	// What the routers send is kept in GoBGP's table and used for nothing
 	// (a global import policy would refuse l4lb's own paths too): the
-	// routers should export nothing to l4lb (docs/l4lb.md).
+	// routers should export nothing to l4lb (docs/l4lb-howto-bgp.md).
 	if err := sp.s.WatchEvent(ctx, server.WatchEventMessageCallbacks{OnPeerUpdate: sp.peerEvent}, server.WatchPeer()); err != nil {
 		sp.StopServer(false)
 		return nil, fmt.Errorf("bgp: %w", err)
