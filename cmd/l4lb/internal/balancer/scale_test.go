@@ -75,7 +75,7 @@ func kernelBytes(t testing.TB) int {
 // closed once in the outer map). Then it reloads the file with one
 // service changed: one service updated, the others not touched. It runs
 // 100 services of 100 backends in CI; L4LB_SCALE=1000 runs the issue's
-// 1,000 (docs/testing-l4lb.md has the figures).
+// 1,000 (docs/l4lb-howto-sizing.md, "Many services at scale", has the figures).
 func TestScale(t *testing.T) {
 	xdptest.Need(t)
 	xdptest.Exclusive(t) // its times are measured, and it loads the kernel
