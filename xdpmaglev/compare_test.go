@@ -21,7 +21,7 @@ import (
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
-// TestCompare is issue 25's end-to-end comparison, a measurement and not a
+// TestCompare is the end-to-end comparison, a measurement and not a
 // check: it runs only with XDPMAGLEV_COMPARE=1 (as root, with wrk, iperf3
 // and haproxy installed), and CI does not run it. In one topology (a
 // client, the load balancer and two Go HTTP backends on one bridge, as

@@ -74,7 +74,7 @@ func kernelBytes(t testing.TB) int {
 // the maps (the tables: 8·(M+1) bytes each, summed, since their fds are
 // closed once in the outer map). Then it reloads the file with one
 // service changed: one service updated, the others not touched. It runs
-// 100 services of 100 backends in CI; L4LB_SCALE=1000 runs the issue's
+// 100 services of 100 backends in CI; L4LB_SCALE=1000 runs
 // 1,000 (docs/l4lb-howto-sizing.md, "Many services at scale", has the figures).
 func TestScale(t *testing.T) {
 	xdptest.Need(t)
