@@ -96,7 +96,11 @@
 // takes the load balancer out of service: it withdraws the VIP, forwards
 // for -bgp-drain while the routers move away, closes the sessions,
 // detaches and exits; so does SIGTERM with -bgp-restart-time 0, or when
-// no router's session negotiated graceful restart.
+// no router's session negotiated graceful restart, or with -bgp-bfd: BFD
+// with each router (-bgp-bfd-interval, -bgp-bfd-multiplier) has a router
+// that runs it on the session drop a dead l4lb's paths in a fraction of a
+// second rather than the hold time, and l4lb's end too, graceful restart
+// or not.
 //
 // l4lb logs to standard error, each line a log/slog record with its time
 // and level (-log-format text, the default, or json); standard output is

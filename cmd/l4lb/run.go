@@ -246,7 +246,7 @@ func (r *lbRun) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done(): // SIGINT or SIGTERM: a restart
 		if r.sp != nil {
-			r.sp.Restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained
+			r.sp.Restart() // the routers keep the paths (graceful restart), or they are withdrawn and drained (no graceful restart, or BFD)
 		}
 	case <-r.sp.OutOfService(): // POST /drain-lb: withdrawn, drained, the sessions closed
 		retired = true

@@ -26,7 +26,7 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 		st := Status{Attach: "native", Services: []ServiceStatus{
 			{Name: "dns", Service: "udp/198.19.0.1:53", Forward: "gue", Conntrack: "off", SecondChance: "10m0s", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.13", Weight: 1, Slots: 0}}}},
 			{Name: "web", Service: "tcp/198.19.0.1:80", Forward: "l2", Conntrack: "on", Table: TableSummary{Size: 251, Backends: []TableBackend{{Addr: "198.18.0.11", Weight: 1, Slots: 251}, {Addr: "198.18.0.12", Weight: 0, Slots: 0}}}},
-		}, BGP: &bgp.Status{ASN: 65001, Peers: []bgp.PeerStatus{{Addr: "198.18.1.1", ASN: 65000, State: "established"}},
+		}, BGP: &bgp.Status{ASN: 65001, Peers: []bgp.PeerStatus{{Addr: "198.18.1.1", ASN: 65000, State: "established"}, {Addr: "198.18.1.2", ASN: 65000, State: "idle", BFD: "down"}},
 			VIPs: []bgp.RouteStatus{{Prefix: "198.19.0.1/32", Announced: true}}}}
 		st.Stats.Services = []xdpmaglev.ServiceStats{{Name: "tcp/198.19.0.1:80", Packets: 12, Backends: []xdpmaglev.BackendStats{
 			{Addr: netip.MustParseAddr("198.18.0.11"), Packets: 10}, {Addr: netip.MustParseAddr("198.18.0.12"), Packets: 2}}}}
@@ -66,7 +66,8 @@ func fakeAPI(t *testing.T) (*httptest.Server, *[]string) {
 
 // TestReportTable: the report joins the two pages by service (slots from
 // the table in use, packets from the data plane's counters), and the
-// table shows each service and backend in aligned columns, and BGP.
+// table shows each service and backend in aligned columns, and BGP (a
+// peer's BFD session with -bgp-bfd).
 func TestReportTable(t *testing.T) {
 	srv, _ := fakeAPI(t)
 	c := &Client{Addr: strings.TrimPrefix(srv.URL, "http://")}
@@ -90,7 +91,7 @@ func TestReportTable(t *testing.T) {
 		"tcp/198.19.0.1:80  web                  l2                                 251    none\n" +
 		"  -> 198.18.0.11   live                 1                                  251    -                           10\n" +
 		"  -> 198.18.0.12   draining (59s left)  0                                  0      -                           2\n" +
-		"bgp AS 65001: peers 198.18.1.1 (AS 65000) established; routes 198.19.0.1/32 announced\n"
+		"bgp AS 65001: peers 198.18.1.1 (AS 65000) established, 198.18.1.2 (AS 65000) idle (BFD down); routes 198.19.0.1/32 announced\n"
 	if b.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", b.String(), want)
 	}

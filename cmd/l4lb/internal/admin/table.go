@@ -132,7 +132,8 @@ func healthOf(state string, ok, failed int) string {
 	return state + " " + strconv.Itoa(ok) + "/" + strconv.Itoa(failed)
 }
 
-// writeBGP writes the BGP speaker's peers and routes, if it has one.
+// writeBGP writes the BGP speaker's peers (with their BFD sessions', with
+// -bgp-bfd) and routes, if it has one.
 func writeBGP(w io.Writer, r Report) error {
 	if r.BGP == nil {
 		return nil
@@ -140,7 +141,11 @@ func writeBGP(w io.Writer, r Report) error {
 	b := r.BGP
 	var peers, routes []string
 	for _, p := range b.Peers {
-		peers = append(peers, fmt.Sprintf("%s (AS %d) %s", p.Addr, p.ASN, p.State))
+		peer := fmt.Sprintf("%s (AS %d) %s", p.Addr, p.ASN, p.State)
+		if p.BFD != "" {
+			peer += " (BFD " + p.BFD + ")"
+		}
+		peers = append(peers, peer)
 	}
 	for _, v := range b.VIPs {
 		state := "withdrawn"

@@ -45,7 +45,43 @@ type Config struct {
 	Hold       time.Duration
 	Restart    time.Duration // the graceful restart time (RFC 4724) l4lb advertises; 0: no graceful restart
 	Drain      time.Duration // between the withdrawal and the end of the sessions, when l4lb leaves the routers' paths
+	BFD        BFD           // BFD on every session (RFC 5880, 5881)
 }
+
+// BFD is the speaker's BFD: single-hop BFD (RFC 5881: UDP port 3784,
+// TTL 255) with each peer, by GoBGP, which resets a peer's BGP session
+// when its BFD session fails; the router, with BFD on the session too,
+// drops l4lb's routes when it hears nothing for Multiplier times
+// Interval, not the hold time.
+type BFD struct {
+	On         bool
+	Interval   time.Duration // the desired minimum transmit and required minimum receive intervals
+	Multiplier int           // the detection time multiplier: a session fails after this many intervals of silence
+}
+
+// The bounds of BFD.Interval and BFD.Multiplier: the control packet's
+// intervals are 32 bits of microseconds (RFC 5880, 4.1), its multiplier
+// 8 bits and not 0; GoBGP's BFD runs on Go timers, and below 10 ms a busy
+// machine's scheduling delays look like failures.
+const (
+	MinBFDInterval   = 10 * time.Millisecond
+	MaxBFDInterval   = (1<<32 - 1) * time.Microsecond
+	MaxBFDMultiplier = 255
+)
+
+// String describes BFD: "off", or "100ms x3": the interval and the
+// multiplier.
+func (b BFD) String() string {
+	if !b.On {
+		return "off"
+	}
+	return fmt.Sprintf("%v x%d", b.Interval, b.Multiplier)
+}
+
+// Detection returns how long a router waits, hearing nothing, before it
+// takes the session down: the multiplier times the interval (RFC 5880,
+// 6.8.4, with the router's intervals no longer than l4lb's).
+func (b BFD) Detection() time.Duration { return time.Duration(b.Multiplier) * b.Interval }
 
 // A Peer is a router l4lb announces its VIPs to.
 type Peer struct {
@@ -87,7 +123,8 @@ func ParseASN(s string) (uint32, error) {
 const MaxRestartTime = 4095 * time.Second
 
 // String describes the speaker: "AS 65001 (router ID 198.18.0.3) to
-// 198.18.1.1 (AS 65000), hold 9s, graceful restart 120s, drain 2s".
+// 198.18.1.1 (AS 65000), hold 9s, graceful restart 120s, drain 2s", and
+// ", BFD 100ms x3" with BFD.
 func (b Config) String() string {
 	var ps []string
 	for _, p := range b.Peers {
@@ -97,19 +134,23 @@ func (b Config) String() string {
 	if b.Restart > 0 {
 		gr = fmt.Sprintf("graceful restart %gs", b.Restart.Seconds())
 	}
-	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v", b.ASN, b.RouterID, strings.Join(ps, ", "), b.Hold, gr, b.Drain)
+	bfd := ""
+	if b.BFD.On {
+		bfd = ", BFD " + b.BFD.String()
+	}
+	return fmt.Sprintf("AS %d (router ID %v) to %s, hold %v, %s, drain %v%s", b.ASN, b.RouterID, strings.Join(ps, ", "), b.Hold, gr, b.Drain, bfd)
 }
 
 // LogAttrs returns the speaker's settings as a log record's attributes:
 // asn, router_id, peers ("198.18.1.1 (AS 65000)" each), hold, restart
-// (0s: no graceful restart) and drain.
+// (0s: no graceful restart), drain and bfd ("off", or "100ms x3").
 func (b Config) LogAttrs() []any {
 	ps := make([]string, 0, len(b.Peers))
 	for _, p := range b.Peers {
 		ps = append(ps, p.String())
 	}
 	return []any{"asn", b.ASN, "router_id", b.RouterID.String(), "peers", ps,
-		"hold", b.Hold.String(), "restart", b.Restart.String(), "drain", b.Drain.String()}
+		"hold", b.Hold.String(), "restart", b.Restart.String(), "drain", b.Drain.String(), "bfd", b.BFD.String()}
 }
 
 // A Speaker is l4lb's BGP: an embedded GoBGP server with a session to
@@ -126,8 +167,11 @@ func (b Config) LogAttrs() []any {
 // on them until this one's End-of-RIB, which follows its announcements.
 // How it ends is one of: restart (SIGINT, SIGTERM: the sessions end with
 // no NOTIFICATION, so that the routers keep the paths for the restart
-// time), retire (POST /drain-lb: withdraw every VIP, drain, then a
-// Cease) or stopServer (an error at start).
+// time; with BFD, or without graceful restart, as retire), retire (POST
+// /drain-lb: withdraw every VIP, drain, then a Cease) or stopServer (an
+// error at start). With BFD, a BFD session with each peer (watchBFD
+// records them) lets a router drop a dead l4lb's paths in a detection
+// time rather than the hold time.
 //
 // A speaker is safe for concurrent use by multiple goroutines. mu guards
 // the VIPs' states and is never held across a call into GoBGP; rmu
@@ -143,6 +187,7 @@ type Speaker struct {
 	loopDone chan struct{} // closed when the goroutine has ended
 	retired  chan struct{} // closed by retire once drained: the load balancer is out of service
 	quitOnce sync.Once     // of endLoop
+	stopped  chan struct{} // closed by StopServer: GoBGP is stopped
 	stopOnce sync.Once     // of stopServer
 	rmu      sync.Mutex    // serializes reconcile
 
@@ -158,6 +203,10 @@ type Speaker struct {
 type peerState struct {
 	state string // idle, connect, active, opensent, openconfirm or established
 	gr    bool   // graceful restart negotiated: the router advertised it on the session
+	// With BFD, its session as watchBFD last saw it: down, init, up or
+	// admin_down, and the control packets received and sent.
+	bfd          string
+	bfdRx, bfdTx uint64
 }
 
 // announced is one VIP's route. The speaker's mu guards it.
@@ -188,7 +237,7 @@ func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
 	lvl.Set(slog.LevelWarn) // l4lb logs the transitions itself
 	logger := slog.New(minLevel{log.Handler(), lvl}).With("from", "gobgp")
 	sp := &Speaker{cfg: cfg, log: log, kick: make(chan struct{}, 1), quit: make(chan struct{}), loopDone: make(chan struct{}),
-		retired: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
+		retired: make(chan struct{}), stopped: make(chan struct{}), s: server.NewBgpServer(server.LoggerOption(logger, lvl)),
 		vips: map[netip.Prefix]*announced{}, peer: map[netip.Addr]*peerState{}}
 	go sp.s.Serve()
 	ctx := context.Background()
@@ -206,13 +255,79 @@ func New(cfg Config, meter metric.Meter, log *slog.Logger) (*Speaker, error) {
 	}
 	for _, p := range cfg.Peers {
 		sp.peer[p.Addr] = &peerState{state: "idle"}
+		if cfg.BFD.On {
+			sp.peer[p.Addr].bfd = "down"
+		}
 	}
 	if err := sp.metrics(meter); err != nil {
 		sp.StopServer(false)
 		return nil, err
 	}
 	go sp.loop()
+	if cfg.BFD.On {
+		go sp.watchBFD()
+	}
 	return sp, nil
+}
+
+// bfdPoll is how often watchBFD reads the BFD sessions' states.
+const bfdPoll = 100 * time.Millisecond
+
+// watchBFD records each peer's BFD session, as GoBGP has it, every
+// bfdPoll until StopServer, and logs its changes to and from up. GoBGP
+// tells of no change of a BFD session but by its logs: this is what the
+// admin API shows, and the records say. GoBGP acts on a failure itself
+// (it resets the BGP session), at once, whatever this sees.
+func (sp *Speaker) watchBFD() {
+	t := time.NewTicker(bfdPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-sp.stopped:
+			return
+		case <-t.C:
+		}
+		type seen struct {
+			state  string
+			rx, tx uint64
+		}
+		now := map[netip.Addr]seen{}
+		sp.s.ListBfdPeer(context.Background(), func(addr string, st *api.BfdPeerState) {
+			a, err := netip.ParseAddr(addr)
+			if err != nil {
+				return
+			}
+			v := seen{state: strings.ToLower(strings.TrimPrefix(st.SessionState.String(), "BFD_SESSION_STATE_"))}
+			if st.BfdAsync != nil {
+				v.rx, v.tx = st.BfdAsync.ReceivedPackets, st.BfdAsync.TransmittedPackets
+			}
+			now[a.Unmap()] = v
+		})
+		type change struct {
+			peer     netip.Addr
+			old, new string
+		}
+		var cs []change
+		sp.mu.Lock()
+		for addr, ps := range sp.peer {
+			v, ok := now[addr]
+			if !ok {
+				v.state = "down" // not yet (or no longer) a BFD peer of GoBGP's
+			}
+			if (v.state == "up") != (ps.bfd == "up") {
+				cs = append(cs, change{addr, ps.bfd, v.state})
+			}
+			ps.bfd, ps.bfdRx, ps.bfdTx = v.state, v.rx, v.tx
+		}
+		sp.mu.Unlock()
+		for _, c := range cs {
+			if c.new == "up" {
+				sp.log.Info("bgp: bfd up", "peer", c.peer.String())
+			} else {
+				sp.log.Warn("bgp: bfd down", "peer", c.peer.String(), "state", c.new)
+			}
+		}
+	}
 }
 
 // Connect puts every VIP set has been told of in GoBGP's table, then
@@ -246,6 +361,12 @@ func (sp *Speaker) Connect() error {
 			// up without them: l4lb uses no route of theirs.
 			peer.GracefulRestart = &api.GracefulRestart{Enabled: true, RestartTime: restart, DeferralTime: 1, LocalRestarting: true}
 			peer.AfiSafis[0].MpGracefulRestart = &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: true}}
+		}
+		if b := sp.cfg.BFD; b.On {
+			// Single-hop BFD (RFC 5881) from a port in [49152, 65535] to
+			// the router's 3784, TTL 255; GoBGP's server answers on 3784.
+			us := uint32(b.Interval / time.Microsecond)
+			peer.Bfd = &api.BfdPeerConfig{Enabled: true, DesiredMinimumTxInterval: us, RequiredMinimumReceive: us, DetectionMultiplier: uint32(b.Multiplier)}
 		}
 		if err := sp.s.AddPeer(context.Background(), &api.AddPeerRequest{Peer: peer}); err != nil {
 			return fmt.Errorf("bgp: peer %v: %w", p, err)
@@ -545,6 +666,9 @@ func (sp *Speaker) announce(p netip.Prefix, f bgp.Family) (uuid.UUID, error) {
 // Without graceful restart (-bgp-restart-time 0, or no established
 // session that negotiated it) a router drops the paths when the session
 // ends, so restart first withdraws every VIP and drains, as retire does.
+// So it does with BFD: a router drops the paths when l4lb's BFD session
+// falls silent, graceful restart or not (BIRD ends a graceful restart at
+// "BFD session down"), a detection time after l4lb's end.
 func (sp *Speaker) Restart() {
 	sp.mu.Lock()
 	gr := false
@@ -552,7 +676,11 @@ func (sp *Speaker) Restart() {
 		gr = gr || (ps.gr && ps.state == "established")
 	}
 	sp.mu.Unlock()
-	if !gr {
+	switch {
+	case sp.cfg.BFD.On:
+		sp.drainAndStop("l4lb is stopping, and with BFD no router keeps its paths (its BFD session falls silent)")
+		return
+	case !gr:
 		sp.drainAndStop("l4lb is stopping, and no router keeps its paths (no graceful restart)")
 		return
 	}
@@ -614,6 +742,7 @@ func (sp *Speaker) drain() {
 // l4lb's paths as stale), else with a Cease (the routers drop them).
 func (sp *Speaker) StopServer(graceful bool) {
 	sp.stopOnce.Do(func() {
+		close(sp.stopped)
 		if err := sp.s.StopBgp(context.Background(), &api.StopBgpRequest{AllowGracefulRestart: graceful}); err != nil {
 			sp.log.Error("bgp: stopping failed", "err", err)
 		}
@@ -630,6 +759,7 @@ type Status struct {
 	Peers       []PeerStatus  `json:"peers"`
 	VIPs        []RouteStatus `json:"vips"`
 	RestartTime string        `json:"restart_time"`            // the graceful restart time advertised; "0s": none
+	BFD         string        `json:"bfd,omitempty"`           // with -bgp-bfd: its interval and multiplier, "100ms x3"
 	Drain       string        `json:"drain"`                   // -bgp-drain
 	Leaving     string        `json:"leaving,omitempty"`       // why every VIP is withdrawn, once l4lb leaves
 	LeftAt      string        `json:"leaving_since,omitempty"` // since when
@@ -640,6 +770,12 @@ type PeerStatus struct {
 	ASN             uint32 `json:"asn"`
 	State           string `json:"state"`            // the session: idle, connect, active, opensent, openconfirm or established
 	GracefulRestart bool   `json:"graceful_restart"` // negotiated on the established session
+	// With -bgp-bfd: the peer's BFD session (down, init, up or
+	// admin_down), and the control packets received from the router and
+	// sent to it.
+	BFD         string `json:"bfd,omitempty"`
+	BFDReceived uint64 `json:"bfd_received,omitempty"`
+	BFDSent     uint64 `json:"bfd_sent,omitempty"`
 }
 
 type RouteStatus struct {
@@ -654,12 +790,16 @@ func (sp *Speaker) Status() *Status {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	st := &Status{ASN: sp.cfg.ASN, RouterID: sp.cfg.RouterID.String(), RestartTime: fmt.Sprintf("%gs", sp.cfg.Restart.Seconds()), Drain: sp.cfg.Drain.String(), Leaving: sp.leave}
+	if sp.cfg.BFD.On {
+		st.BFD = sp.cfg.BFD.String()
+	}
 	if !sp.leftAt.IsZero() {
 		st.LeftAt = sp.leftAt.UTC().Format(time.RFC3339)
 	}
 	for _, p := range sp.cfg.Peers {
 		ps := sp.peer[p.Addr]
-		st.Peers = append(st.Peers, PeerStatus{Addr: p.Addr.String(), ASN: p.ASN, State: ps.state, GracefulRestart: ps.gr && ps.state == "established"})
+		st.Peers = append(st.Peers, PeerStatus{Addr: p.Addr.String(), ASN: p.ASN, State: ps.state, GracefulRestart: ps.gr && ps.state == "established",
+			BFD: ps.bfd, BFDReceived: ps.bfdRx, BFDSent: ps.bfdTx})
 	}
 	for p, a := range sp.vips {
 		r := RouteStatus{Prefix: p.String(), Announced: a.on, Reason: a.why}

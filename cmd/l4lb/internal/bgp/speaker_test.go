@@ -42,7 +42,7 @@ func TestParsePeer(t *testing.T) {
 }
 
 // TestConfigString: the speaker in a line, and as the attributes of its
-// first record.
+// first record, without BFD and with.
 func TestConfigString(t *testing.T) {
 	c := Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
 		Peers: []Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}, {Addr: netip.MustParseAddr("198.18.0.2"), ASN: 65002}}}
@@ -54,8 +54,18 @@ func TestConfigString(t *testing.T) {
 		t.Errorf("no graceful restart: %q", got)
 	}
 	got := fmt.Sprint(c.LogAttrs())
-	if want := "[asn 65001 router_id 198.18.0.3 peers [198.18.0.1 (AS 65000) 198.18.0.2 (AS 65002)] hold 9s restart 0s drain 2s]"; got != want {
+	if want := "[asn 65001 router_id 198.18.0.3 peers [198.18.0.1 (AS 65000) 198.18.0.2 (AS 65002)] hold 9s restart 0s drain 2s bfd off]"; got != want {
 		t.Errorf("LogAttrs: %s, want %s", got, want)
+	}
+	c.BFD = BFD{On: true, Interval: 50 * time.Millisecond, Multiplier: 4}
+	if got, want := c.String(), "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), 198.18.0.2 (AS 65002), hold 9s, no graceful restart, drain 2s, BFD 50ms x4"; got != want {
+		t.Errorf("BFD: %q, want %q", got, want)
+	}
+	if got := fmt.Sprint(c.LogAttrs()); !strings.HasSuffix(got, " bfd 50ms x4]") {
+		t.Errorf("BFD: LogAttrs %s, want bfd 50ms x4 last", got)
+	}
+	if got := c.BFD.Detection(); got != 200*time.Millisecond {
+		t.Errorf("BFD 50ms x4: detection %v, want 200ms", got)
 	}
 }
 
@@ -139,5 +149,35 @@ func TestSpeakerVIPs(t *testing.T) {
 		if !slices.ContainsFunc(log.Records(), func(r nstest.Record) bool { return r.Is(want[0], want[1:]...) }) {
 			t.Errorf("the log lacks %q:\n%s", want, log.String())
 		}
+	}
+}
+
+// TestSpeakerRestartBFD: with BFD, a restart (SIGINT, SIGTERM) withdraws
+// and drains as one without graceful restart does, graceful restart
+// negotiated or not: a router with BFD on the session drops l4lb's paths
+// once its BFD session falls silent. The status shows BFD, and each
+// peer's BFD session down before it is up.
+func TestSpeakerRestartBFD(t *testing.T) {
+	var log nstest.LogBuffer
+	cfg := Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: -1, Restart: 120 * time.Second,
+		Peers: []Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}, BFD: BFD{On: true, Interval: 100 * time.Millisecond, Multiplier: 3}}
+	sp, err := New(cfg, noop.NewMeterProvider().Meter(""), slog.New(slog.NewJSONHandler(&log, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.StopServer(false) })
+	// No Connect: no session, and no BFD packet, leaves the test.
+	web := xdpmaglev.Service{Proto: xdpmaglev.TCP, VIP: netip.MustParseAddrPort("198.19.0.1:80")}
+	sp.Set(web, true, "1 backend in service")
+	log.AwaitRecord(t, "bgp: announcing", "prefix", "198.19.0.1/32")
+	st := sp.Status()
+	if st.BFD != "100ms x3" || len(st.Peers) != 1 || st.Peers[0].BFD != "down" {
+		t.Errorf("status: %+v, want BFD 100ms x3 and the peer's BFD down", st)
+	}
+	sp.Restart()
+	log.AwaitRecord(t, "bgp: withdrew", "prefix", "198.19.0.1/32", "reason", "l4lb is stopping, and with BFD no router keeps its paths (its BFD session falls silent)")
+	log.AwaitRecord(t, "bgp: sessions closed")
+	if got := sp.Status(); got.Leaving == "" || got.VIPs[0].Announced {
+		t.Errorf("after Restart with BFD: %+v, want every VIP withdrawn", got)
 	}
 }

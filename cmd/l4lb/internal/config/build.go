@@ -83,7 +83,8 @@ func attachMode(vs *setting.Values) (xdpmaglev.AttachMode, error) {
 }
 
 // bgpSettings are the settings of the BGP speaker besides bgp-asn.
-var bgpSettings = []*setting.Setting{bgpRouterID.Setting, bgpPeer.Setting, bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting}
+var bgpSettings = []*setting.Setting{bgpRouterID.Setting, bgpPeer.Setting, bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
+	bgpBFD.Setting, bgpBFDInterval.Setting, bgpBFDMultiplier.Setting}
 
 // buildBGP returns the BGP speaker's settings of vs; without bgp-asn no
 // other bgp-* setting may be given. The peers' family is the services'
@@ -119,7 +120,30 @@ func buildBGP(vs *setting.Values) (bgp.Config, error) {
 	case b.Drain < 0:
 		return b, setting.Errorf(bgpDrain.Setting, "-bgp-drain %v: must not be negative", b.Drain)
 	}
-	return b, nil
+	return b, buildBFD(vs, &b)
+}
+
+// buildBFD sets b's BFD from vs: -bgp-bfd-interval and
+// -bgp-bfd-multiplier need -bgp-bfd, and are checked against what a BFD
+// control packet carries (RFC 5880, 4.1).
+func buildBFD(vs *setting.Values, b *bgp.Config) error {
+	if !bgpBFD.Get(vs) {
+		for _, s := range []*setting.Setting{bgpBFDInterval.Setting, bgpBFDMultiplier.Setting} {
+			if vs.Given(s) {
+				return setting.Errorf(s, "-%s needs -bgp-bfd", s.Name)
+			}
+		}
+		return nil
+	}
+	b.BFD = bgp.BFD{On: true, Interval: bgpBFDInterval.Get(vs), Multiplier: bgpBFDMultiplier.Get(vs)}
+	if i := b.BFD.Interval; i < bgp.MinBFDInterval || i > bgp.MaxBFDInterval || i%time.Microsecond != 0 {
+		return setting.Errorf(bgpBFDInterval.Setting, "-bgp-bfd-interval %v: whole microseconds in [%v, %gs] (RFC 5880's 32 bits of microseconds; below %v a busy machine's delays look like failures)",
+			i, bgp.MinBFDInterval, bgp.MaxBFDInterval.Seconds(), bgp.MinBFDInterval)
+	}
+	if m := b.BFD.Multiplier; m < 1 || m > bgp.MaxBFDMultiplier {
+		return setting.Errorf(bgpBFDMultiplier.Setting, "-bgp-bfd-multiplier %d: a number in [1, %d] (RFC 5880's 8 bits, not 0)", m, bgp.MaxBFDMultiplier)
+	}
+	return nil
 }
 
 // checkPeers checks that b's peers are of the family of the service's

@@ -109,7 +109,8 @@ func TestConfigErrors(t *testing.T) {
 	}
 }
 
-// TestConfigBGP: the BGP keys of a file, a peer in each of its forms.
+// TestConfigBGP: the BGP keys of a file, a peer in each of its forms, and
+// BFD's.
 func TestConfigBGP(t *testing.T) {
 	const file = `iface: eth0
 bgp-asn: 65001
@@ -142,6 +143,19 @@ services:
 	}
 	if _, _, err := Load(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-restart-time 5000s") {
 		t.Errorf("bgp-restart-time 5000s: %v", err)
+	}
+	bfd := strings.Replace(file, "bgp-drain: 1s\n", "bgp-drain: 1s\nbgp-bfd: true\nbgp-bfd-interval: 50ms\nbgp-bfd-multiplier: 5\n", 1)
+	if err := os.WriteFile(path, []byte(bfd), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if g, _, err := Load(path); err != nil || !strings.HasSuffix(g.BGP.String(), ", drain 1s, BFD 50ms x5") {
+		t.Errorf("BFD: %v, %v", g.BGP, err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(bfd, "50ms", "5ms", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Load(path); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "-bgp-bfd-interval 5ms: whole microseconds in [10ms, 4294.967295s]") {
+		t.Errorf("bgp-bfd-interval 5ms: %v", err)
 	}
 }
 

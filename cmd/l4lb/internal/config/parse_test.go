@@ -75,13 +75,22 @@ func TestParseBGP(t *testing.T) {
 		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-restart-time 4095s -bgp-hold 3s",
 			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 3 * time.Second, Restart: 4095 * time.Second, Drain: 2 * time.Second,
 				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-bfd",
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}, BFD: bgp.BFD{On: true, Interval: 100 * time.Millisecond, Multiplier: 3}}},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-bfd -bgp-bfd-interval 10ms -bgp-bfd-multiplier 255",
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}, BFD: bgp.BFD{On: true, Interval: 10 * time.Millisecond, Multiplier: 255}}},
+		{"-bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-bfd=false",
+			bgp.Config{ASN: 65001, RouterID: netip.MustParseAddr("198.18.0.3"), ListenPort: 179, Hold: 9 * time.Second, Restart: 120 * time.Second, Drain: 2 * time.Second,
+				Peers: []bgp.Peer{{Addr: netip.MustParseAddr("198.18.0.1"), ASN: 65000}}}},
 	} {
 		c, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
 		if err != nil {
 			t.Errorf("%q: %v", tc.args, err)
 			continue
 		}
-		if fmt.Sprint(c.BGP) != fmt.Sprint(tc.want) || c.BGP.ListenPort != tc.want.ListenPort {
+		if fmt.Sprint(c.BGP) != fmt.Sprint(tc.want) || c.BGP.ListenPort != tc.want.ListenPort || c.BGP.BFD != tc.want.BFD {
 			t.Errorf("%q: %+v, want %+v", tc.args, c.BGP, tc.want)
 		}
 	}
@@ -91,6 +100,16 @@ func TestParseBGP(t *testing.T) {
 	}
 	if got, want := c.BGP.String(), "AS 65001 (router ID 198.18.0.3) to 2001:db8::ff (AS 65000), 2001:db8::fe (AS 65002), hold 9s, graceful restart 120s, drain 2s"; got != want {
 		t.Errorf("IPv6 peers: %q, want %q", got, want)
+	}
+	c, err = parse(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11 -bgp-asn 65001 -bgp-router-id 198.18.0.3 -bgp-peer 198.18.0.1,65000 -bgp-bfd -bgp-bfd-interval 50ms"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.BGP.String(), "AS 65001 (router ID 198.18.0.3) to 198.18.0.1 (AS 65000), hold 9s, graceful restart 120s, drain 2s, BFD 50ms x3"; got != want {
+		t.Errorf("BFD: %q, want %q", got, want)
+	}
+	if got := c.BGP.BFD.Detection(); got != 150*time.Millisecond {
+		t.Errorf("BFD 50ms x3 detects in %v, want 150ms", got)
 	}
 }
 
@@ -128,6 +147,15 @@ func TestParseBGPRefused(t *testing.T) {
 		{"-bgp-asn 65001" + ok + " -bgp-restart-time 500ms", "-bgp-restart-time 0.5s: 0 (no graceful restart) or whole seconds"},
 		{"-bgp-asn 65001" + ok + " -bgp-restart-time 1.5s", "-bgp-restart-time 1.5s: 0 (no graceful restart) or whole seconds"},
 		{"-bgp-asn 65001" + ok + " -bgp-restart-time 4096s", "-bgp-restart-time 4096s: 0 (no graceful restart) or whole seconds in [1s, 4095s] (RFC 4724's 12 bits)"},
+		{"-bgp-bfd", "-bgp-bfd needs -bgp-asn"},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd-interval 50ms", "-bgp-bfd-interval needs -bgp-bfd"},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd=false -bgp-bfd-multiplier 5", "-bgp-bfd-multiplier needs -bgp-bfd"},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-interval 9ms", "-bgp-bfd-interval 9ms: whole microseconds in [10ms, 4294.967295s] (RFC 5880's 32 bits of microseconds"},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-interval 0s", "-bgp-bfd-interval 0s: whole microseconds in [10ms, "},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-interval 2h", "-bgp-bfd-interval 2h0m0s: whole microseconds in [10ms, "},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-interval 100000001ns", "-bgp-bfd-interval 100.000001ms: whole microseconds in [10ms, "},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-multiplier 0", "-bgp-bfd-multiplier 0: a number in [1, 255] (RFC 5880's 8 bits, not 0)"},
+		{"-bgp-asn 65001" + ok + " -bgp-bfd -bgp-bfd-multiplier 256", "-bgp-bfd-multiplier 256: a number in [1, 255]"},
 	} {
 		_, err := parse(append(strings.Fields("-iface eth0 -vip 198.19.0.1:80 -backend 198.18.0.11"), strings.Fields(tc.args)...), io.Discard)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {

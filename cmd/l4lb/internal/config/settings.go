@@ -69,9 +69,15 @@ var (
 	bgpHold = setting.New(setting.Setting{Name: "bgp-hold", Scope: setting.LB,
 		Doc: "the BGP hold time l4lb proposes (whole seconds, 3s at least, or 0 for none): a router drops l4lb's routes this long after it last heard of it"}, 9*time.Second, setting.Duration)
 	bgpRestartTime = setting.New(setting.Setting{Name: "bgp-restart-time", Scope: setting.LB,
-		Doc: "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM, for the next l4lb to take them over"}, 120*time.Second, setting.Duration)
+		Doc: "the BGP graceful restart time l4lb advertises (whole seconds, at most 4095s; 0: no graceful restart): how long a router keeps l4lb's paths, as stale, after a session ends with no NOTIFICATION, as at SIGINT or SIGTERM without -bgp-bfd, for the next l4lb to take them over"}, 120*time.Second, setting.Duration)
 	bgpDrain = setting.New(setting.Setting{Name: "bgp-drain", Scope: setting.LB,
-		Doc: "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away"}, 2*time.Second, setting.Duration)
+		Doc: "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0 or -bgp-bfd), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away"}, 2*time.Second, setting.Duration)
+	bgpBFD = setting.New(setting.Setting{Name: "bgp-bfd", Scope: setting.LB,
+		Doc: "run BFD (RFC 5880; single-hop, RFC 5881: UDP port 3784) with each -bgp-peer, so that a router with BFD on the session drops a dead load balancer's routes after -bgp-bfd-multiplier times -bgp-bfd-interval of silence rather than the hold time; a router drops the routes when l4lb stops too, graceful restart or not, so SIGINT and SIGTERM withdraw and drain first (-bgp-drain)"}, false, setting.Bool)
+	bgpBFDInterval = setting.New(setting.Setting{Name: "bgp-bfd-interval", Scope: setting.LB,
+		Doc: "BFD's desired minimum transmit and required minimum receive interval, in [10ms, 4294.967295s] (whole microseconds: RFC 5880's 32 bits); the router's should be the same"}, 100*time.Millisecond, setting.Duration)
+	bgpBFDMultiplier = setting.New(setting.Setting{Name: "bgp-bfd-multiplier", Scope: setting.LB,
+		Doc: "BFD's detection time multiplier, in [1, 255]: a session fails after this many intervals without a packet"}, 3, setting.Int)
 
 	// A service's: in a file, in the service, or at the top as every
 	// service's default, but for its own (Own).
@@ -161,7 +167,7 @@ var (
 var table = concat(
 	[]*setting.Setting{iface.Setting, mode.Setting, seed.Setting, floodRate.Setting, conntrackSize.Setting, maxServices.Setting,
 		maxBackends.Setting, admin.Setting, pinDir.Setting, stateFile.Setting, handoffListen.Setting, handoffPeers.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
-		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
+		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting, bgpBFD.Setting, bgpBFDInterval.Setting, bgpBFDMultiplier.Setting,
 		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
 		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting,
 		quicLB.Setting, quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting,
