@@ -12,23 +12,31 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -45,37 +53,37 @@ const deployDir = "../../deploy"
 // The identities the manifests grant to, as the API server names a
 // ServiceAccount's requests.
 const (
-	deployNS      = "l4lb-system"
-	l4lbSA        = "system:serviceaccount:l4lb-system:l4lb"
-	decapSA       = "system:serviceaccount:l4lb-system:l4lb-decap"
-	nobodySA      = "system:serviceaccount:l4lb-system:nobody" // bound to nothing: what every account may do
-	leaseName     = "l4lb-vip-allocator"
-	otherNS       = "default" // a namespace of Services, where the lease's Role does not reach
-	fieldManager  = "k8stest-deploy"
-	rbacPropagate = 10 * time.Second // the authorizer's caches follow new bindings within this
+	deployNS           = "l4lb-system"
+	l4lbSA             = "system:serviceaccount:l4lb-system:l4lb"
+	decapSA            = "system:serviceaccount:l4lb-system:l4lb-decap"
+	nobodySA           = "system:serviceaccount:l4lb-system:nobody" // bound to nothing: what every account may do
+	deployLease        = "l4lb-vip-allocator"
+	deployOtherNS      = "default" // a namespace of Services, where the lease's Role does not reach
+	deployFieldManager = "k8stest-deploy"
+	rbacPropagate      = 10 * time.Second // the authorizer's caches follow new bindings within this
 )
 
-// A manifest is one object of a file under deploy/: as the file has it
+// A deployObject is one object of a file under deploy/: as the file has it
 // (what is created, and what must read back), and its kind.
-type manifest struct {
+type deployObject struct {
 	where string // FILE#N, for messages
 	obj   *unstructured.Unstructured
 }
 
-// readManifests decodes every document of every YAML file under
+// deployManifests decodes every document of every YAML file under
 // deploy/, in the files' order (kubectl apply's), each strictly by
 // client-go's scheme: an unknown kind or field fails t.
-func readManifests(t *testing.T) []manifest {
+func deployManifests(t *testing.T) []deployObject {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(deployDir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(files) == 0 {
-		t.Fatalf("no manifest in %s", deployDir)
+		t.Fatalf("no deployObject in %s", deployDir)
 	}
 	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
-	var ms []manifest
+	var ms []deployObject
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -90,7 +98,7 @@ func readManifests(t *testing.T) []manifest {
 			if err != nil {
 				t.Fatalf("%s: document %d: %v", f, n, err)
 			}
-			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			if len(bytes.TrimSpace(deployStripComments(doc))) == 0 {
 				continue
 			}
 			where := fmt.Sprintf("%s#%d", filepath.Base(f), n)
@@ -105,7 +113,7 @@ func readManifests(t *testing.T) []manifest {
 			if err := u.UnmarshalJSON(js); err != nil {
 				t.Fatalf("%s: %v", where, err)
 			}
-			ms = append(ms, manifest{where: where, obj: u})
+			ms = append(ms, deployObject{where: where, obj: u})
 		}
 	}
 	return ms
@@ -118,7 +126,7 @@ func TestDeploy(t *testing.T) {
 	cfg := c.Config(false)
 	cs := c.Client(t)
 	start := time.Now()
-	ms := readManifests(t)
+	ms := deployManifests(t)
 	kinds := map[string]int{}
 	for _, m := range ms {
 		kinds[m.obj.GetKind()]++
@@ -132,24 +140,24 @@ func TestDeploy(t *testing.T) {
 		t.Errorf("deploy/ has %d DaemonSets and %d ServiceAccounts, want 2 of each (l4lb, l4lb-decap)", kinds["DaemonSet"], kinds["ServiceAccount"])
 	}
 	parent := t
-	t.Run("objects", func(t *testing.T) { createManifests(t, parent, cfg, cs, ms) })
+	t.Run("objects", func(t *testing.T) { deployCreate(t, parent, cfg, cs, ms) })
 	if t.Failed() {
 		return
 	}
-	t.Run("rbac", func(t *testing.T) { checkRBAC(t, cfg, cs) })
+	t.Run("rbac", func(t *testing.T) { deployCheckRBAC(t, cfg, cs) })
 	if !t.Failed() {
 		t.Logf("%d objects created and read back, RBAC checked, in %v", len(ms), time.Since(start).Round(time.Millisecond))
 	}
 }
 
-// createManifests creates each object as the manifest has it, with the
+// deployCreate creates each object as the manifest has it, with the
 // API server's strict field validation, reads it back, and checks that
 // every field the manifest sets has the manifest's value. The objects
 // are deleted at the end of the parent test, but for the namespace: with no
 // namespace controller in this cluster it would never finish
 // terminating, so it stays for the binary's life, and a second run (or
 // another test) finds it and applies the manifest's over it.
-func createManifests(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Interface, ms []manifest) {
+func deployCreate(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Interface, ms []deployObject) {
 	groups, err := restmapper.GetAPIGroupResources(cs.Discovery())
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +183,7 @@ func createManifests(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Inter
 			ri = dyn.Resource(mapping.Resource).Namespace(m.obj.GetNamespace())
 		}
 		name := m.obj.GetName()
-		_, err = ri.Create(ctx, m.obj.DeepCopy(), metav1.CreateOptions{FieldValidation: "Strict", FieldManager: fieldManager})
+		_, err = ri.Create(ctx, m.obj.DeepCopy(), metav1.CreateOptions{FieldValidation: "Strict", FieldManager: deployFieldManager})
 		switch {
 		case err == nil && gvk.Kind != "Namespace":
 			parent.Cleanup(func() {
@@ -192,7 +200,7 @@ func createManifests(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Inter
 				t.Fatal(jerr)
 			}
 			force := true
-			if _, err := ri.Patch(ctx, name, types.ApplyPatchType, js, metav1.PatchOptions{FieldManager: fieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
+			if _, err := ri.Patch(ctx, name, types.ApplyPatchType, js, metav1.PatchOptions{FieldManager: deployFieldManager, Force: &force, FieldValidation: "Strict"}); err != nil {
 				t.Fatalf("%s: applying Namespace %s over the one there: %v", m.where, name, err)
 			}
 		default:
@@ -202,17 +210,17 @@ func createManifests(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Inter
 		if err != nil {
 			t.Fatalf("%s: reading %s %s back: %v", m.where, gvk.Kind, name, err)
 		}
-		if path, ok := contains(got.Object, m.obj.Object, ""); !ok {
+		if path, ok := fieldsMatch(got.Object, m.obj.Object, ""); !ok {
 			t.Errorf("%s: %s %s read back differs at %s", m.where, gvk.Kind, name, path)
 		}
 	}
 }
 
-// contains reports whether got has every field of want with want's value
+// fieldsMatch reports whether got has every field of want with want's value
 // (maps: each of want's keys; lists: the same length, each item
 // containing want's), and if not, the path of the first that differs.
 // What the API server adds (defaults, metadata) is not compared.
-func contains(got, want any, path string) (string, bool) {
+func fieldsMatch(got, want any, path string) (string, bool) {
 	switch w := want.(type) {
 	case map[string]any:
 		g, ok := got.(map[string]any)
@@ -225,7 +233,7 @@ func contains(got, want any, path string) (string, bool) {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			if p, ok := contains(g[k], w[k], path+"."+k); !ok {
+			if p, ok := fieldsMatch(g[k], w[k], path+"."+k); !ok {
 				return p, false
 			}
 		}
@@ -236,7 +244,7 @@ func contains(got, want any, path string) (string, bool) {
 			return fmt.Sprintf("%s (%d items, want %d)", path, len(g), len(w)), false
 		}
 		for i := range w {
-			if p, ok := contains(g[i], w[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
+			if p, ok := fieldsMatch(g[i], w[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
 				return p, false
 			}
 		}
@@ -249,14 +257,14 @@ func contains(got, want any, path string) (string, bool) {
 	}
 }
 
-// An access is one request's attributes, as an authorization check asks
+// An rbacAccess is one request's attributes, as an authorization check asks
 // them: VERB GROUP/RESOURCE[/SUBRESOURCE] in NAMESPACE ("" for every
 // namespace, or a cluster-scoped resource).
-type access struct {
+type rbacAccess struct {
 	verb, group, resource, sub, ns, name string
 }
 
-func (a access) String() string {
+func (a rbacAccess) String() string {
 	r := a.resource
 	if a.sub != "" {
 		r += "/" + a.sub
@@ -274,75 +282,75 @@ func (a access) String() string {
 // The controller's rights (the agreed design), each asked as it uses
 // them: Services and EndpointSlices watched in every namespace, status
 // and events written in the Service's, the Lease in l4lb-system.
-var l4lbAllowed = []access{
-	{verb: "get", resource: "services", ns: otherNS},
+var deployAllowed = []rbacAccess{
+	{verb: "get", resource: "services", ns: deployOtherNS},
 	{verb: "list", resource: "services"},
 	{verb: "watch", resource: "services"},
-	{verb: "update", resource: "services", sub: "status", ns: otherNS},
-	{verb: "patch", resource: "services", sub: "status", ns: otherNS},
+	{verb: "update", resource: "services", sub: "status", ns: deployOtherNS},
+	{verb: "patch", resource: "services", sub: "status", ns: deployOtherNS},
 	{verb: "list", group: "discovery.k8s.io", resource: "endpointslices"},
 	{verb: "watch", group: "discovery.k8s.io", resource: "endpointslices"},
 	{verb: "list", resource: "nodes"},
 	{verb: "watch", resource: "nodes"},
-	{verb: "create", resource: "events", ns: otherNS},
-	{verb: "patch", resource: "events", ns: otherNS},
-	{verb: "create", group: "events.k8s.io", resource: "events", ns: otherNS},
-	{verb: "patch", group: "events.k8s.io", resource: "events", ns: otherNS},
-	{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: leaseName},
+	{verb: "create", resource: "events", ns: deployOtherNS},
+	{verb: "patch", resource: "events", ns: deployOtherNS},
+	{verb: "create", group: "events.k8s.io", resource: "events", ns: deployOtherNS},
+	{verb: "patch", group: "events.k8s.io", resource: "events", ns: deployOtherNS},
+	{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
 	{verb: "create", group: "coordination.k8s.io", resource: "leases", ns: deployNS},
-	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: leaseName},
+	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
 }
 
 // A sample of what neither ServiceAccount may do.
-var l4lbDenied = []access{
+var deployDenied = []rbacAccess{
 	{verb: "get", resource: "secrets", ns: deployNS},
 	{verb: "list", resource: "secrets"},
 	{verb: "get", resource: "configmaps", ns: deployNS},
-	{verb: "create", resource: "services", ns: otherNS},
-	{verb: "update", resource: "services", ns: otherNS},
-	{verb: "patch", resource: "services", ns: otherNS},
-	{verb: "delete", resource: "services", ns: otherNS},
+	{verb: "create", resource: "services", ns: deployOtherNS},
+	{verb: "update", resource: "services", ns: deployOtherNS},
+	{verb: "patch", resource: "services", ns: deployOtherNS},
+	{verb: "delete", resource: "services", ns: deployOtherNS},
 	{verb: "list", resource: "pods"},
 	{verb: "get", resource: "nodes"},
 	{verb: "update", resource: "nodes"},
 	{verb: "patch", resource: "nodes", sub: "status"},
-	{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: otherNS},
-	{verb: "delete", resource: "events", ns: otherNS},
+	{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: deployOtherNS},
+	{verb: "delete", resource: "events", ns: deployOtherNS},
 	{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: "kube-system"},
-	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: otherNS},
-	{verb: "delete", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: leaseName},
+	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: deployOtherNS},
+	{verb: "delete", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
 	{verb: "list", group: "coordination.k8s.io", resource: "leases", ns: deployNS},
 	{verb: "update", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 	{verb: "create", group: "apps", resource: "daemonsets", ns: deployNS},
 }
 
-// checkRBAC asks the authorizer (SubjectAccessReview) about every right
-// of l4lbAllowed and l4lbDenied, for l4lb and for l4lb-decap; then it
+// deployCheckRBAC asks the authorizer (SubjectAccessReview) about every right
+// of deployAllowed and deployDenied, for l4lb and for l4lb-decap; then it
 // lists the rules l4lb has in a namespace beyond those of a
 // ServiceAccount bound to nothing (SelfSubjectRulesReview, as l4lb and
 // as that account), and wants exactly the design's.
-func checkRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
+func deployCheckRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	// The authorizer learns of new bindings from its caches: wait until
 	// a right of each binding (the ClusterRole's, the Role's) is there
 	// before believing any answer.
-	cluster, lease := l4lbAllowed[0], access{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: leaseName}
+	cluster, lease := deployAllowed[0], rbacAccess{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease}
 	deadline := time.Now().Add(rbacPropagate)
-	for !allowed(t, cs, l4lbSA, cluster) || !allowed(t, cs, l4lbSA, lease) {
+	for !rbacAllowed(t, cs, l4lbSA, cluster) || !rbacAllowed(t, cs, l4lbSA, lease) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s may not %s, or not %s, %v after the bindings were made", l4lbSA, cluster, lease, rbacPropagate)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for _, a := range l4lbAllowed {
-		if !allowed(t, cs, l4lbSA, a) {
+	for _, a := range deployAllowed {
+		if !rbacAllowed(t, cs, l4lbSA, a) {
 			t.Errorf("%s may not %s", l4lbSA, a)
 		}
-		if allowed(t, cs, decapSA, a) {
+		if rbacAllowed(t, cs, decapSA, a) {
 			t.Errorf("%s may %s", decapSA, a)
 		}
 	}
-	for _, a := range l4lbDenied {
-		if allowed(t, cs, l4lbSA, a) {
+	for _, a := range deployDenied {
+		if rbacAllowed(t, cs, l4lbSA, a) {
 			t.Errorf("%s may %s", l4lbSA, a)
 		}
 	}
@@ -356,11 +364,11 @@ func checkRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 			"events.k8s.io/events create", "events.k8s.io/events patch",
 		},
 	}
-	want[otherNS] = slices.DeleteFunc(slices.Clone(want[deployNS]), func(r string) bool { return strings.HasPrefix(r, "coordination.k8s.io/") })
-	for _, ns := range []string{deployNS, otherNS} {
-		base := rules(t, cfg, nobodySA, ns)
+	want[deployOtherNS] = slices.DeleteFunc(slices.Clone(want[deployNS]), func(r string) bool { return strings.HasPrefix(r, "coordination.k8s.io/") })
+	for _, ns := range []string{deployNS, deployOtherNS} {
+		base := rbacRules(t, cfg, nobodySA, ns)
 		var got []string
-		for r := range rules(t, cfg, l4lbSA, ns) {
+		for r := range rbacRules(t, cfg, l4lbSA, ns) {
 			if !base[r] {
 				got = append(got, r)
 			}
@@ -369,7 +377,7 @@ func checkRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 		if !slices.Equal(got, want[ns]) {
 			t.Errorf("%s's rules in namespace %s, beyond every account's:\n\t%s\nwant\n\t%s", l4lbSA, ns, strings.Join(got, "\n\t"), strings.Join(want[ns], "\n\t"))
 		}
-		for r := range rules(t, cfg, decapSA, ns) {
+		for r := range rbacRules(t, cfg, decapSA, ns) {
 			if !base[r] {
 				t.Errorf("%s has a rule in namespace %s beyond every account's: %s", decapSA, ns, r)
 			}
@@ -377,21 +385,21 @@ func checkRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 	}
 }
 
-// saGroups are the groups the API server puts a ServiceAccount's requests
+// deploySAGroups are the groups the API server puts a ServiceAccount's requests
 // in.
-func saGroups(user string) []string {
+func deploySAGroups(user string) []string {
 	ns := strings.Split(user, ":")[2]
 	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
 }
 
-// allowed asks the API server's authorizer whether user may do a.
-func allowed(t *testing.T, cs kubernetes.Interface, user string, a access) bool {
+// rbacAllowed asks the API server's authorizer whether user may do a.
+func rbacAllowed(t *testing.T, cs kubernetes.Interface, user string, a rbacAccess) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User:   user,
-		Groups: saGroups(user),
+		Groups: deploySAGroups(user),
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: a.ns, Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.sub, Name: a.name,
 		},
@@ -403,13 +411,13 @@ func allowed(t *testing.T, cs kubernetes.Interface, user string, a access) bool 
 	return got.Status.Allowed
 }
 
-// rules returns the resource rules user has in namespace ns, as
+// rbacRules returns the resource rules user has in namespace ns, as
 // "GROUP/RESOURCE VERB", one a verb and resource, by a
 // SelfSubjectRulesReview made as user (the admin impersonates it).
-func rules(t *testing.T, cfg *rest.Config, user, ns string) map[string]bool {
+func rbacRules(t *testing.T, cfg *rest.Config, user, ns string) map[string]bool {
 	t.Helper()
 	imp := rest.CopyConfig(cfg)
-	imp.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: saGroups(user)}
+	imp.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: deploySAGroups(user)}
 	cs, err := kubernetes.NewForConfig(imp)
 	if err != nil {
 		t.Fatal(err)
@@ -439,10 +447,10 @@ func rules(t *testing.T, cfg *rest.Config, user, ns string) map[string]bool {
 	return out
 }
 
-// stripComments returns doc without its comment lines, to tell a
+// deployStripComments returns doc without its comment lines, to tell a
 // document of comments only (a file's header before its first ---) from
 // an object.
-func stripComments(doc []byte) []byte {
+func deployStripComments(doc []byte) []byte {
 	var b bytes.Buffer
 	for _, line := range bytes.Split(doc, []byte("\n")) {
 		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
@@ -451,4 +459,174 @@ func stripComments(doc []byte) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// TestDeployConfig checks that the manifests agree with l4lb's file in
+// the ConfigMap (l4lb decap's VIPs are the pool's addresses, its GUE
+// port the file's, the probes ask the file's admin address, the pins
+// and the state file are on the host paths mounted, the Lease is in
+// the namespace the Role grants), and that l4lb check accepts the file,
+// with a node's address for @NODE_IP@. It needs no API server.
+func TestDeployConfig(t *testing.T) {
+	ms := deployManifests(t)
+	cm := deployFind(t, ms, "ConfigMap", "l4lb")
+	text, _, _ := unstructured.NestedString(cm.Object, "data", "l4lb.yaml")
+	if !strings.Contains(text, "@NODE_IP@") {
+		t.Errorf("the ConfigMap's l4lb.yaml has no @NODE_IP@ for the init container to replace")
+	}
+	file := map[string]any{}
+	js, err := utilyaml.ToJSON([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &file); err != nil {
+		t.Fatal(err)
+	}
+	l4lb := deployContainer(t, deployFind(t, ms, "DaemonSet", "l4lb"), "l4lb")
+	decap := deployContainer(t, deployFind(t, ms, "DaemonSet", "l4lb-decap"), "decap")
+	if want := []string{"run", "-config", "/etc/l4lb/l4lb.yaml"}; !slices.Equal(l4lb.Args, want) {
+		t.Errorf("l4lb's args %q, want %q", l4lb.Args, want)
+	}
+	flags := deployDecapFlags(t, decap.Args)
+
+	var pool []string
+	for _, p := range file["vip-pool"].([]any) {
+		pool = append(pool, deployPoolAddrs(t, p.(string))...)
+	}
+	if got := strings.Split(flags["vip"], ","); !slices.Equal(got, pool) {
+		t.Errorf("l4lb decap's -vip %q, want every address of vip-pool %v: %q", flags["vip"], file["vip-pool"], pool)
+	}
+	guePort := "6080"
+	if p, ok := file["gue-port"]; ok {
+		guePort = fmt.Sprint(p)
+	}
+	if flags["gue-port"] != guePort {
+		t.Errorf("l4lb decap's -gue-port %q, the file's gue-port %s", flags["gue-port"], guePort)
+	}
+	adminPort := deployPort(t, file["admin"].(string))
+	for _, p := range []*corev1.Probe{l4lb.StartupProbe, l4lb.ReadinessProbe, l4lb.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.String() != adminPort || p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("l4lb's probe %+v does not ask 127.0.0.1:%s, the file's admin address", p, adminPort)
+		}
+	}
+	if deployPort(t, flags["admin"]) == adminPort {
+		t.Errorf("l4lb decap's -admin %s and l4lb's admin %s share a port on the host's network", flags["admin"], file["admin"])
+	}
+	mounted := func(path string) bool {
+		return slices.ContainsFunc(l4lb.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return !m.ReadOnly && strings.HasPrefix(path, m.MountPath+"/")
+		})
+	}
+	for _, k := range []string{"pin-dir", "state-file"} {
+		if p, _ := file[k].(string); !mounted(p) {
+			t.Errorf("the file's %s %q is on no writable volume of l4lb's", k, p)
+		}
+	}
+	ns, name, _ := strings.Cut(file["k8s-lease"].(string), "/")
+	if role := deployFind(t, ms, "Role", "l4lb-leader-election"); role.GetNamespace() != ns || name != deployLease {
+		t.Errorf("k8s-lease %s/%s, but the lease's Role is in %s and TestDeploy checks %s", ns, name, role.GetNamespace(), deployLease)
+	}
+	deployCheckFile(t, strings.ReplaceAll(text, "@NODE_IP@", "198.18.0.5"))
+}
+
+// deployCheckFile runs l4lb check on text, built from cmd/l4lb (go run caches
+// the binary), and wants it accepted.
+func deployCheckFile(t *testing.T, text string) {
+	if testing.Short() {
+		t.Skip("-short: no build of l4lb for l4lb check")
+	}
+	path := filepath.Join(t.TempDir(), "l4lb.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gocmd := "go" // go test puts its own GOROOT/bin first in PATH
+	help, err := exec.Command(gocmd, "run", "-C", "../../cmd/l4lb", ".", "help", "run").CombinedOutput()
+	if err != nil {
+		t.Fatalf("l4lb help run: %v: %s", err, help)
+	}
+	// The controller's and BFD's settings, which the file uses, came
+	// with issue 48; an l4lb before them cannot read it.
+	for _, f := range []string{"vip-pool", "bgp-bfd"} {
+		if !regexp.MustCompile(`(?m)^  -` + f + `(\s|$)`).Match(help) {
+			t.Skipf("this l4lb has no -%s: the ConfigMap's file is for an l4lb that has", f)
+		}
+	}
+	out, err := exec.Command(gocmd, "run", "-C", "../../cmd/l4lb", ".", "check", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), ": ok: ") {
+		t.Errorf("l4lb check of the ConfigMap's file: %v: %s", err, out)
+	}
+}
+
+// deployFind returns the object of kind and name among ms; it fails t if none.
+func deployFind(t *testing.T, ms []deployObject, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	for _, m := range ms {
+		if m.obj.GetKind() == kind && m.obj.GetName() == name {
+			return m.obj
+		}
+	}
+	t.Fatalf("deploy/ has no %s %s", kind, name)
+	return nil
+}
+
+// deployContainer returns the container name of the DaemonSet ds.
+func deployContainer(t *testing.T, ds *unstructured.Unstructured, name string) corev1.Container {
+	t.Helper()
+	var d appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(ds.Object, &d); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("DaemonSet %s has no container %s", ds.GetName(), name)
+	return corev1.Container{}
+}
+
+// deployDecapFlags returns the flags of l4lb decap's args, -NAME=VALUE each,
+// by name; it fails t unless the first arg is decap.
+func deployDecapFlags(t *testing.T, args []string) map[string]string {
+	t.Helper()
+	if len(args) == 0 || args[0] != "decap" {
+		t.Fatalf("l4lb-decap's args %q: not l4lb decap", args)
+	}
+	flags := map[string]string{}
+	for _, a := range args[1:] {
+		k, v, ok := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		if !ok {
+			t.Fatalf("l4lb-decap's arg %q: not -NAME=VALUE", a)
+		}
+		flags[k] = v
+	}
+	return flags
+}
+
+// deployPoolAddrs returns every address of prefix, in order; it fails t for a
+// prefix of more than 256.
+func deployPoolAddrs(t *testing.T, prefix string) []string {
+	t.Helper()
+	p, err := netip.ParsePrefix(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr().BitLen()-p.Bits() > 8 {
+		t.Fatalf("vip-pool %s: more than the 256 VIPs l4lb decap holds", p)
+	}
+	var out []string
+	for a := p.Masked().Addr(); p.Contains(a); a = a.Next() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// deployPort returns the port of HOST:PORT.
+func deployPort(t *testing.T, hostport string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }
