@@ -544,8 +544,8 @@ func deployCheckFile(t *testing.T, text string) {
 	if err != nil {
 		t.Fatalf("l4lb help run: %v: %s", err, help)
 	}
-	// The controller's and BFD's settings, which the file uses, came
-	// with issue 48; an l4lb before them cannot read it.
+	// The file uses the controller's settings and BFD's: an l4lb
+	// without them cannot read it.
 	for _, f := range []string{"vip-pool", "bgp-bfd"} {
 		if !regexp.MustCompile(`(?m)^  -` + f + `(\s|$)`).Match(help) {
 			t.Skipf("this l4lb has no -%s: the ConfigMap's file is for an l4lb that has", f)
