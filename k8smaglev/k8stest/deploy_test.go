@@ -119,8 +119,9 @@ func deployManifests(t *testing.T) []deployObject {
 	return ms
 }
 
-// TestDeploy creates every object of deploy/ and reads it back, then asks
-// the authorizer what the ServiceAccounts they make may do.
+// TestDeploy creates every object of deploy/ and reads it back, has the
+// API server admit a pod of each DaemonSet, then asks the authorizer
+// what the ServiceAccounts they make may do.
 func TestDeploy(t *testing.T) {
 	c := k8stest.Start(t)
 	cfg := c.Config(false)
@@ -144,9 +145,10 @@ func TestDeploy(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("pods", func(t *testing.T) { deployAdmit(t, c, cs, ms) })
 	t.Run("rbac", func(t *testing.T) { deployCheckRBAC(t, cfg, cs) })
 	if !t.Failed() {
-		t.Logf("%d objects created and read back, RBAC checked, in %v", len(ms), time.Since(start).Round(time.Millisecond))
+		t.Logf("%d objects created and read back, their pods admitted, RBAC checked, in %v", len(ms), time.Since(start).Round(time.Millisecond))
 	}
 }
 
@@ -212,6 +214,48 @@ func deployCreate(t, parent *testing.T, cfg *rest.Config, cs kubernetes.Interfac
 		}
 		if path, ok := fieldsMatch(got.Object, m.obj.Object, ""); !ok {
 			t.Errorf("%s: %s %s read back differs at %s", m.where, gvk.Kind, name, path)
+		}
+	}
+}
+
+// deployAdmit has the API server admit (a dry run: admitted, not kept)
+// a pod of each DaemonSet's template in its namespace, as the
+// DaemonSet's controller would create it: its ServiceAccount exists, and
+// the namespace's Pod Security level allows its host network, host
+// paths and capabilities. The same pod in a namespace at the baseline
+// level must be refused, or the check proves nothing.
+func deployAdmit(t *testing.T, c *k8stest.Cluster, cs kubernetes.Interface, ms []deployObject) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	baseline := c.Namespace(t)
+	patch := []byte(`{"metadata":{"labels":{"pod-security.kubernetes.io/enforce":"baseline"}}}`)
+	if _, err := cs.CoreV1().Namespaces().Patch(ctx, baseline, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	for _, m := range ms {
+		if m.obj.GetKind() != "DaemonSet" {
+			continue
+		}
+		var ds appsv1.DaemonSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m.obj.Object, &ds); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: ds.Name + "-admitted", Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels},
+			Spec:       *ds.Spec.Template.Spec.DeepCopy(),
+		}
+		if _, err := cs.CoreV1().Pods(ds.Namespace).Create(ctx, pod, dryRun); err != nil {
+			t.Errorf("%s: a pod of DaemonSet %s is not admitted: %v", m.where, ds.Name, err)
+		}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.ServiceAccountName}}
+		if _, err := cs.CoreV1().ServiceAccounts(baseline).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		pod.Namespace = baseline
+		_, err := cs.CoreV1().Pods(baseline).Create(ctx, pod, dryRun)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+			t.Errorf("a pod of DaemonSet %s in a namespace at the baseline level: %v, want refused by PodSecurity", ds.Name, err)
 		}
 	}
 }
