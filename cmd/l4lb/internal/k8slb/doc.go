@@ -14,6 +14,8 @@
 // services, one per port and address (Translate), whose backends are the
 // nodes, and hands them to its balancer.
 //
-// A Controller holds its state under one mutex, taken by its rounds and
-// never across a call to the API server.
+// A Controller's rounds run one at a time, on the goroutine of Run; its
+// mutex guards what other goroutines read or replace (the services
+// applied, the file's settings), and is never held across a call to the
+// API server or to Apply.
 package k8slb
