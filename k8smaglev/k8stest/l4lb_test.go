@@ -28,6 +28,7 @@ import (
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -306,8 +307,9 @@ func hasEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string) bo
 }
 
 // l4lbServices returns the services l4lb status -json shows at admin,
-// each "NAME SERVICE BACKEND,BACKEND...", sorted.
-func l4lbServices(t *testing.T, bin, admin string) []string {
+// each "NAME SERVICE BACKEND,BACKEND...", sorted, and their health
+// checks by name.
+func l4lbServices(t *testing.T, bin, admin string) ([]string, map[string]string) {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "-admin", admin, "-json").Output()
 	if err != nil {
@@ -315,15 +317,17 @@ func l4lbServices(t *testing.T, bin, admin string) []string {
 	}
 	var r struct {
 		Services []struct {
-			Name, Service string
-			Backends      []struct{ Addr string }
+			Name, Service, Health string
+			Backends              []struct{ Addr string }
 		}
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("l4lb status -json: %v: %s", err, out)
 	}
 	var s []string
+	health := map[string]string{}
 	for _, svc := range r.Services {
+		health[svc.Name] = svc.Health
 		var bs []string
 		for _, b := range svc.Backends {
 			bs = append(bs, b.Addr)
@@ -332,7 +336,7 @@ func l4lbServices(t *testing.T, bin, admin string) []string {
 		s = append(s, svc.Name+" "+svc.Service+" "+strings.Join(bs, ","))
 	}
 	slices.Sort(s)
-	return s
+	return s, health
 }
 
 // deleteStray deletes the Services of l4lb's class that tests before
@@ -404,11 +408,16 @@ func TestL4LBController(t *testing.T) {
 		fmt.Sprintf("k8s/%s/web/http tcp/198.19.40.1:80 198.18.40.11,198.18.40.12,198.18.40.13", ns),
 	}
 	for _, p := range []*l4lbProc{lbA, lbB} {
-		eventually(t, 5*time.Second, "l4lb status at "+p.admin, func() bool { return slices.Equal(l4lbServices(t, bin, p.admin), want) })
+		eventually(t, 5*time.Second, "l4lb status at "+p.admin, func() bool {
+			got, _ := l4lbServices(t, bin, p.admin)
+			return slices.Equal(got, want)
+		})
 	}
+	checkReload(t, bin, lbB, want)
 	checkDelete(t, cs, ns, "web", "late", "198.19.40.1/VIP")
 	checkTypeChange(t, cs, ns, "api", "198.19.40.2/VIP")
 	checkFailover(t, cs, ns, lbA, lbB, map[string]string{"late": "198.19.40.1/VIP"})
+	checkLocal(t, cs, bin, ns, lbB, nodes)
 	for _, name := range []string{"other", "cip"} {
 		if got := ingress(t, cs, ns, name); got != nil || hasEvent(t, cs, ns, name, "IPAllocated") || hasEvent(t, cs, ns, name, "AllocationFailed") {
 			t.Errorf("%s, not l4lb's: status %v, or an event of l4lb", name, got)
@@ -486,5 +495,77 @@ func checkFailover(t *testing.T, cs kubernetes.Interface, ns string, a, b *l4lbP
 		if got := ingress(t, cs, ns, name); !slices.Equal(got, []string{want}) {
 			t.Errorf("%s's status after the new leader: %v, want [%s] as before", name, got, want)
 		}
+	}
+}
+
+// checkReload adds a service of its own to p's file and reloads it
+// (SIGHUP): the Services' services stay, beside the file's.
+func checkReload(t *testing.T, bin string, p *l4lbProc, k8s []string) {
+	t.Helper()
+	f := p.cmd.Args[len(p.cmd.Args)-1]
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := "services:\n  - name: own\n    vip: 198.19.41.1:80\n    backends: [198.18.40.11]\n"
+	if err := os.WriteFile(f, []byte(strings.Replace(string(b), "services: []\n", own, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]string{"own tcp/198.19.41.1:80 198.18.40.11"}, k8s...)
+	slices.Sort(want)
+	eventually(t, 5*time.Second, "the file's service and the Services' after a reload", func() bool {
+		got, _ := l4lbServices(t, bin, p.admin)
+		return slices.Equal(got, want) && p.logged("reloaded")
+	})
+}
+
+// checkLocal frees an address, and checks that a Service of
+// externalTrafficPolicy Local has as backends the nodes with a ready
+// endpoint of it alone, health checked on its healthCheckNodePort.
+func checkLocal(t *testing.T, cs kubernetes.Interface, bin, ns string, p *l4lbProc, nodes map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cs.CoreV1().Services(ns).Delete(ctx, "after", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class := l4lbClass
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "local"}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onNode []string // the nodes with an endpoint, the first ready
+	for n := range nodes {
+		onNode = append(onNode, n)
+	}
+	slices.Sort(onNode)
+	yes, no := true, false
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "local-1", Labels: map[string]string{discoveryv1.LabelServiceName: "local"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.1.0.1"}, NodeName: &onNode[1], Conditions: discoveryv1.EndpointConditions{Ready: &yes}},
+			{Addresses: []string{"10.1.0.2"}, NodeName: &onNode[2], Conditions: discoveryv1.EndpointConditions{Ready: &no}},
+		},
+	}
+	if _, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	name := "k8s/" + ns + "/local/http"
+	want := name + " tcp/198.19.40.2:80 " + nodes[onNode[1]]
+	var health map[string]string
+	eventually(t, 5*time.Second, "the Local Service's node", func() bool {
+		var got []string
+		got, health = l4lbServices(t, bin, p.admin)
+		return slices.Contains(got, want)
+	})
+	if h := fmt.Sprintf("http GET /healthz = 200 on port %d ", svc.Spec.HealthCheckNodePort); !strings.HasPrefix(health[name], h) {
+		t.Errorf("the Local Service's health check: %q, want %q...", health[name], h)
 	}
 }
