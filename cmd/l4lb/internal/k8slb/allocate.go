@@ -58,7 +58,7 @@ func (c *Controller) campaign(ctx context.Context) {
 // pool, or another's, is given new ones.
 func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 	pool := NewPool(c.opts.Global.K8s.Pool)
-	var need []*corev1.Service
+	var need []pending
 	seen := map[string]bool{}
 	for _, svc := range svcs {
 		if !c.class.Serves(svc) {
@@ -80,7 +80,7 @@ func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 		}
 		if !keep {
 			pool.Release(key(svc))
-			need = append(need, svc)
+			need = append(need, pending{svc, addrs})
 		}
 	}
 	for k := range c.assumed {
@@ -93,9 +93,15 @@ func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 			delete(c.failed, k)
 		}
 	}
-	for _, svc := range need {
-		c.give(ctx, pool, svc)
+	for _, p := range need {
+		c.give(ctx, pool, p)
 	}
+}
+
+// pending is a Service to give VIPs, and those its status has.
+type pending struct {
+	svc    *corev1.Service
+	status []netip.Addr
 }
 
 // statusOf returns the VIPs in svc's status, or those c wrote that the
@@ -115,10 +121,11 @@ func (c *Controller) statusOf(svc *corev1.Service) []netip.Addr {
 	return addrs
 }
 
-// give allocates svc's VIPs from pool and writes them to its status,
-// with an event; or reports, once, why it cannot.
-func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) {
-	k := key(svc)
+// give allocates p's VIPs from pool and writes them to its status, with
+// an event; or reports, once, why it cannot, the VIPs of its status
+// kept in the pool (those that are free), for no other to be given.
+func (c *Controller) give(ctx context.Context, pool *Pool, p pending) {
+	svc, k := p.svc, key(p.svc)
 	fams, required := Families(svc)
 	req, err := Requested(svc)
 	var addrs []netip.Addr
@@ -126,6 +133,9 @@ func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) 
 		addrs, err = pool.Allocate(k, fams, req, required)
 	}
 	if err != nil {
+		for _, a := range p.status {
+			_ = pool.Assign(k, a) // not its own any more if another's, or outside
+		}
 		if c.failed[k] != err.Error() {
 			c.failed[k] = err.Error()
 			c.events.Event(svc, corev1.EventTypeWarning, ReasonAllocationFailed, err.Error())
