@@ -38,15 +38,39 @@ import (
 // l4lbClass is the spec.loadBalancerClass l4lb serves by default.
 const l4lbClass = "maglevlb.io/l4lb"
 
-// buildL4LB builds cmd/l4lb, in its own module (go build -C), and
-// returns the binary's path, removed at the end of the test.
+// buildL4LB builds cmd/l4lb, in its own module (go build -C), once per
+// test binary (a link takes seconds), and returns the binary's path;
+// TestMain removes it (removeL4LB).
 func buildL4LB(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build l4lb: %v: %s", err, out)
+	bin, err := builtL4LB()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+var (
+	l4lbDir   string // where builtL4LB builds, once it has
+	builtL4LB = sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "k8stest-l4lb")
+		if err != nil {
+			return "", err
+		}
+		l4lbDir = dir
+		bin := filepath.Join(dir, "l4lb")
+		if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build l4lb: %v: %s", err, out)
+		}
+		return bin, nil
+	})
+)
+
+// removeL4LB removes the binary buildL4LB built, if it did.
+func removeL4LB() {
+	if l4lbDir != "" {
+		_ = os.RemoveAll(l4lbDir)
+	}
 }
 
 // l4lbRBAC returns what l4lb's controller needs, for the ServiceAccount
