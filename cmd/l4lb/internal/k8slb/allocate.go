@@ -75,7 +75,7 @@ func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 				keep = false
 			}
 		}
-		if req, err := Requested(svc); err == nil && len(req) > 0 && !sameSet(req, addrs) {
+		if req, err := Requested(svc); err == nil && !subset(req, addrs) {
 			keep = false // asked for another since
 		}
 		if !keep {
@@ -133,9 +133,7 @@ func (c *Controller) give(ctx context.Context, pool *Pool, p pending) {
 		addrs, err = pool.Allocate(k, fams, req, required)
 	}
 	if err != nil {
-		for _, a := range p.status {
-			_ = pool.Assign(k, a) // not its own any more if another's, or outside
-		}
+		holdStatus(pool, p)
 		if c.failed[k] != err.Error() {
 			c.failed[k] = err.Error()
 			c.events.Event(svc, corev1.EventTypeWarning, ReasonAllocationFailed, err.Error())
@@ -147,6 +145,7 @@ func (c *Controller) give(ctx context.Context, pool *Pool, p pending) {
 	up.Status.LoadBalancer.Ingress = IngressOf(addrs)
 	if _, err := c.opts.Client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
 		pool.Release(k)
+		holdStatus(pool, p)
 		c.log.Warn("k8s: status not written, tried again at the next round", "service", k, "vips", addrs, "err", err)
 		go c.retry(ctx)
 		return
@@ -155,6 +154,15 @@ func (c *Controller) give(ctx context.Context, pool *Pool, p pending) {
 	c.assumed[k] = written{uid: string(svc.UID), addrs: addrs}
 	c.events.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "VIPs %v given from the pool", addrs)
 	c.log.Info("k8s: VIP allocated", "service", k, "vips", addrs)
+}
+
+// holdStatus gives p's Service back the VIPs of its status that are free in
+// pool: they stay its while it has no others, for no other Service to be
+// given them.
+func holdStatus(pool *Pool, p pending) {
+	for _, a := range p.status {
+		_ = pool.Assign(key(p.svc), a) // another's, or outside the pool: not kept
+	}
 }
 
 // retry runs a round a retry period from now.
@@ -168,9 +176,11 @@ func (c *Controller) retry(ctx context.Context) {
 
 // sameSet reports whether a and b hold the same addresses.
 func sameSet(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
-	}
+	return len(a) == len(b) && subset(a, b)
+}
+
+// subset reports whether every address of a is in b.
+func subset(a, b []netip.Addr) bool {
 	for _, x := range a {
 		if !slices.Contains(b, x) {
 			return false
