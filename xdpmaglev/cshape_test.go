@@ -74,7 +74,8 @@ func TestCFunctions(t *testing.T) {
 
 // A cToken is a token of C source as cFunctions reads it: a word (an
 // identifier or a number), a string or character literal (its text
-// replaced by "" or ''), or one character of punctuation; with its line.
+// dropped: its two quotes), or one character of punctuation; with its
+// line.
 // Comments and preprocessor lines are skipped.
 type cToken struct {
 	text string
