@@ -223,39 +223,40 @@ static __always_inline int parse_next(void *p, void *end, __u8 proto, struct out
 	return parse_gue(udp + 1, end, o);
 }
 
-// parse_outer reads the outer headers of the frame into o, or returns the
-// counter of why it passes: not encapsulated, or not to this host.
-static __always_inline int parse_outer(void *data, void *end, struct outer *o)
+// to_host reports whether o's outer destination is this host's, of the
+// family, a constant (so that each map lookup is one the verifier knows,
+// and inlines), and reads whether its source is trusted.
+static __always_inline int to_host(struct outer *o, const int family)
 {
-	struct ethhdr *eth = data;
-	if (data + ETH_HLEN > end)
+	if (!known(&hosts, o->p.f.dst, family))
 		return D_PASSED;
-	o->mac = *(struct macs *)eth;
+	o->trusted = trusted(o->p.f.src, family);
+	return PARSED;
+}
+
+// parse_outer reads the outer headers of the frame, an IP packet of the
+// family, a constant, into o, or returns the counter of why it passes:
+// not encapsulated, or not to this host.
+static __always_inline int parse_outer(void *data, void *end, struct outer *o, const int family)
+{
 	void *l3 = data + ETH_HLEN;
-	struct pkt *p = &o->p;
 	int r;
-	if (eth->proto == bpf_htons(ETH_P_IP)) {
+	o->mac = *(struct macs *)data; // xdp_decap checked the Ethernet header
+	if (family == 4) {
 		struct iphdr *ip = l3;
-		if (ip4_header(l3, end, p) != PARSED || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
+		if (ip4_header(l3, end, &o->p) != PARSED || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
 			return D_PASSED;
 		o->over = sizeof(*ip);
 		r = parse_next(ip + 1, end, ip->protocol, o);
-	} else if (eth->proto == bpf_htons(ETH_P_IPV6)) {
+	} else {
 		struct ipv6hdr *ip6 = l3;
-		if (ip6_header(l3, end, p) != PARSED)
+		if (ip6_header(l3, end, &o->p) != PARSED)
 			return D_PASSED;
 		o->over = sizeof(*ip6);
 		o->flow = ip6->vtc_flow;
 		r = parse_next(ip6 + 1, end, ip6->nexthdr, o);
-	} else {
-		return D_PASSED;
 	}
-	if (r != PARSED)
-		return r;
-	if (!known(&hosts, p->f.dst, p->f.family))
-		return D_PASSED;
-	o->trusted = trusted(p->f.src, p->f.family);
-	return PARSED;
+	return r != PARSED ? r : to_host(o, family);
 }
 
 // parse_inner reads the inner packet at in into ip: its version (the
@@ -268,18 +269,18 @@ static __always_inline int parse_inner(void *in, void *end, struct outer *o, str
 	__u8 v = *(__u8 *)in >> 4;
 	if (o->inner && v != o->inner)
 		return D_MALFORMED;
+	// Each family's lookup of vips its own, as to_host's.
 	if (v == 4) {
 		if (ip4_header(in, end, ip) != PARSED)
 			return D_MALFORMED;
-	} else if (v == 6) {
+		return known(&vips, ip->ip_dst, 4) ? PARSED : D_PASSED;
+	}
+	if (v == 6) {
 		if (ip6_header(in, end, ip) != PARSED)
 			return D_MALFORMED;
-	} else {
-		return D_MALFORMED;
+		return known(&vips, ip->ip_dst, 6) ? PARSED : D_PASSED;
 	}
-	if (!known(&vips, ip->ip_dst, v))
-		return D_PASSED;
-	return PARSED;
+	return D_MALFORMED;
 }
 
 // local reports whether the inner packet at in, its IP header read into
@@ -427,17 +428,17 @@ static __always_inline int strip(struct xdp_md *ctx, struct decap_cpu_counters *
 	return done(c, D_DECAPSULATED);
 }
 
-SEC("xdp")
-int xdp_decap(struct xdp_md *ctx)
+// decap is the decapsulator's program for the frame from data to end,
+// its Ethernet header checked, whose outer header is IP of the family, a
+// constant. Each family has its own copy, so that
+// each map lookup's map is one the verifier knows, and inlines or calls
+// directly (clang would otherwise merge the two families' lookups of
+// hosts and of the trusted sources into one call of either map).
+static __always_inline int decap(struct xdp_md *ctx, struct decap_cpu_counters *c, void *data, void *end,
+				 const int family)
 {
-	void *data = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	__u32 zero = 0;
-	struct decap_cpu_counters *c = bpf_map_lookup_elem(&decap_counters, &zero);
-	if (!c)
-		return XDP_PASS;
 	struct outer o = {};
-	int r = parse_outer(data, end, &o);
+	int r = parse_outer(data, end, &o, family);
 	if (r != PARSED)
 		return done(c, r);
 	__u32 over = o.over;
@@ -450,7 +451,7 @@ int xdp_decap(struct xdp_md *ctx)
 		return done(c, r);
 	if (!o.trusted)
 		return drop(c, D_UNTRUSTED);
-	if (o.hops && ip.f.family == o.p.f.family && !local(ctx, &ip, in, end)) {
+	if (o.hops && ip.f.family == family && !local(ctx, &ip, in, end)) {
 		int verdict = pass_on(ctx, &o);
 		if (verdict >= 0) {
 			bump(c, D_SECOND_HOP);
@@ -461,6 +462,25 @@ int xdp_decap(struct xdp_md *ctx)
 		bump(c, D_SECOND_LOCAL);
 	}
 	return strip(ctx, c, over, ip.f.family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6));
+}
+
+SEC("xdp")
+int xdp_decap(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct decap_cpu_counters *c = bpf_map_lookup_elem(&decap_counters, &zero);
+	if (!c)
+		return XDP_PASS;
+	struct ethhdr *eth = data;
+	if (data + ETH_HLEN > end)
+		return done(c, D_PASSED);
+	if (eth->proto == bpf_htons(ETH_P_IP))
+		return decap(ctx, c, data, end, 4);
+	if (eth->proto == bpf_htons(ETH_P_IPV6))
+		return decap(ctx, c, data, end, 6);
+	return done(c, D_PASSED);
 }
 
 // Referenced so that the enum reaches the BTF bpf2go generates Go from.
