@@ -148,7 +148,6 @@ static __always_inline int trusted(__u32 *a, __u8 family)
 	return bpf_map_lookup_elem(&sources6, &k) != 0;
 }
 
-
 #define MAX_OVER 256 // the most bytes of outer headers: IPv6, UDP, and GUE's 128
 
 // A packet's outer headers, as parse_outer reads them: the IP header as
