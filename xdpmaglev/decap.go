@@ -220,8 +220,12 @@ func netOrder16(v uint16) uint16 {
 // Mode returns how the decapsulator is attached.
 func (d *Decap) Mode() AttachMode { return d.mode }
 
-// Stats reads the counters: one system call per counter.
+// Stats reads the counters: one system call, the CPUs' counters.
 func (d *Decap) Stats() (DecapStats, error) {
+	var per []decapDecapCpuCounters
+	if err := d.objs.DecapCounters.Lookup(uint32(0), &per); err != nil {
+		return DecapStats{}, fmt.Errorf("xdpmaglev: reading the decapsulator's counters: %w", err)
+	}
 	var st DecapStats
 	fields := [...]*uint64{ // by enum decap_counter
 		decapDecapCounterD_DECAPSULATED:    &st.Decapsulated,
@@ -233,13 +237,9 @@ func (d *Decap) Stats() (DecapStats, error) {
 		decapDecapCounterD_SECOND_NO_ROUTE: &st.SecondNoRoute,
 	}
 	_ = [1]struct{}{}[len(fields)-int(decapDecapCounterD_MAX)] // a counter without a field fails to compile
-	for i, p := range fields {
-		var per []uint64
-		if err := d.objs.DecapCounters.Lookup(uint32(i), &per); err != nil {
-			return DecapStats{}, fmt.Errorf("xdpmaglev: reading the decapsulator's counters: %w", err)
-		}
-		for _, v := range per {
-			*p += v
+	for _, c := range per {
+		for i, p := range fields {
+			*p += c.N[i]
 		}
 	}
 	return st, nil

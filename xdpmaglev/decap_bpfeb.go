@@ -33,6 +33,11 @@ const (
 	decapDecapCounterD_MAX             decapDecapCounter = 7
 )
 
+type decapDecapCpuCounters struct {
+	_ structs.HostLayout
+	N [7]uint64
+}
+
 type decapSrc4 struct {
 	_         structs.HostLayout
 	Prefixlen uint32

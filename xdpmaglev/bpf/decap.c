@@ -13,11 +13,16 @@
 // connection of this host is passed on there instead, as GUE variant 1,
 // which nothing passes on again. Everything else (other tunnels among it)
 // passes unchanged. Hosts with the kernel's ipip or fou modules can use
-// those instead (docs/xdp.md), without second chance.
+// those instead (docs/xdp.md), without second chance. It reads IP
+// headers with the load balancer's parser (parse.h), writes the outer
+// headers a packet passed on carries with its writer (outer.h), and finds
+// the route with its lookup (fib.h).
 
 #include "bpf.h"
 #include "headers.h"
-#include "csum.h"
+#include "parse.h"
+#include "fib.h"
+#include "outer.h"
 
 volatile const __u16 gue_port = 0; // the GUE UDP port, network order (DecapOptions.GUEPort)
 
@@ -83,31 +88,35 @@ struct {
 	__uint(max_entries, 256);
 } vips SEC(".maps"); // the VIPs (inner destinations)
 
+// A CPU's counters, one struct looked up once per packet (as the load
+// balancer's struct cpu_counters).
+struct decap_cpu_counters {
+	__u64 n[D_MAX]; // by enum decap_counter
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__type(key, __u32);
-	__type(value, __u64);
-	__uint(max_entries, D_MAX);
+	__type(value, struct decap_cpu_counters);
+	__uint(max_entries, 1);
 } decap_counters SEC(".maps");
 
-
-
-static __always_inline void bump(__u32 i)
+// bump adds one to counter i of the CPU's counters c.
+static __always_inline void bump(struct decap_cpu_counters *c, __u32 i)
 {
-	__u64 *c = bpf_map_lookup_elem(&decap_counters, &i);
-	if (c)
-		*c += 1;
+	if (i < D_MAX)
+		c->n[i] += 1;
 }
 
-static __always_inline int done(__u32 i)
+static __always_inline int done(struct decap_cpu_counters *c, __u32 i)
 {
-	bump(i);
+	bump(c, i);
 	return XDP_PASS;
 }
 
-static __always_inline int drop(__u32 i)
+static __always_inline int drop(struct decap_cpu_counters *c, __u32 i)
 {
-	bump(i);
+	bump(c, i);
 	return XDP_DROP;
 }
 
@@ -139,21 +148,16 @@ static __always_inline int trusted(__u32 *a, __u8 family)
 	return bpf_map_lookup_elem(&sources6, &k) != 0;
 }
 
-
-#define PARSED (-1)
 #define MAX_OVER 256 // the most bytes of outer headers: IPv6, UDP, and GUE's 128
 
-// A packet's outer headers, as parse_outer reads them.
+// A packet's outer headers, as parse_outer reads them: the IP header as
+// the load balancer's parser reads one (parse.h), and the rest.
 struct outer {
+	struct pkt p;    // the IP header: f.dst this host's address, f.src the outer source, l3_len; GUE: f.sport the UDP source port, the flow's entropy
 	__u32 over;      // bytes of outer headers: IP, and for GUE UDP and GUE's own
-	__u32 len;       // the outer IP packet's length, by its header
 	__u32 flow;      // IPv6: the outer header's first word (version, class, flow label)
-	__u32 host[4];   // the outer destination: this host's address
-	__u32 src[4];    // the outer source
 	__u32 second[4]; // the second hop, where hops
-	__u8 mac[12];    // the frame's destination and source MACs
-	__u16 sport;     // GUE: the outer UDP source port, the flow's entropy
-	__u8 family;     // of the outer header: 4 or 6
+	struct macs mac; // the frame's MACs
 	__u8 inner;      // the inner packet's version if the outer header says it (IPIP), else 0
 	__u8 trusted;    // the outer source is in sources4 or sources6
 	__u8 hops;       // second chance: the hops left; 0: no second hop
@@ -178,7 +182,7 @@ static __always_inline int parse_gue(void *p, void *end, struct outer *o)
 	if (*(__u16 *)(b + 2) != 0)
 		return D_PASSED;
 	o->over += 4 + hlen;
-	if (o->family == 4 && hlen >= 8) {
+	if (o->p.f.family == 4 && hlen >= 8) {
 		struct gue_second4 *g = p;
 		if ((void *)(g + 1) > end)
 			return D_MALFORMED;
@@ -186,7 +190,7 @@ static __always_inline int parse_gue(void *p, void *end, struct outer *o)
 			o->hops = g->hops;
 			o->second[0] = g->addr;
 		}
-	} else if (o->family == 6 && hlen >= 20) {
+	} else if (o->p.f.family == 6 && hlen >= 20) {
 		struct gue_second6 *g = p;
 		if ((void *)(g + 1) > end)
 			return D_MALFORMED;
@@ -214,112 +218,152 @@ static __always_inline int parse_next(void *p, void *end, __u8 proto, struct out
 	if ((void *)(udp + 1) > end || udp->dest != gue_port || gue_port == 0)
 		return D_PASSED;
 	o->over += sizeof(*udp);
-	o->sport = udp->source;
+	o->p.f.sport = udp->source;
 	return parse_gue(udp + 1, end, o);
 }
 
-// parse_outer reads the outer headers of the frame into o, or returns the
-// counter of why it passes: not encapsulated, or not to this host.
-static __always_inline int parse_outer(void *data, void *end, struct outer *o)
+// to_host reports whether o's outer destination is this host's, of the
+// family, a constant (so that each map lookup is one the verifier knows,
+// and inlines), and reads whether its source is trusted.
+static __always_inline int to_host(struct outer *o, const int family)
 {
-	struct ethhdr *eth = data;
-	if (data + ETH_HLEN > end)
+	if (!known(&hosts, o->p.f.dst, family))
 		return D_PASSED;
-	__builtin_memcpy(o->mac, eth, 12);
-	void *l3 = data + ETH_HLEN;
-	int r;
-	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
-			return D_PASSED;
-		o->family = 4;
-		o->over = sizeof(*ip);
-		o->len = bpf_ntohs(ip->tot_len);
-		if ((r = parse_next(ip + 1, end, ip->protocol, o)) != PARSED)
-			return r;
-		if (!known(&hosts, &ip->daddr, 4))
-			return D_PASSED;
-		o->host[0] = ip->daddr;
-		o->src[0] = ip->saddr;
-		o->trusted = trusted(&ip->saddr, 4);
-		return PARSED;
-	}
-	if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		if ((void *)(ip6 + 1) > end)
-			return D_PASSED;
-		o->family = 6;
-		o->over = sizeof(*ip6);
-		o->len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
-		o->flow = ip6->vtc_flow;
-		if ((r = parse_next(ip6 + 1, end, ip6->nexthdr, o)) != PARSED)
-			return r;
-		if (!known(&hosts, ip6->daddr, 6))
-			return D_PASSED;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			o->host[i] = ip6->daddr[i];
-			o->src[i] = ip6->saddr[i];
-		}
-		o->trusted = trusted(ip6->saddr, 6);
-		return PARSED;
-	}
-	return D_PASSED;
+	o->trusted = trusted(o->p.f.src, family);
+	return PARSED;
 }
 
-// local reports whether the inner packet at in, of IP version v, belongs
-// here: anything but TCP, a SYN (a new connection), and a packet of a
-// connection of this host's, which is a socket other than a listener
-// (established, a request, time-wait) or a listener whose SYN cookie the
-// packet carries. The listener of the port answers any other packet of a
-// connection it does not have with a reset: that one is for the second
-// hop.
-static __always_inline int local(struct xdp_md *ctx, void *in, void *end, __u8 v)
+// parse_outer reads the outer headers of the frame, an IP packet of the
+// family, a constant, into o, or returns the counter of why it passes:
+// not encapsulated, or not to this host.
+static __always_inline int parse_outer(void *data, void *end, struct outer *o, const int family)
+{
+	void *l3 = data + ETH_HLEN;
+	int r;
+	o->mac = *(struct macs *)data; // xdp_decap checked the Ethernet header
+	if (family == 4) {
+		struct iphdr *ip = l3;
+		if (ip4_header(l3, end, &o->p) != PARSED || ip->version_ihl != 0x45 || (ip->frag_off & bpf_ntohs(IP_MF_OFFSET)))
+			return D_PASSED;
+		o->over = sizeof(*ip);
+		r = parse_next(ip + 1, end, ip->protocol, o);
+	} else {
+		struct ipv6hdr *ip6 = l3;
+		if (ip6_header(l3, end, &o->p) != PARSED)
+			return D_PASSED;
+		o->over = sizeof(*ip6);
+		o->flow = ip6->vtc_flow;
+		r = parse_next(ip6 + 1, end, ip6->nexthdr, o);
+	}
+	return r != PARSED ? r : to_host(o, family);
+}
+
+// parse_inner reads the inner packet at in into ip: its version (the
+// outer header's, IPIP, or the first nibble's, GUE variant 1), its IP
+// header whole, and its destination a VIP.
+static __always_inline int parse_inner(void *in, void *end, struct outer *o, struct pkt *ip)
+{
+	if (in + 1 > end)
+		return D_MALFORMED;
+	__u8 v = *(__u8 *)in >> 4;
+	if (o->inner && v != o->inner)
+		return D_MALFORMED;
+	// Each family's lookup of vips its own, as to_host's.
+	if (v == 4) {
+		if (ip4_header(in, end, ip) != PARSED)
+			return D_MALFORMED;
+		return known(&vips, ip->ip_dst, 4) ? PARSED : D_PASSED;
+	}
+	if (v == 6) {
+		if (ip6_header(in, end, ip) != PARSED)
+			return D_MALFORMED;
+		return known(&vips, ip->ip_dst, 6) ? PARSED : D_PASSED;
+	}
+	return D_MALFORMED;
+}
+
+// local reports whether the inner packet at in, its IP header read into
+// ip, belongs here: anything but TCP, a SYN (a new connection), and a
+// packet of a connection of this host's, which is a socket other than a
+// listener (established, a request, time-wait) or a listener whose SYN
+// cookie the packet carries. The listener of the port answers any other
+// packet of a connection it does not have with a reset: that one is for
+// the second hop.
+static __always_inline int local(struct xdp_md *ctx, struct pkt *ip, void *in, void *end)
 {
 	struct bpf_sock_tuple t = {};
 	__u32 tlen, iplen;
-	__u8 *th;
-	if (v == 4) {
-		struct iphdr *ip = in;
-		if ((void *)(ip + 1) > end || ip->version_ihl != 0x45 || ip->protocol != IPPROTO_TCP)
+	if (ip->ip_proto != IPPROTO_TCP)
+		return 1;
+	ip->f.proto = IPPROTO_TCP;
+	if (ip->f.family == 4) {
+		if (*(__u8 *)in != 0x45)
 			return 1;
-		th = (void *)(ip + 1);
-		if ((void *)th + TCP_HLEN > end)
+		iplen = sizeof(struct iphdr);
+		if (parse_l4(in + sizeof(struct iphdr), end, ip) != PARSED)
 			return 1;
-		t.ipv4.saddr = ip->saddr;
-		t.ipv4.daddr = ip->daddr;
-		t.ipv4.sport = *(__u16 *)th;
-		t.ipv4.dport = *(__u16 *)(th + 2);
+		t.ipv4.saddr = ip->f.src[0];
+		t.ipv4.daddr = ip->f.dst[0];
+		t.ipv4.sport = ip->f.sport;
+		t.ipv4.dport = ip->f.dport;
 		tlen = sizeof(t.ipv4);
-		iplen = sizeof(*ip);
 	} else {
-		struct ipv6hdr *ip6 = in;
-		if ((void *)(ip6 + 1) > end || ip6->nexthdr != IPPROTO_TCP)
-			return 1;
-		th = (void *)(ip6 + 1);
-		if ((void *)th + TCP_HLEN > end)
+		iplen = sizeof(struct ipv6hdr);
+		if (parse_l4(in + sizeof(struct ipv6hdr), end, ip) != PARSED)
 			return 1;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
-			t.ipv6.saddr[i] = ip6->saddr[i];
-			t.ipv6.daddr[i] = ip6->daddr[i];
+			t.ipv6.saddr[i] = ip->f.src[i];
+			t.ipv6.daddr[i] = ip->f.dst[i];
 		}
-		t.ipv6.sport = *(__u16 *)th;
-		t.ipv6.dport = *(__u16 *)(th + 2);
+		t.ipv6.sport = ip->f.sport;
+		t.ipv6.dport = ip->f.dport;
 		tlen = sizeof(t.ipv6);
-		iplen = sizeof(*ip6);
 	}
-	__u8 flags = th[13];
-	if ((flags & (TCP_SYN | TCP_ACK)) == TCP_SYN)
+	if ((ip->tcp & (TCP_SYN | TCP_ACK)) == TCP_SYN)
+		return 1;
+	void *th = in + iplen;
+	if (th + TCP_HLEN > end)
 		return 1;
 	struct bpf_sock *sk = bpf_skc_lookup_tcp(ctx, &t, tlen, BPF_F_CURRENT_NETNS, 0);
 	if (!sk)
 		return 0;
 	int here = sk->state != TCP_LISTEN;
-	if (!here && (flags & TCP_ACK))
+	if (!here && (ip->tcp & TCP_ACK))
 		here = bpf_tcp_check_syncookie(sk, in, iplen, th, TCP_HLEN) == 0;
 	bpf_sk_release(sk);
 	return here;
+}
+
+// second_headers writes the outer headers of the frame at data passed on
+// to o's second hop: the MACs m, an IP header from the address from to
+// the second hop of a packet of len octets, and UDP to the GUE port, GUE
+// variant 1 (the GUE header cut: no second hop any more). It says
+// whether the frame had room for them.
+static __always_inline int second_headers(void *data, void *end, struct outer *o, struct macs m, const __u32 *from, __u32 len)
+{
+	struct udphdr *udp;
+	__u32 ip_len;
+	outer_eth(data, m, o->p.f.family);
+	if (o->p.f.family == 4) {
+		struct iphdr *ip = data + ETH_HLEN;
+		if ((void *)(ip + 1) > end)
+			return 0;
+		outer_ip4(ip, len, IPPROTO_UDP, from[0], o->second[0]);
+		udp = (void *)(ip + 1);
+		ip_len = sizeof(*ip);
+	} else {
+		struct ipv6hdr *ip6 = data + ETH_HLEN;
+		if ((void *)(ip6 + 1) > end)
+			return 0;
+		outer_ip6(ip6, o->flow, len - sizeof(*ip6), IPPROTO_UDP, from, 0, o->second);
+		udp = (void *)(ip6 + 1);
+		ip_len = sizeof(*ip6);
+	}
+	if ((void *)(udp + 1) > end)
+		return 0;
+	outer_udp(udp, o->p.f.sport, gue_port, len - ip_len);
+	return 1;
 }
 
 // pass_on sends the packet on to o's second hop: its outer headers made
@@ -329,112 +373,94 @@ static __always_inline int local(struct xdp_md *ctx, void *in, void *end, __u8 v
 // one's segment that it never spoke to), the packet so made, from its
 // outer source as it came (the kernel forwards no packet from its own
 // address), is passed to the kernel, which forwards it, asking for the
-// MAC. It returns the
-// verdict, or -1 with the packet unchanged where the kernel has no route
-// to the second hop (or forwards nothing).
+// MAC. It returns the verdict, or -1 with the packet unchanged where the
+// kernel has no route to the second hop (or forwards nothing).
 static __always_inline int pass_on(struct xdp_md *ctx, struct outer *o)
 {
 	struct bpf_fib_lookup fib = {};
-	fib.family = o->family == 4 ? AF_INET : AF_INET6;
-	fib.ifindex = ctx->ingress_ifindex;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		fib.src[i] = o->host[i];
-		fib.dst[i] = o->second[i];
-	}
-	long fr = bpf_fib_lookup(ctx, &fib, sizeof(fib), 0);
+	long fr = fib_lookup(ctx, &fib, o->p.f.family, o->p.f.dst, o->second);
 	if (fr != BPF_FIB_LKUP_RET_SUCCESS && fr != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return -1;
-	__u32 ip_len = o->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+	__u32 ip_len = o->p.f.family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
 	__u32 gh = o->over - ip_len - UDP_HLEN; // the GUE header's bytes, cut
-	if (gh > MAX_OVER || o->len < ip_len + UDP_HLEN + gh)
+	if (gh > MAX_OVER || o->p.l3_len < ip_len + UDP_HLEN + gh)
 		return -1;
-	__u32 len = o->len - gh; // the new outer IP packet's
 	if (bpf_xdp_adjust_head(ctx, (int)gh))
 		return -1;
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
 	if (data + ETH_HLEN + ip_len + UDP_HLEN > end)
 		return XDP_DROP;
+	// To the next hop from this host; or to this host, as it came: the
+	// kernel forwards it.
+	struct macs m = o->mac;
+	const __u32 *from = o->p.f.src;
 	if (fr == BPF_FIB_LKUP_RET_SUCCESS) {
-		__builtin_memcpy(eth->dest, fib.dmac, 6);
-		__builtin_memcpy(eth->source, fib.smac, 6);
-	} else {
-		// To this host, as it came: the kernel forwards it.
-		__builtin_memcpy(eth->dest, o->mac, 6);
-		__builtin_memcpy(eth->source, o->mac + 6, 6);
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			o->host[i] = o->src[i];
+		__builtin_memcpy(m.dst, fib.dmac, 6);
+		__builtin_memcpy(m.src, fib.smac, 6);
+		from = o->p.f.dst;
 	}
-	struct udphdr *udp;
-	if (o->family == 4) {
-		struct iphdr *ip = data + ETH_HLEN;
-		if ((void *)(ip + 1) > end)
-			return XDP_DROP;
-		eth->proto = bpf_htons(ETH_P_IP);
-		ip->version_ihl = 0x45;
-		ip->tos = 0;
-		ip->tot_len = bpf_htons(len);
-		ip->id = 0;
-		ip->frag_off = bpf_htons(IP_DF);
-		ip->ttl = 64;
-		ip->protocol = IPPROTO_UDP;
-		ip->check = 0;
-		ip->saddr = o->host[0];
-		ip->daddr = o->second[0];
-		ip->check = ip4_csum(ip);
-		udp = (void *)(ip + 1);
-	} else {
-		struct ipv6hdr *ip6 = data + ETH_HLEN;
-		if ((void *)(ip6 + 1) > end)
-			return XDP_DROP;
-		eth->proto = bpf_htons(ETH_P_IPV6);
-		ip6->vtc_flow = o->flow;
-		ip6->payload_len = bpf_htons(len - sizeof(*ip6));
-		ip6->nexthdr = IPPROTO_UDP;
-		ip6->hop_limit = 64;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			ip6->saddr[i] = o->host[i];
-			ip6->daddr[i] = o->second[i];
-		}
-		udp = (void *)(ip6 + 1);
-	}
-	if ((void *)(udp + 1) > end)
+	if (!second_headers(data, end, o, m, from, o->p.l3_len - gh))
 		return XDP_DROP;
-	udp->source = o->sport;
-	udp->dest = gue_port;
-	udp->len = bpf_htons(len - ip_len);
-	udp->check = 0;
 	if (fr != BPF_FIB_LKUP_RET_SUCCESS)
 		return XDP_PASS;
-	if (fib.ifindex == ctx->ingress_ifindex)
-		return XDP_TX;
-	return bpf_redirect(fib.ifindex, 0);
+	return send_out(ctx, fib.ifindex);
 }
 
 // strip moves the Ethernet header over the outer headers (over bytes
 // after it), which are then cut, so the inner packet, of EtherType proto,
 // is the frame's.
-static __always_inline int strip(struct xdp_md *ctx, __u32 over, __u16 proto)
+static __always_inline int strip(struct xdp_md *ctx, struct decap_cpu_counters *c, __u32 over, __u16 proto)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > end || over > MAX_OVER)
-		return done(D_MALFORMED);
+		return done(c, D_MALFORMED);
 	struct ethhdr *neweth = data + over;
 	if ((void *)(neweth + 1) > end)
-		return done(D_MALFORMED);
-	__u8 mac[12];
-	__builtin_memcpy(mac, eth, 12);
-	__builtin_memcpy(neweth, mac, 12);
+		return done(c, D_MALFORMED);
+	*(struct macs *)neweth = *(struct macs *)eth;
 	neweth->proto = proto;
 	if (bpf_xdp_adjust_head(ctx, (int)over))
-		return done(D_MALFORMED);
-	return done(D_DECAPSULATED);
+		return done(c, D_MALFORMED);
+	return done(c, D_DECAPSULATED);
+}
+
+// decap is the decapsulator's program for the frame from data to end,
+// its Ethernet header checked, whose outer header is IP of the family, a
+// constant. Each family has its own copy, so that
+// each map lookup's map is one the verifier knows, and inlines or calls
+// directly (clang would otherwise merge the two families' lookups of
+// hosts and of the trusted sources into one call of either map).
+static __always_inline int decap(struct xdp_md *ctx, struct decap_cpu_counters *c, void *data, void *end,
+				 const int family)
+{
+	struct outer o = {};
+	int r = parse_outer(data, end, &o, family);
+	if (r != PARSED)
+		return done(c, r);
+	__u32 over = o.over;
+	if (over > MAX_OVER)
+		return done(c, D_MALFORMED);
+	void *in = data + ETH_HLEN + over;
+	struct pkt ip = {}; // the inner packet's IP header
+	r = parse_inner(in, end, &o, &ip);
+	if (r != PARSED)
+		return done(c, r);
+	if (!o.trusted)
+		return drop(c, D_UNTRUSTED);
+	if (o.hops && ip.f.family == family && !local(ctx, &ip, in, end)) {
+		int verdict = pass_on(ctx, &o);
+		if (verdict >= 0) {
+			bump(c, D_SECOND_HOP);
+			return verdict;
+		}
+		bump(c, D_SECOND_NO_ROUTE);
+	} else if (o.hops) {
+		bump(c, D_SECOND_LOCAL);
+	}
+	return strip(ctx, c, over, ip.f.family == 4 ? bpf_htons(ETH_P_IP) : bpf_htons(ETH_P_IPV6));
 }
 
 SEC("xdp")
@@ -442,53 +468,18 @@ int xdp_decap(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct outer o = {};
-	int r = parse_outer(data, end, &o);
-	if (r != PARSED)
-		return done(r);
-	__u32 over = o.over;
-	if (over > MAX_OVER)
-		return done(D_MALFORMED);
-
-	// The inner packet: its version (GUE variant 1 says it by the first
-	// nibble), its header whole, and its destination a VIP.
-	void *in = data + ETH_HLEN + over;
-	if (in + 1 > end)
-		return done(D_MALFORMED);
-	__u8 v = *(__u8 *)in >> 4;
-	if (o.inner && v != o.inner)
-		return done(D_MALFORMED);
-	__u16 proto;
-	if (v == 4) {
-		struct iphdr *ip = in;
-		if ((void *)(ip + 1) > end || (ip->version_ihl & 0xf) < 5)
-			return done(D_MALFORMED);
-		if (!known(&vips, &ip->daddr, 4))
-			return done(D_PASSED);
-		proto = bpf_htons(ETH_P_IP);
-	} else if (v == 6) {
-		struct ipv6hdr *ip6 = in;
-		if ((void *)(ip6 + 1) > end)
-			return done(D_MALFORMED);
-		if (!known(&vips, ip6->daddr, 6))
-			return done(D_PASSED);
-		proto = bpf_htons(ETH_P_IPV6);
-	} else {
-		return done(D_MALFORMED);
-	}
-	if (!o.trusted)
-		return drop(D_UNTRUSTED);
-	if (o.hops && v == o.family && !local(ctx, in, end, v)) {
-		int verdict = pass_on(ctx, &o);
-		if (verdict >= 0) {
-			bump(D_SECOND_HOP);
-			return verdict;
-		}
-		bump(D_SECOND_NO_ROUTE);
-	} else if (o.hops) {
-		bump(D_SECOND_LOCAL);
-	}
-	return strip(ctx, over, proto);
+	__u32 zero = 0;
+	struct decap_cpu_counters *c = bpf_map_lookup_elem(&decap_counters, &zero);
+	if (!c)
+		return XDP_PASS;
+	struct ethhdr *eth = data;
+	if (data + ETH_HLEN > end)
+		return done(c, D_PASSED);
+	if (eth->proto == bpf_htons(ETH_P_IP))
+		return decap(ctx, c, data, end, 4);
+	if (eth->proto == bpf_htons(ETH_P_IPV6))
+		return decap(ctx, c, data, end, 6);
+	return done(c, D_PASSED);
 }
 
 // Referenced so that the enum reaches the BTF bpf2go generates Go from.

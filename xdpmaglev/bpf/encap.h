@@ -10,6 +10,8 @@
 #include "maps.h"
 #include "csum.h"
 #include "icmp.h"
+#include "fib.h"
+#include "outer.h"
 
 #define NEXTHOP_TTL 50 // jiffies
 #define TX_ICMP 100 // forward's verdict for an ICMP answer sent back: XDP_TX, not counted as forwarded
@@ -51,14 +53,7 @@ static __always_inline struct nexthop *nexthop(struct xdp_md *ctx, struct cpu_co
 	if (nh->cookie == b->cookie && now < nh->expires)
 		return nh;
 	struct bpf_fib_lookup fib = {};
-	fib.family = b->family == 4 ? AF_INET : AF_INET6;
-	fib.ifindex = ctx->ingress_ifindex;
-#pragma unroll
-	for (int i = 0; i < 4; i++) {
-		fib.src[i] = b->src[i];
-		fib.dst[i] = b->addr[i];
-	}
-	switch (bpf_fib_lookup(ctx, &fib, sizeof(fib), 0)) {
+	switch (fib_lookup(ctx, &fib, b->family, b->src, b->addr)) {
 	case BPF_FIB_LKUP_RET_SUCCESS:
 		break;
 	case BPF_FIB_LKUP_RET_NO_NEIGH:
@@ -80,6 +75,103 @@ static __always_inline struct nexthop *nexthop(struct xdp_md *ctx, struct cpu_co
 	return nh;
 }
 
+// A next hop's dmac and smac are a frame's MACs: read as one struct macs.
+_Static_assert(__builtin_offsetof(struct nexthop, dmac) % 4 == 0 &&
+		       __builtin_offsetof(struct nexthop, dmac) + __builtin_offsetof(struct macs, src) ==
+			       __builtin_offsetof(struct nexthop, smac),
+	       "struct nexthop's dmac and smac are a struct macs");
+
+// nexthop_macs returns the MACs of a frame to next hop nh.
+static __always_inline struct macs nexthop_macs(struct nexthop *nh)
+{
+	return *(struct macs *)nh->dmac;
+}
+
+// encap_len returns the octets of the outer headers forwarding to b
+// puts in front of the packet: IP, and for GUE UDP and, with a second
+// hop, the variant 0 header naming it (*sh its octets, else 0).
+static __always_inline int encap_len(struct backend *b, struct backend *second, int *sh)
+{
+	int gue = b->mode == FWD_GUE;
+	*sh = 0;
+	if (gue && second)
+		*sh = b->family == 4 ? sizeof(struct gue_second4) : sizeof(struct gue_second6);
+	return (b->family == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + (gue ? UDP_HLEN : 0) + *sh;
+}
+
+// encap_ip writes the outer IP header at l3 of a packet of len octets in
+// all to backend b, from b->src with the flow hash h's bits (src_mask),
+// and returns what follows it, or 0 where the frame is too short.
+static __always_inline void *encap_ip(void *l3, void *end, struct backend *b, __u64 h, __u32 len)
+{
+	int gue = b->mode == FWD_GUE;
+	__u32 bits = bpf_htonl(((__u32)(h >> 20)) & b->src_mask);
+	if (b->family == 4) {
+		struct iphdr *ip = l3;
+		if ((void *)(ip + 1) > end)
+			return 0;
+		outer_ip4(ip, len, gue ? IPPROTO_UDP : IPPROTO_IPIP, b->src[0] | bits, b->addr[0]);
+		return ip + 1;
+	}
+	struct ipv6hdr *ip6 = l3;
+	if ((void *)(ip6 + 1) > end)
+		return 0;
+	// The flow label from the flow hash: ECMP over IPv6 hashes it.
+	outer_ip6(ip6, bpf_htonl(0x60000000 | ((__u32)h & 0xfffff)), len - sizeof(*ip6), gue ? IPPROTO_UDP : IPPROTO_IPV6,
+		  b->src, bits, b->addr);
+	return ip6 + 1;
+}
+
+// encap_second writes at p the GUE variant 0 header that names second
+// as the second hop, one hop left, for a backend of the family, and says
+// whether the frame had room for it.
+static __always_inline int encap_second(void *p, void *end, __u8 family, struct backend *second)
+{
+	if (family == 4) {
+		struct gue_second4 *g = p;
+		if ((void *)(g + 1) > end)
+			return 0;
+		*(__u32 *)g = bpf_htonl(2 << 24 | IPPROTO_IPIP << 16);
+		g->magic[0] = SECOND_MAGIC0;
+		g->magic[1] = SECOND_MAGIC1;
+		g->version = SECOND_VERSION;
+		g->hops = 1;
+		g->addr = second->addr[0];
+		return 1;
+	}
+	struct gue_second6 *g = p;
+	if ((void *)(g + 1) > end)
+		return 0;
+	*(__u32 *)g = bpf_htonl(5 << 24 | IPPROTO_IPV6 << 16);
+	g->magic[0] = SECOND_MAGIC0;
+	g->magic[1] = SECOND_MAGIC1;
+	g->version = SECOND_VERSION;
+	g->hops = 1;
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		g->addr[i] = second->addr[i];
+	return 1;
+}
+
+// encap_gue writes GUE's UDP header at l4, for an inner packet of l3_len
+// octets and a variant 0 header of sh octets (0: none) naming second,
+// and says whether the frame had room for them.
+static __always_inline int encap_gue(void *l4, void *end, struct cpu_counters *c, struct backend *b, __u64 h,
+				     __u32 l3_len, int sh, struct backend *second)
+{
+	struct udphdr *udp = l4;
+	if ((void *)(udp + 1) > end)
+		return 0;
+	// 49152-65535, the dynamic ports, from the hash's top 14 bits.
+	outer_udp(udp, bpf_htons((__u16)(0xc000 | (h >> 50))), b->port, l3_len + UDP_HLEN + sh);
+	if (!sh)
+		return 1;
+	if (!encap_second(udp + 1, end, b->family, second))
+		return 0;
+	count(c, C_SECOND_HOP);
+	return 1;
+}
+
 // forward_encap sends the packet (its IP packet of l3_len bytes) to the
 // backend inside an outer IP header from b->src to b->addr (FWD_IPIP), or
 // outer IP and UDP headers (FWD_GUE: source port from the flow hash h, so
@@ -91,12 +183,8 @@ static __always_inline struct nexthop *nexthop(struct xdp_md *ctx, struct cpu_co
 // backend second in a variant 0 header (second chance).
 static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters *c, __u32 id, struct backend *b, __u64 h, __u32 l3_len, int icmp_ok, struct backend *second)
 {
-	int v4 = b->family == 4;
-	int gue = b->mode == FWD_GUE;
-	int sh = 0; // the second hop's GUE header
-	if (gue && second)
-		sh = v4 ? sizeof(struct gue_second4) : sizeof(struct gue_second6);
-	int over = (v4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr)) + (gue ? UDP_HLEN : 0) + sh;
+	int sh;
+	int over = encap_len(b, second, &sh);
 	struct nexthop *nh = nexthop(ctx, c, id, b);
 	if (!nh)
 		return XDP_DROP;
@@ -109,103 +197,23 @@ static __always_inline int forward_encap(struct xdp_md *ctx, struct cpu_counters
 		return r == XDP_TX ? TX_ICMP : r;
 	}
 	__u32 ifindex = nh->ifindex;
-	// The next hop's MACs, dmac then smac as the frame has them, as words.
-	__u32 mac0 = *(__u32 *)nh->dmac;
-	__u32 mac1 = *(__u32 *)(nh->dmac + 4);
-	__u32 mac2 = *(__u32 *)(nh->dmac + 8);
-
+	struct macs m = nexthop_macs(nh);
 	if (bpf_xdp_adjust_head(ctx, -over)) {
 		count(c, C_DROP_NO_ROOM);
 		return XDP_DROP;
 	}
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
 	if (data + ETH_HLEN + over > end)
 		return XDP_DROP;
-	*(__u32 *)data = mac0;
-	*(__u32 *)(data + 4) = mac1;
-	*(__u32 *)(data + 8) = mac2;
-	void *l4;
-	if (v4) {
-		struct iphdr *ip = data + ETH_HLEN;
-		if ((void *)(ip + 1) > end)
-			return XDP_DROP;
-		eth->proto = bpf_htons(ETH_P_IP);
-		__u16 tot_len = bpf_htons(l3_len + over);
-		__u16 ttl_proto = bpf_htons(64 << 8 | (gue ? IPPROTO_UDP : IPPROTO_IPIP));
-		__u32 saddr = b->src[0] | bpf_htonl(((__u32)(h >> 20)) & b->src_mask);
-		__u32 daddr = b->addr[0];
-		ip->version_ihl = 0x45;
-		ip->tos = 0;
-		ip->tot_len = tot_len;
-		ip->id = 0;
-		ip->frag_off = bpf_htons(IP_DF);
-		ip->ttl = 64;
-		ip->protocol = gue ? IPPROTO_UDP : IPPROTO_IPIP;
-		// The checksum from the values, not read back from the header
-		// just written: 32-bit words summed fold to the 16-bit sum.
-		ip->check = csum_fold((__u64)bpf_htons(0x4500) + tot_len + bpf_htons(IP_DF) + ttl_proto + saddr + daddr);
-		ip->saddr = saddr;
-		ip->daddr = daddr;
-		l4 = ip + 1;
-	} else {
-		struct ipv6hdr *ip6 = data + ETH_HLEN;
-		if ((void *)(ip6 + 1) > end)
-			return XDP_DROP;
-		eth->proto = bpf_htons(ETH_P_IPV6);
-		// The flow label from the flow hash: ECMP over IPv6 hashes it.
-		ip6->vtc_flow = bpf_htonl(0x60000000 | ((__u32)h & 0xfffff));
-		ip6->payload_len = bpf_htons(l3_len + over - sizeof(struct ipv6hdr));
-		ip6->nexthdr = gue ? IPPROTO_UDP : IPPROTO_IPV6;
-		ip6->hop_limit = 64;
-#pragma unroll
-		for (int i = 0; i < 4; i++) {
-			ip6->saddr[i] = b->src[i];
-			ip6->daddr[i] = b->addr[i];
-		}
-		ip6->saddr[3] |= bpf_htonl(((__u32)(h >> 20)) & b->src_mask);
-		l4 = ip6 + 1;
-	}
-	if (gue) {
-		struct udphdr *udp = l4;
-		if ((void *)(udp + 1) > end)
-			return XDP_DROP;
-		// 49152-65535, the dynamic ports, from the hash's top 14 bits.
-		udp->source = bpf_htons((__u16)(0xc000 | (h >> 50)));
-		udp->dest = b->port;
-		udp->len = bpf_htons(l3_len + UDP_HLEN + sh);
-		udp->check = 0;
-		if (sh && v4) {
-			struct gue_second4 *g = (void *)(udp + 1);
-			if ((void *)(g + 1) > end)
-				return XDP_DROP;
-			*(__u32 *)g = bpf_htonl(2 << 24 | IPPROTO_IPIP << 16);
-			g->magic[0] = SECOND_MAGIC0;
-			g->magic[1] = SECOND_MAGIC1;
-			g->version = SECOND_VERSION;
-			g->hops = 1;
-			g->addr = second->addr[0];
-			count(c, C_SECOND_HOP);
-		} else if (sh) {
-			struct gue_second6 *g = (void *)(udp + 1);
-			if ((void *)(g + 1) > end)
-				return XDP_DROP;
-			*(__u32 *)g = bpf_htonl(5 << 24 | IPPROTO_IPV6 << 16);
-			g->magic[0] = SECOND_MAGIC0;
-			g->magic[1] = SECOND_MAGIC1;
-			g->version = SECOND_VERSION;
-			g->hops = 1;
-#pragma unroll
-			for (int i = 0; i < 4; i++)
-				g->addr[i] = second->addr[i];
-			count(c, C_SECOND_HOP);
-		}
-	}
+	outer_eth(data, m, b->family);
+	void *l4 = encap_ip(data + ETH_HLEN, end, b, h, l3_len + over);
+	if (!l4)
+		return XDP_DROP;
+	if (b->mode == FWD_GUE && !encap_gue(l4, end, c, b, h, l3_len, sh, second))
+		return XDP_DROP;
 	count(c, C_TX);
-	if (ifindex == ctx->ingress_ifindex)
-		return XDP_TX;
-	return bpf_redirect(ifindex, 0);
+	return send_out(ctx, ifindex);
 }
 
 // uses_hash says whether forwarding to b reads the flow hash: GUE's

@@ -14,12 +14,15 @@
 //
 //	lb.h         a packet's steps: conntrack or the table, then forwarding
 //	maps.h       the types, load-time settings and maps the Go side shares
+//	flow.h       a packet's flow and the counters (maps.h's, shared with decap.c)
 //	parse.h      a frame into its flow, or the reason it is not forwarded
 //	hash.h       the flow hash (FlowHash's twin)
 //	conntrack.h  connection tracking, and which SYNs leave an entry
 //	guard.h      the flood guard: how fast new flows may turn conntrack over
 //	vip.h        the loop guard: what reaches a VIP and is not forwarded
 //	encap.h      forwarding: a MAC rewrite, or IPIP or GUE to the next hop
+//	outer.h      the outer headers IPIP and GUE put in front (shared with decap.c)
+//	fib.h        the kernel's route to an address (shared with decap.c)
 //	icmp.h       ICMP "too big" answered to a client
 //	csum.h       checksums
 

@@ -6,8 +6,13 @@
 
 #include "bpf.h"
 #include "headers.h"
-#include "maps.h"
+#include "flow.h"
 
+// One convention for every parser here (and the decapsulator's, which
+// reads its outer headers with ip4_header and ip6_header): a parser
+// returns PARSED when it read what it was for, else the reason it did
+// not, a counter (C_PASS_..., or the decapsulator's D_...). PARSED is no
+// counter's index.
 #define PARSED (-1)
 
 // A parsed packet: its flow (for an ICMP error, the flow the error is
@@ -46,14 +51,14 @@ static __always_inline int parse_l4(void *l4, void *end, struct pkt *p)
 	return PARSED;
 }
 
-// ipv6_next classifies an IPv6 next-header value: 0 for TCP and UDP, else
-// the counter of the reason the packet passes.
+// ipv6_next classifies an IPv6 next-header value: PARSED for TCP and
+// UDP, else the counter of the reason the packet passes.
 static __always_inline int ipv6_next(__u8 next)
 {
 	switch (next) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
-		return 0;
+		return PARSED;
 	case 44: // fragment
 		return C_PASS_FRAGMENT;
 	case 0:   // hop-by-hop options
@@ -125,6 +130,116 @@ static __always_inline int parse_icmp6(void *l4, void *end, struct flow *f)
 	return PARSED;
 }
 
+// ip4_header reads the IPv4 header at l3 into p: whole, version 4 and
+// a header length of 5 words or more; then p's IP destination and
+// protocol, the flow's family and addresses, and the IP length and DF,
+// which the caller checks against the frame. It returns PARSED, or
+// C_PASS_TRUNCATED or C_PASS_MALFORMED.
+static __always_inline int ip4_header(void *l3, void *end, struct pkt *p)
+{
+	struct iphdr *ip = l3;
+	if (l3 + sizeof(*ip) > end)
+		return C_PASS_TRUNCATED;
+	if ((ip->version_ihl >> 4) != 4 || (ip->version_ihl & 0xf) < 5)
+		return C_PASS_MALFORMED;
+	p->ip_family = 4;
+	p->ip_proto = ip->protocol;
+	p->ip_dst[0] = ip->daddr;
+	p->f.family = 4;
+	p->f.src[0] = ip->saddr;
+	p->f.dst[0] = ip->daddr;
+	p->l3_len = bpf_ntohs(ip->tot_len);
+	p->df = (ip->frag_off & bpf_ntohs(IP_DF)) != 0;
+	return PARSED;
+}
+
+// ip6_header is ip4_header for IPv6: the header whole and version 6; its
+// protocol is the first next header.
+static __always_inline int ip6_header(void *l3, void *end, struct pkt *p)
+{
+	struct ipv6hdr *ip6 = l3;
+	if (l3 + sizeof(*ip6) > end)
+		return C_PASS_TRUNCATED;
+	if ((*(__u8 *)ip6 >> 4) != 6)
+		return C_PASS_MALFORMED;
+	p->ip_family = 6;
+	p->ip_proto = ip6->nexthdr;
+	p->f.family = 6;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		p->ip_dst[i] = ip6->daddr[i];
+		p->f.src[i] = ip6->saddr[i];
+		p->f.dst[i] = ip6->daddr[i];
+	}
+	p->l3_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	p->df = 1;
+	return PARSED;
+}
+
+// parse_ipv4 reads the IPv4 packet at l3 into p (parse's checks after
+// the EtherType).
+static __always_inline int parse_ipv4(void *l3, void *end, struct pkt *p)
+{
+	struct flow *f = &p->f;
+	struct iphdr *ip = l3;
+	int r = ip4_header(l3, end, p);
+	if (r != PARSED)
+		return r;
+	if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP && ip->protocol != IPPROTO_ICMP)
+		return C_PASS_NOT_TCP_UDP;
+	if (ip->frag_off & bpf_ntohs(IP_MF_OFFSET))
+		return C_PASS_FRAGMENT;
+	if ((ip->version_ihl & 0xf) != 5)
+		return C_PASS_IP_OPTIONS;
+	if (ip->protocol == IPPROTO_ICMP) {
+		r = parse_icmp4(l3 + sizeof(*ip), end, f);
+		if (r != PARSED)
+			return r;
+		if (f->dst[0] != ip->daddr) // about a packet from elsewhere than the VIP
+			return C_PASS_NOT_TCP_UDP;
+		p->icmp = 1;
+	} else {
+		f->proto = ip->protocol;
+		r = parse_l4(l3 + sizeof(*ip), end, p);
+		if (r != PARSED)
+			return r;
+	}
+	if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip) + UDP_HLEN)
+		return C_PASS_MALFORMED;
+	return PARSED;
+}
+
+// parse_ipv6 reads the IPv6 packet at l3 into p (parse's checks after
+// the EtherType).
+static __always_inline int parse_ipv6(void *l3, void *end, struct pkt *p)
+{
+	struct flow *f = &p->f;
+	struct ipv6hdr *ip6 = l3;
+	int r = ip6_header(l3, end, p);
+	if (r != PARSED)
+		return r;
+	if (ip6->nexthdr == IPPROTO_ICMPV6) {
+		r = parse_icmp6(l3 + sizeof(*ip6), end, f);
+		if (r != PARSED)
+			return r;
+		if (f->dst[0] != ip6->daddr[0] || f->dst[1] != ip6->daddr[1] ||
+		    f->dst[2] != ip6->daddr[2] || f->dst[3] != ip6->daddr[3])
+			return C_PASS_NOT_TCP_UDP;
+		p->icmp = 1;
+	} else {
+		r = ipv6_next(ip6->nexthdr);
+		if (r != PARSED)
+			return r;
+		f->proto = ip6->nexthdr;
+		r = parse_l4(l3 + sizeof(*ip6), end, p);
+		if (r != PARSED)
+			return r;
+	}
+	if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip6) + UDP_HLEN)
+		return C_PASS_MALFORMED;
+	return PARSED;
+}
+
 // parse fills p from the packet, or returns the counter of the reason it
 // passes. It reads nothing beyond end: each header is checked whole before
 // any of its fields is read. The checks, in order: Ethernet header,
@@ -135,90 +250,14 @@ static __always_inline int parse_icmp6(void *l4, void *end, struct flow *f)
 // too short for the headers is malformed.
 static __always_inline int parse(void *data, void *end, struct pkt *p)
 {
-	struct flow *f = &p->f;
 	struct ethhdr *eth = data;
 	if (data + sizeof(*eth) > end)
 		return C_PASS_TRUNCATED;
 	void *l3 = data + sizeof(*eth);
-	int r;
-
-	if (eth->proto == bpf_ntohs(ETH_P_IP)) {
-		struct iphdr *ip = l3;
-		if (l3 + sizeof(*ip) > end)
-			return C_PASS_TRUNCATED;
-		if ((ip->version_ihl >> 4) != 4 || (ip->version_ihl & 0xf) < 5)
-			return C_PASS_MALFORMED;
-		p->ip_family = 4;
-		p->ip_proto = ip->protocol;
-		p->ip_dst[0] = ip->daddr;
-		if (ip->protocol != IPPROTO_TCP && ip->protocol != IPPROTO_UDP && ip->protocol != IPPROTO_ICMP)
-			return C_PASS_NOT_TCP_UDP;
-		if (ip->frag_off & bpf_ntohs(IP_MF_OFFSET))
-			return C_PASS_FRAGMENT;
-		if ((ip->version_ihl & 0xf) != 5)
-			return C_PASS_IP_OPTIONS;
-		f->family = 4;
-		if (ip->protocol == IPPROTO_ICMP) {
-			r = parse_icmp4(l3 + sizeof(*ip), end, f);
-			if (r != PARSED)
-				return r;
-			if (f->dst[0] != ip->daddr) // about a packet from elsewhere than the VIP
-				return C_PASS_NOT_TCP_UDP;
-			p->icmp = 1;
-		} else {
-			f->src[0] = ip->saddr;
-			f->dst[0] = ip->daddr;
-			f->proto = ip->protocol;
-			r = parse_l4(l3 + sizeof(*ip), end, p);
-			if (r != PARSED)
-				return r;
-		}
-		p->l3_len = bpf_ntohs(ip->tot_len);
-		p->df = (ip->frag_off & bpf_ntohs(IP_DF)) != 0;
-		if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip) + UDP_HLEN)
-			return C_PASS_MALFORMED;
-		return PARSED;
-	}
-	if (eth->proto == bpf_ntohs(ETH_P_IPV6)) {
-		struct ipv6hdr *ip6 = l3;
-		if (l3 + sizeof(*ip6) > end)
-			return C_PASS_TRUNCATED;
-		if ((*(__u8 *)ip6 >> 4) != 6)
-			return C_PASS_MALFORMED;
-		p->ip_family = 6;
-		p->ip_proto = ip6->nexthdr;
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-			p->ip_dst[i] = ip6->daddr[i];
-		f->family = 6;
-		if (ip6->nexthdr == IPPROTO_ICMPV6) {
-			r = parse_icmp6(l3 + sizeof(*ip6), end, f);
-			if (r != PARSED)
-				return r;
-			if (f->dst[0] != ip6->daddr[0] || f->dst[1] != ip6->daddr[1] ||
-			    f->dst[2] != ip6->daddr[2] || f->dst[3] != ip6->daddr[3])
-				return C_PASS_NOT_TCP_UDP;
-			p->icmp = 1;
-		} else {
-			r = ipv6_next(ip6->nexthdr);
-			if (r)
-				return r;
-#pragma unroll
-			for (int i = 0; i < 4; i++) {
-				f->src[i] = ip6->saddr[i];
-				f->dst[i] = ip6->daddr[i];
-			}
-			f->proto = ip6->nexthdr;
-			r = parse_l4(l3 + sizeof(*ip6), end, p);
-			if (r != PARSED)
-				return r;
-		}
-		p->l3_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
-		p->df = 1;
-		if (l3 + p->l3_len > end || p->l3_len < sizeof(*ip6) + UDP_HLEN)
-			return C_PASS_MALFORMED;
-		return PARSED;
-	}
+	if (eth->proto == bpf_ntohs(ETH_P_IP))
+		return parse_ipv4(l3, end, p);
+	if (eth->proto == bpf_ntohs(ETH_P_IPV6))
+		return parse_ipv6(l3, end, p);
 	if (eth->proto == bpf_htons(ETH_P_8021Q) || eth->proto == bpf_htons(ETH_P_8021AD))
 		return C_PASS_VLAN;
 	return C_PASS_NOT_IP;
