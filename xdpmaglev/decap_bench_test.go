@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
 // runOnce runs prog on in once a call of BPF_PROG_TEST_RUN, b.N calls,
@@ -18,7 +19,7 @@ import (
 // reading of its clock, which the floor case, xdp_pass run the same way,
 // measures.
 func runOnce(b *testing.B, f *fixtureNet, prog *ebpf.Program, in []byte, want uint32) {
-	total, err := in2(f.ns, func() (time.Duration, error) {
+	total, err := xdptest.In(f.ns, func() (time.Duration, error) {
 		var total time.Duration
 		for range b.N {
 			v, d, err := prog.Benchmark(in, 1, nil)
@@ -47,7 +48,7 @@ func BenchmarkDecap(b *testing.B) {
 	f := newFixtureNet(b)
 	hostv4, hostv6 := netip.MustParseAddr("198.18.64.10"), netip.MustParseAddr("2001:db8:40::10")
 	trusted := []netip.Prefix{netip.PrefixFrom(source(false), 24), netip.PrefixFrom(source(true), 64)}
-	d, err := in(f.ns, func() (*Decap, error) {
+	d, err := xdptest.In(f.ns, func() (*Decap, error) {
 		return newDecap(DecapOptions{VIPs: []netip.Addr{vip(false, 0).Addr(), vip(true, 0).Addr()}, Hosts: []netip.Addr{hostv4, hostv6}, Sources: trusted})
 	})
 	if err != nil {
@@ -123,7 +124,7 @@ func BenchmarkTooBig(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			svc := Service{VIP: vip(c.v6, 80), Proto: TCP}
-			if err := lb.SetServiceOptions(svc, encapBackends(3, c.v6), ServiceOptions{Forward: c.mode, Source: source(c.v6)}); err != nil {
+			if err := lb.SetService(svc, encapBackends(3, c.v6), ServiceOptions{Forward: c.mode, Source: source(c.v6)}); err != nil {
 				b.Fatal(err)
 			}
 			defer func() { _ = lb.DeleteService(svc) }()
@@ -132,12 +133,12 @@ func BenchmarkTooBig(b *testing.B) {
 				ipLen = 40
 			}
 			// One byte more than fits.
-			l3 := fixtureMTU - c.mode.Overhead(map[bool]int{false: 4, true: 6}[c.v6]) + 1
+			l3 := fixtureMTU - c.mode.overhead(map[bool]int{false: 4, true: 6}[c.v6]) + 1
 			in := packet(client(c.v6, 5000), svc.VIP, 6, make([]byte, l3-ipLen-20))
 			if !c.v6 {
 				in[14+6] = 0x40 // DF
 				binary.BigEndian.PutUint16(in[14+10:], 0)
-				binary.BigEndian.PutUint16(in[14+10:], csum(in[14:34]))
+				binary.BigEndian.PutUint16(in[14+10:], xdptest.Checksum(in[14:34]))
 			}
 			prog, want := lb.objs.XdpMaglev, uint32(xdpTX)
 			if c.floor {
