@@ -1,7 +1,7 @@
 // Connection tracking: which backend each flow's first packet went to, so
 // that the flow stays there across table changes while its backend is in
 // the service (section 3.3 of the Maglev paper), and which new TCP
-// connections may leave a stale entry for the table (docs/xdp.md,
+// connections may leave a stale entry for the table (docs/xdp-design.md,
 // "Connection tracking").
 
 #pragma once

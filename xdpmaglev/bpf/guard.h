@@ -3,7 +3,7 @@
 // credit, which accrues with time; a new flow that finds no credit is
 // routed by the table alone, with no entry, so a flood of spoofed tuples
 // cannot evict the entries of idle established flows faster than
-// Options.FloodRate entries a second (docs/xdp.md, "The flood guard").
+// Options.FloodRate entries a second (docs/xdp-design.md, "The flood guard").
 
 #pragma once
 

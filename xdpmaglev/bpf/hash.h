@@ -1,6 +1,6 @@
 // The flow hash: MurmurHash3's 64-bit block mix and finalizer over the
 // 5-tuple as 64-bit words of numbers (addresses and ports as integers, not
-// as bytes in memory). docs/xdp.md specifies it; FlowHash in flowhash.go is
+// as bytes in memory). docs/xdp-reference.md specifies it; FlowHash in flowhash.go is
 // its Go twin, pinned by golden values.
 
 #pragma once

@@ -64,7 +64,7 @@ struct udphdr {
 #define TCP_RST 0x04
 #define TCP_ACK 0x10
 
-// Second chance (docs/xdp.md, "Second chance"): a packet whose slot moved
+// Second chance (docs/xdp-design.md, "The rule"): a packet whose slot moved
 // is sent as GUE variant 0 (RFC draft-ietf-intarea-gue), whose header's
 // extension is private data naming the slot's previous owner, the second
 // hop; every other GUE packet is variant 1, the inner packet right after

@@ -387,7 +387,7 @@ struct {
 // bytes, the IPv6 one 40), each of Options.ConntrackSize entries. The LRU
 // lists are shared by the CPUs: per-CPU lists (BPF_F_NO_COMMON_LRU) would
 // let a CPU evict only from its own share of the entries, and measured no
-// faster here (docs/xdp.md).
+// faster here (docs/notes/xdp.md).
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__type(key, struct flow4);
