@@ -338,8 +338,6 @@ var deployAllowed = []rbacAccess{
 	{verb: "watch", resource: "nodes"},
 	{verb: "create", resource: "events", ns: deployOtherNS},
 	{verb: "patch", resource: "events", ns: deployOtherNS},
-	{verb: "create", group: "events.k8s.io", resource: "events", ns: deployOtherNS},
-	{verb: "patch", group: "events.k8s.io", resource: "events", ns: deployOtherNS},
 	{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
 	{verb: "create", group: "coordination.k8s.io", resource: "leases", ns: deployNS},
 	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
@@ -360,6 +358,7 @@ var deployDenied = []rbacAccess{
 	{verb: "patch", resource: "nodes", sub: "status"},
 	{verb: "create", group: "discovery.k8s.io", resource: "endpointslices", ns: deployOtherNS},
 	{verb: "delete", resource: "events", ns: deployOtherNS},
+	{verb: "create", group: "events.k8s.io", resource: "events", ns: deployOtherNS}, // l4lb writes core events
 	{verb: "get", group: "coordination.k8s.io", resource: "leases", ns: "kube-system"},
 	{verb: "update", group: "coordination.k8s.io", resource: "leases", ns: deployOtherNS},
 	{verb: "delete", group: "coordination.k8s.io", resource: "leases", ns: deployNS, name: deployLease},
@@ -405,7 +404,6 @@ func deployCheckRBAC(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) {
 			"/services/status patch", "/services/status update",
 			"coordination.k8s.io/leases create", "coordination.k8s.io/leases get", "coordination.k8s.io/leases update",
 			"discovery.k8s.io/endpointslices list", "discovery.k8s.io/endpointslices watch",
-			"events.k8s.io/events create", "events.k8s.io/events patch",
 		},
 	}
 	want[deployOtherNS] = slices.DeleteFunc(slices.Clone(want[deployNS]), func(r string) bool { return strings.HasPrefix(r, "coordination.k8s.io/") })
