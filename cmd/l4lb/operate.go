@@ -52,7 +52,15 @@ change of the load balancer's own settings) it cannot check.`,
 				names[i] = s.Name
 			}
 			sort.Strings(names)
-			_, err = fmt.Fprintf(stdout, "%s: ok: %s (%s) on %s\n", args[0], plural(len(svcs), "service"), strings.Join(names, ", "), g.Iface)
+			var k8s string
+			if g.K8s.On() {
+				k8s = fmt.Sprintf(", and the Services of class %s from %v", g.K8s.Class, g.K8s.Pool)
+			}
+			list := ""
+			if len(names) > 0 {
+				list = " (" + strings.Join(names, ", ") + ")"
+			}
+			_, err = fmt.Fprintf(stdout, "%s: ok: %s%s%s on %s\n", args[0], plural(len(svcs), "service"), list, k8s, g.Iface)
 			return err
 		}
 	},
