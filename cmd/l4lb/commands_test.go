@@ -145,6 +145,16 @@ func TestCheckCommand(t *testing.T) {
 		errOut != "l4lb: warning: service \"dns\": -proto udp: TCP packets to 198.19.0.1:53 pass to the kernel\n" {
 		t.Errorf("l4lb check of a good file: exit %d, %q, %q", code, out, errOut)
 	}
+	// A file that serves a cluster's Services, and lists none of its own.
+	k8s := filepath.Join(t.TempDir(), "k8s.yaml")
+	if err := os.WriteFile(k8s, []byte("iface: v0\nvip-pool: [198.19.40.0/28, \"2001:db8:40::/120\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := runL4lb(t, "", bin, "check", k8s); code != 0 || errOut != "" ||
+		out != k8s+": ok: 0 services, and the Services of class maglevlb.io/l4lb from [198.19.40.0/28 2001:db8:40::/120] on v0\n" {
+		t.Errorf("l4lb check of a controller's file: exit %d, %q, %q", code, out, errOut)
+	}
+
 	p := start(t, ns, bin, "run", "-config", path)
 	p.await("admin listening")
 
