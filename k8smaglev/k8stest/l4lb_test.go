@@ -145,7 +145,7 @@ contexts:
 - name: k8stest
   context: {cluster: k8stest, user: l4lb}
 current-context: k8stest
-`, c.Config(false).Host, c.Config(false).TLSClientConfig.CAFile, tok.Status.Token)
+`, c.Config(false).Host, c.Config(false).CAFile, tok.Status.Token)
 	p := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)

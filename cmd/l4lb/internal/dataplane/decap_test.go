@@ -45,7 +45,12 @@ func TestDecapDriverWarning(t *testing.T) {
 		})
 		done <- err
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("l4lb decap: %v", err)
+		}
+	})
 	log.AwaitRecord(t, "admin listening")
 
 	// A TCP ACK to the VIP, in GUE variant 0 naming the second hop, one
