@@ -1,0 +1,899 @@
+package k8stest_test
+
+// l4lb in front of a cluster, on real packets: the nodes are network
+// namespaces (the pool's prefix on lo, a TCP server on port 80 that
+// stands in for kube-proxy's delivery and answers with the node's name,
+// and kube-proxy's /healthz on the Local Service's healthCheckNodePort);
+// two l4lb processes, XDP on their eth0, announce the VIPs to BIRD in the
+// router's namespace, whose kernel merges their routes into one ECMP
+// route; a client namespace connects through the router. The Node
+// objects, the Services and their EndpointSlices are the real API
+// server's (k8stest), written by the test as kubelet and the endpoint
+// controller would.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+	"github.com/maglevlb/maglev"
+	"github.com/maglevlb/maglev/k8smaglev/k8stest"
+	"github.com/maglevlb/maglev/xdpmaglev"
+	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
+)
+
+// The lab's addresses, all in 198.18.0.0/15:
+//
+//	client 198.18.201.2 ── r-cl 198.18.201.1  router  br0 198.18.200.1
+//	br0: load balancers 198.18.200.3, .4 (l4lb, XDP on their eth0)
+//	     nodes 198.18.200.11.. (the pool's prefix on lo), default via the router
+//	     the API server's namespace (this test binary's): 198.18.200.250,
+//	     the API server at 198.18.0.1 on its lo
+//
+// The router runs BIRD: a BGP session with each load balancer, and its
+// kernel protocol merging their routes into one ECMP route
+// (fib_multipath_hash_policy=1: the 5-tuple is hashed). Nodes answer the
+// client directly, through the router.
+const (
+	e2eSeed    = 0x48
+	e2eLBs     = 2
+	e2eNodes   = 4
+	e2eRouter  = "198.18.200.1"
+	e2eAPISide = "198.18.200.250"
+	e2eAdmin   = 9180
+	e2eHold    = 3 * time.Second
+)
+
+var (
+	e2ePool   = netip.MustParsePrefix("198.19.200.0/28")
+	e2eClient = netip.MustParseAddr("198.18.201.2")
+)
+
+func e2eLBAddr(i int) string       { return fmt.Sprintf("198.18.200.%d", 3+i) }
+func e2eNodeAddr(i int) netip.Addr { return netip.AddrFrom4([4]byte{198, 18, 200, byte(11 + i)}) }
+
+// e2eBird is the router's BIRD: graceful restart off, so that a load
+// balancer killed (its session closed by the kernel) leaves the route at
+// once, and the kernel protocol exporting the merged route.
+func e2eBird() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `router id %s;
+protocol device { }
+protocol kernel {
+	merge paths on;
+	ipv4 { export where proto ~ "lb*"; };
+}
+template bgp lbs {
+	local %s as 65000;
+	connect retry time 1;
+	error wait time 1, 10;
+	ipv4 { import where net ~ [ %s+ ]; export none; };
+}
+`, e2eRouter, e2eRouter, e2ePool)
+	for i := range e2eLBs {
+		fmt.Fprintf(&b, "protocol bgp lb%d from lbs { neighbor %s as 65001; }\n", i, e2eLBAddr(i))
+	}
+	return b.String()
+}
+
+// e2eLab is the test's network and its processes.
+type e2eLab struct {
+	t      *testing.T
+	router string   // namespace, BIRD's
+	client string   // namespace
+	lbs    []string // namespaces
+	nodes  []*e2eNode
+	bin    string // the built l4lb
+	sock   string // BIRD's control socket
+	procs  []*e2eProc
+	pass   *ebpf.Program
+}
+
+// An e2eNode is a node's namespace and what runs in it.
+type e2eNode struct {
+	name string // the Node object's name, and what its server answers
+	ns   string
+	ip   netip.Addr
+	// local is the number of ready endpoints of the Local Service on the
+	// node, which its /healthz reports, as kube-proxy's does.
+	local atomic.Int32
+}
+
+// e2eRace reports whether the test binary was built with -race: the lab
+// runs l4lb built without it, which the plain run covers.
+func e2eRace() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// newE2ELab builds the lab: the router with BIRD, the client, the load
+// balancers' namespaces (no l4lb yet), the nodes with their servers, and
+// the link from the load balancers' segment to the API server.
+func newE2ELab(t *testing.T) *e2eLab {
+	t.Helper()
+	if e2eRace() {
+		t.Skip("runs l4lb built without -race: the plain run covers it")
+	}
+	xdptest.Need(t, "ethtool", "unshare")
+	for _, bin := range []string{"bird", "birdc"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			xdptest.Skip(t, bin+" is missing: install Debian's bird2")
+		}
+	}
+	l := &e2eLab{t: t}
+	l.bin = e2eBuildL4LB(t)
+	var err error
+	l.pass, err = ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
+	if err != nil {
+		t.Fatalf("loading an XDP_PASS program: %v", err)
+	}
+	t.Cleanup(func() { _ = l.pass.Close() })
+
+	l.router = xdptest.NewNS(t, "k4rt")
+	xdptest.IP(t, "-n", l.router, "link", "add", "br0", "type", "bridge")
+	xdptest.IP(t, "-n", l.router, "addr", "add", e2eRouter+"/24", "dev", "br0")
+	xdptest.IP(t, "-n", l.router, "link", "set", "br0", "up")
+	for _, kv := range [][2]string{
+		{"net.ipv4.ip_forward", "1"},
+		{"net.ipv4.fib_multipath_hash_policy", "1"},
+		{"net.ipv4.conf.all.rp_filter", "0"},
+		{"net.ipv4.conf.default.rp_filter", "0"},
+	} {
+		xdptest.Sysctl(t, l.router, kv[0], kv[1])
+	}
+	l.client = xdptest.NewNS(t, "k4cl")
+	l.link(l.client, "r-cl", e2eClient.String()+"/24", false)
+	xdptest.IP(t, "-n", l.router, "addr", "add", "198.18.201.1/24", "dev", "r-cl")
+	xdptest.IP(t, "-n", l.client, "route", "add", "default", "via", "198.18.201.1")
+	xdptest.Sysctl(t, l.client, "net.ipv4.ip_local_port_range", "10000 60999")
+
+	// The API server's namespace, this process's, on the segment.
+	e2eRun(t, "ip", "link", "add", "k4api", "type", "veth", "peer", "name", "r-api", "netns", l.router)
+	e2eRun(t, "ip", "addr", "add", e2eAPISide+"/24", "dev", "k4api")
+	e2eRun(t, "ip", "link", "set", "k4api", "up")
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", "k4api").Run() }) // gone with the router's namespace too
+	xdptest.IP(t, "-n", l.router, "link", "set", "r-api", "master", "br0", "up")
+
+	for i := range e2eLBs {
+		ns := xdptest.NewNS(t, fmt.Sprintf("k4lb%d", i))
+		dev := fmt.Sprintf("r-lb%d", i)
+		l.link(ns, dev, e2eLBAddr(i)+"/24", true)
+		attachPass(t, l.router, dev, l.pass) // veth's XDP_TX needs a program on the peer
+		xdptest.IP(t, "-n", ns, "route", "add", k8stest.APIServerIP+"/32", "via", e2eAPISide)
+		l.lbs = append(l.lbs, ns)
+	}
+	l.procs = make([]*e2eProc, e2eLBs)
+	for i := range e2eNodes {
+		l.nodes = append(l.nodes, l.node(i))
+	}
+	l.sock = startE2EBird(t, l.router, e2eBird())
+	return l
+}
+
+// link joins ns to the router by a veth pair, eth0 in ns with addr, dev
+// in the router's namespace, on br0 if bridged; transmit checksum offload
+// off at both ends (a packet that XDP forwards loses the note that its
+// checksum is still to be filled in).
+func (l *e2eLab) link(ns, dev, addr string, bridged bool) {
+	t := l.t
+	xdptest.IP(t, "-n", l.router, "link", "add", dev, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	xdptest.IP(t, "-n", ns, "addr", "add", addr, "dev", "eth0")
+	if bridged {
+		xdptest.IP(t, "-n", l.router, "link", "set", dev, "master", "br0")
+	}
+	xdptest.IP(t, "-n", l.router, "link", "set", dev, "up")
+	xdptest.IP(t, "-n", ns, "link", "set", "eth0", "up")
+	for _, at := range [][2]string{{ns, "eth0"}, {l.router, dev}} {
+		e2eRun(t, "ip", "netns", "exec", at[0], "ethtool", "-K", at[1], "tx", "off")
+	}
+}
+
+// node builds node i's namespace: on the segment, the pool's prefix on lo
+// (every VIP is local, as on a node where kube-proxy delivers VIP
+// traffic), no ARP answer for it, its default route via the router; a
+// TCP server on port 80 that sends the node's name and echoes, and
+// /healthz on the Local Service's healthCheckNodePort.
+func (l *e2eLab) node(i int) *e2eNode {
+	t := l.t
+	n := &e2eNode{name: fmt.Sprintf("k4node%d-%d", i, os.Getpid()), ip: e2eNodeAddr(i)}
+	n.ns = xdptest.NewNS(t, fmt.Sprintf("k4n%d", i))
+	l.link(n.ns, fmt.Sprintf("r-n%d", i), n.ip.String()+"/24", true)
+	xdptest.IP(t, "-n", n.ns, "addr", "add", e2ePool.String(), "dev", "lo")
+	xdptest.IP(t, "-n", n.ns, "route", "add", "default", "via", e2eRouter)
+	for _, dev := range []string{"all", "eth0"} {
+		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
+		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+	}
+	e2eServe(t, n.ns, n.name, ":80")
+	hc, err := xdptest.In(n.ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf(":%d", e2eHCPort)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// kube-proxy's answer: 200 with local endpoints, 503 without.
+		local := n.local.Load()
+		w.Header().Set("Content-Type", "application/json")
+		if local == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprintf(w, `{"service":{"namespace":"","name":""},"localEndpoints":%d}`, local)
+	})}
+	go srv.Serve(hc) //nolint:errcheck // ends with Close
+	t.Cleanup(func() { _ = srv.Close() })
+	return n
+}
+
+// e2eHCPort is the Local Service's healthCheckNodePort.
+const e2eHCPort = 30148
+
+func e2eRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// attachPass attaches prog to dev in namespace ns, natively, until the end
+// of the test.
+func attachPass(t *testing.T, ns, dev string, prog *ebpf.Program) {
+	t.Helper()
+	lk, err := xdptest.In(ns, func() (link.Link, error) {
+		ifc, err := net.InterfaceByName(dev)
+		if err != nil {
+			return nil, err
+		}
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lk.Close() })
+}
+
+// e2eBuildL4LB builds cmd/l4lb, in its own module (go build -C), and
+// returns the binary's path.
+func e2eBuildL4LB(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "l4lb")
+	start := time.Now()
+	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build l4lb: %v: %s", err, out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Logf("built l4lb in %v", d.Round(time.Second))
+	}
+	return bin
+}
+
+// e2eServe runs a node's server on addr in namespace ns until the end of
+// the test: it sends name and a newline, then echoes.
+func e2eServe(t *testing.T, ns, name, addr string) {
+	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	open := map[net.Conn]bool{}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		for c := range open {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(open, c)
+					mu.Unlock()
+					_ = c.Close()
+				}()
+				_ = c.SetDeadline(time.Now().Add(2 * time.Minute)) // a bound, not a check
+				if _, err := io.WriteString(c, name+"\n"); err != nil {
+					return
+				}
+				_, _ = io.Copy(c, c)
+			})
+		}
+	})
+}
+
+// startE2EBird runs BIRD in namespace ns with conf until the end of the
+// test and returns its control socket, once it answers (within 10 s).
+func startE2EBird(t *testing.T, ns, conf string) string {
+	t.Helper()
+	dir := t.TempDir()
+	sock, cf := filepath.Join(dir, "bird.ctl"), filepath.Join(dir, "bird.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startE2EProc(t, "bird", "ip", "netns", "exec", ns, "bird", "-f", "-c", cf, "-s", sock)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := e2eBirdc(sock, "show status"); err == nil {
+			return sock
+		}
+		if p.exited() {
+			t.Fatalf("bird exited: %s", p.out.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bird not answering on %s in 10 s", sock)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// e2eBirdc runs a command of birdc on BIRD's socket, within 5 s.
+func e2eBirdc(sock, command string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "birdc", append([]string{"-s", sock}, strings.Fields(command)...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("birdc %s: %v: %s", command, err, out)
+	}
+	return string(out), nil
+}
+
+// birdPaths returns the load balancers (by index) BIRD has a route to vip
+// from, in order; none without a route.
+func (l *e2eLab) birdPaths(vip netip.Addr) []int {
+	out, err := e2eBirdc(l.sock, "show route "+vip.String()+"/32")
+	if err != nil && !strings.Contains(err.Error(), "Network not found") {
+		l.t.Fatal(err)
+	}
+	var lbs []int
+	fields := strings.Fields(out)
+	for k := 0; k+1 < len(fields); k++ {
+		if fields[k] != "via" {
+			continue
+		}
+		for i := range e2eLBs {
+			if fields[k+1] == e2eLBAddr(i) {
+				lbs = append(lbs, i)
+			}
+		}
+	}
+	slices.Sort(lbs)
+	return lbs
+}
+
+// kernelPaths returns the load balancers (by index) the router's kernel
+// route to vip goes through.
+func (l *e2eLab) kernelPaths(vip netip.Addr) []int {
+	out := e2eRun(l.t, "ip", "-n", l.router, "route", "show", vip.String()+"/32")
+	var lbs []int
+	fields := strings.Fields(out)
+	for k := 0; k+1 < len(fields); k++ {
+		for i := range e2eLBs {
+			if fields[k] == "via" && fields[k+1] == e2eLBAddr(i) {
+				lbs = append(lbs, i)
+			}
+		}
+	}
+	slices.Sort(lbs)
+	return lbs
+}
+
+// awaitPaths polls until BIRD's route to vip and the router's kernel
+// route both go through the load balancers want (none: no route), and
+// returns how long that took; after bound it fails the test.
+func (l *e2eLab) awaitPaths(vip netip.Addr, want []int, bound time.Duration, what string) time.Duration {
+	l.t.Helper()
+	start := time.Now()
+	for {
+		b, k := l.birdPaths(vip), l.kernelPaths(vip)
+		if slices.Equal(b, want) && slices.Equal(k, want) {
+			return time.Since(start)
+		}
+		if time.Since(start) > bound {
+			out, _ := e2eBirdc(l.sock, "show route all "+vip.String()+"/32")
+			l.t.Fatalf("%s: after %v BIRD's route to %v is from load balancers %v, the kernel's through %v; want %v:\n%s",
+				what, bound, vip, b, k, want, out)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// An e2eProc is a process the lab started: BIRD or an l4lb.
+type e2eProc struct {
+	cmd  *exec.Cmd
+	out  *e2eBuffer
+	done chan struct{} // closed when it has exited
+	err  error         // Wait's, once done is closed
+}
+
+func (p *e2eProc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// e2eBuffer is a strings.Builder for a process's output, safe for the
+// writer and the test.
+type e2eBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *e2eBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *e2eBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// startE2EProc starts name's command (args) until the end of the test,
+// killed if the test binary dies; its output is logged if the test
+// failed.
+func startE2EProc(t *testing.T, what string, args ...string) *e2eProc {
+	t.Helper()
+	cmd := exec.Command(args[0], args[1:]...)
+	p := &e2eProc{cmd: cmd, out: &e2eBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			out := p.out.String()
+			if len(out) > 20000 {
+				out = "...\n" + out[len(out)-20000:]
+			}
+			t.Logf("%s's output:\n%s", what, out)
+		}
+	})
+	return p
+}
+
+// startLB starts l4lb in load balancer i's namespace, with the
+// configuration file conf, in a UTS namespace of its own whose host name
+// is lbI (the identity leader election sees), and waits until its admin
+// API answers.
+func (l *e2eLab) startLB(i int, conf string) {
+	t := l.t
+	t.Helper()
+	f := filepath.Join(t.TempDir(), fmt.Sprintf("l4lb%d.yaml", i))
+	if err := os.WriteFile(f, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startE2EProc(t, fmt.Sprintf("l4lb %d", i), "ip", "netns", "exec", l.lbs[i], "unshare", "--uts", "--",
+		"sh", "-c", `hostname "$0" && exec "$@"`, fmt.Sprintf("lb%d", i), l.bin, "run", "-config", f)
+	l.procs[i] = p
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var st e2eStatus
+		if err := l.admin(i, "/debug/maglev", &st); err == nil {
+			return
+		}
+		if p.exited() {
+			t.Fatalf("l4lb %d exited: %v: %s", i, p.err, p.out.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("l4lb %d: no admin API in 30 s: %s", i, p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill kills load balancer i (SIGKILL: a load balancer lost) and waits
+// for it to exit.
+func (l *e2eLab) kill(i int) {
+	p := l.procs[i]
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	l.procs[i] = nil
+}
+
+// lbConfig is load balancer i's configuration file's top level: its
+// interface, the admin API on its address, nothing pinned (each l4lb's
+// data plane goes with it), BGP to the router, and then extra.
+func lbConfig(i int, extra string) string {
+	return fmt.Sprintf(`iface: eth0
+mode: native
+seed: %d
+admin: %s:%d
+pin-dir: ""
+bgp-asn: 65001
+bgp-router-id: %s
+bgp-peer: ["%s,65000"]
+bgp-hold: %v
+bgp-restart-time: 0s
+bgp-drain: 0s
+`, e2eSeed, e2eLBAddr(i), e2eAdmin, e2eLBAddr(i), e2eRouter, e2eHold) + extra
+}
+
+// e2eStatus is what the test reads of l4lb's /debug/maglev.
+type e2eStatus struct {
+	Services []struct {
+		Name    string `json:"name"`
+		Service string `json:"service"`
+	} `json:"services"`
+	Stats struct {
+		Conntrack struct {
+			Inserts uint64 `json:"inserts"`
+		} `json:"conntrack"`
+	} `json:"stats"`
+}
+
+// e2eBackends is what the test reads of l4lb's /debug/maglev/backends.
+type e2eBackends struct {
+	Name     string `json:"name"`
+	Service  string `json:"service"`
+	Digest   string `json:"digest"`
+	Backends []struct {
+		Addr   string `json:"addr"`
+		Weight uint32 `json:"weight"`
+		State  string `json:"state"`
+	} `json:"backends"`
+}
+
+var e2eHTTP = &http.Client{Timeout: 2 * time.Second}
+
+// admin GETs path from load balancer i's admin API into v.
+func (l *e2eLab) admin(i int, path string, v any) error {
+	resp, err := e2eHTTP.Get(fmt.Sprintf("http://%s:%d%s", e2eLBAddr(i), e2eAdmin, path))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+	}
+	return json.Unmarshal(body, v)
+}
+
+// inserts returns each running load balancer's connection tracking
+// inserts: the flows it has seen begin (or arrive without an entry).
+func (l *e2eLab) inserts() []uint64 {
+	l.t.Helper()
+	out := make([]uint64, e2eLBs)
+	for i, p := range l.procs {
+		if p == nil {
+			continue
+		}
+		var st e2eStatus
+		if err := l.admin(i, "/debug/maglev", &st); err != nil {
+			l.t.Fatal(err)
+		}
+		out[i] = st.Stats.Conntrack.Inserts
+	}
+	return out
+}
+
+// digest returns load balancer i's table digest for service name, or the
+// error's text.
+func (l *e2eLab) digest(i int, name string) string {
+	var st e2eBackends
+	if err := l.admin(i, "/debug/maglev/backends?service="+name, &st); err != nil {
+		return "error: " + err.Error()
+	}
+	return st.Digest
+}
+
+// nodeTable is the table of nodes (by index, weight 1 each): what l4lb
+// computes for a service whose backends they are.
+func (l *e2eLab) nodeTable(nodes ...int) *maglev.Table {
+	l.t.Helper()
+	var names []string
+	for _, i := range nodes {
+		names = append(names, l.nodes[i].ip.String())
+	}
+	tab, err := maglev.New(names, maglev.DefaultSize, nil)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return tab
+}
+
+// converge waits until every running load balancer's table for service
+// name is want, failing the test after bound; it returns how long that
+// took.
+func (l *e2eLab) converge(name string, want *maglev.Table, bound time.Duration, what string) time.Duration {
+	l.t.Helper()
+	d := want.Digest()
+	hexd := hex.EncodeToString(d[:])
+	start := time.Now()
+	for {
+		var got []string
+		agree := true
+		for i, p := range l.procs {
+			if p == nil {
+				continue
+			}
+			g := l.digest(i, name)
+			got = append(got, g)
+			agree = agree && g == hexd
+		}
+		if agree {
+			return time.Since(start)
+		}
+		if time.Since(start) > bound {
+			var st e2eBackends
+			err := l.admin(slices.IndexFunc(l.procs, func(p *e2eProc) bool { return p != nil }), "/debug/maglev/backends?service="+name, &st)
+			l.t.Fatalf("%s: after %v the load balancers' digests of %s are %v, want %s (the table of %v); the first's backends: %+v %v",
+				what, bound, name, got, hexd, want.Backends(), st.Backends, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nodeOf returns the node name answers for, by the IP the table names.
+func (l *e2eLab) nodeOf(ip string) string {
+	for _, n := range l.nodes {
+		if n.ip.String() == ip {
+			return n.name
+		}
+	}
+	return "no node at " + ip
+}
+
+// e2eConn is a client connection to a VIP, with the node that answered.
+type e2eConn struct {
+	net.Conn
+	r    *bufio.Reader
+	port int
+	node string
+}
+
+// dial connects from the client's port to vip, on the calling thread,
+// which is in the client's namespace, and reads the node's name.
+func e2eDial(port int, vip netip.AddrPort) (*e2eConn, error) {
+	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: e2eClient.AsSlice(), Port: port}}
+	c, err := d.Dial("tcp4", vip.String())
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second)) // a bound, not a check
+	r := bufio.NewReader(c)
+	name, err := r.ReadString('\n')
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("reading the node's name: %w", err)
+	}
+	return &e2eConn{Conn: c, r: r, port: port, node: strings.TrimSpace(name)}, nil
+}
+
+// echo sends line and checks that it comes back whole within d.
+func (c *e2eConn) echo(line string, d time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(d)) // a bound, not a check
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return err
+	}
+	got, err := c.r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got != line+"\n" {
+		return fmt.Errorf("echo %q, want %q", got, line)
+	}
+	return nil
+}
+
+// predict returns the node (its name) that tab and xdpmaglev.FlowHash
+// send a new TCP connection from the client's port to vip to.
+func (l *e2eLab) predict(tab *maglev.Table, vip netip.AddrPort, port int) string {
+	return l.nodeOf(tab.LookupHash(xdpmaglev.FlowHash(e2eSeed, netip.AddrPortFrom(e2eClient, uint16(port)), vip, 6)))
+}
+
+// connect makes one connection to vip from each of ports (8 at a time),
+// fails the test unless each reaches the node tab predicts, and returns
+// how many reached each node, and the connections if keep (else they are
+// closed).
+func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, keep bool, what string) (map[string]int, []*e2eConn) {
+	l.t.Helper()
+	var mu sync.Mutex
+	var conns []*e2eConn
+	var errs []error
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			_, err := xdptest.In(l.client, func() (struct{}, error) {
+				for port := range work {
+					c, err := e2eDial(port, vip)
+					want := l.predict(tab, vip, port)
+					mu.Lock()
+					switch {
+					case err != nil:
+						errs = append(errs, fmt.Errorf("port %d: %w", port, err))
+					case c.node != want:
+						errs = append(errs, fmt.Errorf("port %d reached %s, the table says %s", port, c.node, want))
+						_ = c.Close()
+					default:
+						conns = append(conns, c)
+					}
+					mu.Unlock()
+				}
+				return struct{}{}, nil
+			})
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				for range work { // the others' share
+				}
+			}
+		})
+	}
+	for _, p := range ports {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	per := map[string]int{}
+	for _, c := range conns {
+		per[c.node]++
+		if !keep {
+			_ = c.Close()
+		}
+	}
+	if len(errs) > 0 {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		l.t.Fatalf("%s: %d of %d connections to %v missed their node; first: %v", what, len(errs), len(ports), vip, errors.Join(errs[:min(5, len(errs))]...))
+	}
+	if !keep {
+		conns = nil
+	}
+	return per, conns
+}
+
+func e2ePorts(from, n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = from + i
+	}
+	return p
+}
+
+// e2ePumps keep data flowing on long-lived connections: each sends a
+// line every 50 ms and checks that it comes back whole within 5 s (a
+// route change may wait for a retransmission).
+type e2ePumps struct {
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	errs  map[int]error // by port
+	lines atomic.Int64
+	conns []*e2eConn
+}
+
+func startE2EPumps(conns []*e2eConn) *e2ePumps {
+	p := &e2ePumps{stop: make(chan struct{}), errs: map[int]error{}, conns: conns}
+	for _, c := range conns {
+		p.wg.Go(func() {
+			defer func() { _ = c.Close() }()
+			for seq := 0; ; seq++ {
+				select {
+				case <-p.stop:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				if err := c.echo(fmt.Sprintf("%d %d", c.port, seq), 5*time.Second); err != nil {
+					p.mu.Lock()
+					p.errs[c.port] = fmt.Errorf("line %d: %w", seq, err)
+					p.mu.Unlock()
+					return
+				}
+				p.lines.Add(1)
+			}
+		})
+	}
+	return p
+}
+
+// failed returns how many connections failed, and the first error.
+func (p *e2ePumps) failed() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for port, err := range p.errs {
+		return len(p.errs), fmt.Errorf("port %d: %w", port, err)
+	}
+	return 0, nil
+}
+
+func (p *e2ePumps) close() {
+	select {
+	case <-p.stop:
+	default:
+		close(p.stop)
+	}
+	p.wg.Wait()
+}
+
+// TestL4LBLab is the lab with l4lb's services in its file, no
+// controller: two load balancers announce the VIP to BIRD, and 300
+// connections from the client, spread by the router's ECMP route over
+// both, reach the nodes the table and FlowHash predict.
+func TestL4LBLab(t *testing.T) {
+	k8stest.Start(t) // the API server's namespace: the lab is made in it
+	l := newE2ELab(t)
+	vip := netip.AddrPortFrom(e2ePool.Addr().Next(), 80)
+	var backends []string
+	for _, n := range l.nodes {
+		backends = append(backends, n.ip.String())
+	}
+	svc := fmt.Sprintf("services:\n  - name: static\n    vip: %v\n    backends: [%s]\n", vip, strings.Join(backends, ", "))
+	start := time.Now()
+	for i := range e2eLBs {
+		l.startLB(i, lbConfig(i, svc))
+	}
+	tab := l.nodeTable(0, 1, 2, 3)
+	l.converge("static", tab, 10*time.Second, "started")
+	up := l.awaitPaths(vip.Addr(), []int{0, 1}, 15*time.Second, "started")
+	before := l.inserts()
+	per, _ := l.connect(tab, vip, e2ePorts(20000, 300), false, "static")
+	after := l.inserts()
+	for i := range after {
+		if after[i] == before[i] {
+			t.Errorf("load balancer %d tracked none of the 300 connections: ECMP did not spread them", i)
+		}
+	}
+	if len(per) != e2eNodes {
+		t.Errorf("300 connections reached %v, want all %d nodes", per, e2eNodes)
+	}
+	t.Logf("both load balancers' routes in BIRD and the kernel %v after they started (%v after the first start); 300 connections at their predicted nodes %v, tracked per load balancer %v",
+		up.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), per, []uint64{after[0] - before[0], after[1] - before[1]})
+}
