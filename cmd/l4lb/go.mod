@@ -80,8 +80,8 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/apimachinery v0.37.2 // indirect
-	k8s.io/klog/v2 v2.140.0 // indirect
+	k8s.io/apimachinery v0.37.2
+	k8s.io/klog/v2 v2.140.0
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
@@ -131,7 +131,7 @@ require (
 	github.com/maglevlb/maglev v0.1.0
 	github.com/maglevlb/maglev/cmd/internal/ops v0.1.0
 	github.com/maglevlb/maglev/etcdmaglev v0.1.0
-	github.com/maglevlb/maglev/k8smaglev v0.1.0 // indirect
+	github.com/maglevlb/maglev/k8smaglev v0.1.0
 	github.com/maglevlb/maglev/quicmaglev v0.1.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/vishvananda/netlink v1.3.1 // indirect
@@ -140,8 +140,8 @@ require (
 	go.uber.org/zap v1.28.0 // indirect
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0 // indirect
-	k8s.io/api v0.37.2 // indirect
-	k8s.io/client-go v0.37.2 // indirect
+	k8s.io/api v0.37.2
+	k8s.io/client-go v0.37.2
 )
 
 replace (

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
@@ -18,6 +19,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/dataplane"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/handoff"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/k8slb"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -73,7 +75,15 @@ type lbRun struct {
 	// state writes the services' handoffs to the state file after each
 	// change, once started; nil without a state file.
 	state *handoff.Writer
+	svcs  *k8slb.Services   // the file's services and the Kubernetes Services'
+	k8s   *k8slb.Controller // nil without vip-pool
+	// stopK8s stops the controller and waits for it (nothing without).
+	stopK8s func()
 }
+
+// k8sWait is how long l4lb waits for the controller's first round before
+// it starts the file's services without the Services'.
+const k8sWait = 10 * time.Second
 
 // runLB is the load balancer of g's settings and the services svcs, until
 // SIGINT or SIGTERM (ctx), or POST /drain-lb.
@@ -96,6 +106,17 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	}
 	defer r.b.Close()
 	handoff.Take(ctx, r.lb, g.Handoff.StateFile, g.Handoff.Peers, log)
+	r.svcs, r.stopK8s = &k8slb.Services{Apply: r.b.Apply, Log: log}, func() {}
+	if g.K8s.On() {
+		kctx, cancel := context.WithCancel(ctx)
+		c, stop, err := k8slb.Start(kctx, g, r.svcs, log, k8sWait)
+		if err != nil {
+			cancel()
+			return err
+		}
+		r.k8s, r.stopK8s = c, func() { cancel(); stop() }
+		defer r.stopK8s()
+	}
 	reload, err := r.start(ctx, svcs)
 	if err != nil {
 		return err
@@ -174,7 +195,7 @@ func (r *lbRun) start(ctx context.Context, svcs []config.Service) (func() (strin
 	if r.g.File != "" {
 		r.log.Info("attached", "iface", r.g.Iface, "mode", r.lb.Mode().String(), "file", r.g.File)
 	}
-	did, err := r.b.Apply(svcs)
+	did, err := r.svcs.SetFile(svcs)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +238,10 @@ func (r *lbRun) reloader() func() (string, error) {
 		}
 		var did balancer.Applied
 		if err == nil {
-			did, err = r.b.Apply(nsvcs)
+			did, err = r.svcs.SetFile(nsvcs)
+		}
+		if err == nil && r.k8s != nil {
+			r.k8s.SetGlobal(ng) // the Services' services of the file's new defaults
 		}
 		r.state.Changed() // a service that stopped is no longer the file's
 		if err != nil {
@@ -253,6 +277,7 @@ func (r *lbRun) wait(ctx context.Context) error {
 	}
 	stopDriver()
 	<-driverDone
+	r.stopK8s() // no Apply after the balancer closes
 	r.b.Close()
 	r.state.Close() // the last word of this l4lb, for the next
 	if retired {

@@ -48,7 +48,10 @@ func buildGlobal(vs *setting.Values) (Global, error) {
 	if err := loadOptions(vs, &g.Opts); err != nil {
 		return g, err
 	}
-	g.BGP, err = buildBGP(vs)
+	if g.BGP, err = buildBGP(vs); err != nil {
+		return g, err
+	}
+	g.K8s, err = buildK8s(vs)
 	return g, err
 }
 

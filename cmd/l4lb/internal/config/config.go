@@ -27,6 +27,7 @@ import (
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/quiclb"
 	"github.com/maglevlb/maglev/xdpmaglev"
+	"go.yaml.in/yaml/v3"
 )
 
 // Global are the settings of the whole load balancer.
@@ -39,9 +40,13 @@ type Global struct {
 	File      string            // the configuration file the services come from; "" for the flags' one service
 	LogFormat string            // text or json
 	Handoff   Handoff           // state-file, handoff-listen, handoff-peers
+	K8s       K8s               // the Kubernetes controller: vip-pool, k8s-*, the file's kubeconfig
 	Warnings  []string          // logged at start: legal, but likely not what the operator meant
 
 	vals *setting.Values // the settings given, for SameGlobal
+	// defaults are the services' settings given at the top of the file,
+	// for the Kubernetes Services' (K8sService).
+	defaults map[*setting.Setting]*yaml.Node
 }
 
 // Handoff is where l4lb keeps its services' tables and second hops

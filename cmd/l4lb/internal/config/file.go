@@ -98,6 +98,7 @@ func Parse(b []byte) (Global, []Service, error) {
 	if err != nil {
 		return Global{}, nil, lineError(t.line(err, root.Line), "%v", err)
 	}
+	g.defaults, g.K8s.Kubeconfig = topDefaults(t)
 	svcs, err := t.readServices(g)
 	if err != nil {
 		return Global{}, nil, err
@@ -151,6 +152,13 @@ func readTop(root *yaml.Node) (*top, error) {
 		if s != nil {
 			t.lines[s] = k.Line
 		}
+	}
+	if t.services != nil && t.services.Kind == yaml.SequenceNode && len(t.services.Content) == 0 && t.vals.Given(vipPool.Setting) {
+		return t, nil // the Kubernetes controller's services only
+	}
+	if t.services == nil && t.vals.Given(vipPool.Setting) {
+		t.services = &yaml.Node{Kind: yaml.SequenceNode}
+		return t, nil
 	}
 	if t.services == nil || t.services.Kind != yaml.SequenceNode || len(t.services.Content) == 0 {
 		n := root

@@ -73,6 +73,18 @@ var (
 	bgpDrain = setting.New(setting.Setting{Name: "bgp-drain", Scope: setting.LB,
 		Doc: "when the load balancer leaves the routers' paths (POST /drain-lb; SIGINT or SIGTERM with -bgp-restart-time 0), how long l4lb keeps forwarding after withdrawing the VIP and before it ends the sessions, for the routers to move the traffic away"}, 2*time.Second, setting.Duration)
 
+	// The Kubernetes controller's (package k8slb): on with vip-pool. At
+	// the top of a file, kubeconfig (a source's setting) is its too.
+	k8sLBClass = setting.New(setting.Setting{Name: "k8s-lb-class", Scope: setting.LB,
+		Doc: "the spec.loadBalancerClass of the Kubernetes Services of type LoadBalancer whose VIPs l4lb allocates from -vip-pool and whose ports it serves, each an l4lb service named k8s/NAMESPACE/NAME/PORT"}, DefaultK8sLBClass, setting.String)
+	k8sLBDefault = setting.New(setting.Setting{Name: "k8s-lb-default", Scope: setting.LB,
+		Doc: "serve the Services of type LoadBalancer with no spec.loadBalancerClass too, as the cluster's default load balancer"}, false, setting.Bool)
+	vipPool = setting.NewList(setting.Setting{Name: "vip-pool", Scope: setting.LB,
+		Doc: "a `PREFIX` of VIPs, IPv4 or IPv6, for the Kubernetes Services of -k8s-lb-class (repeat the flag for each; in a file a list): given, l4lb runs the controller, which reads the cluster through -kubeconfig (at the top of a file), and the file may list no service"},
+		setting.One(parsePoolPrefix)).Checked(distinctPrefix)
+	k8sLease = setting.New(setting.Setting{Name: "k8s-lease", Scope: setting.LB,
+		Doc: "the `NAMESPACE/NAME` of the Lease by which the l4lb of a fleet elect the one that allocates VIPs (every l4lb serves the Services from their status)"}, DefaultK8sLease, setting.String)
+
 	// A service's: in a file, in the service, or at the top as every
 	// service's default, but for its own (Own).
 	name = setting.New(setting.Setting{Name: "name", Scope: setting.Service, Own: true, KeyOnly: true, Reload: true,
@@ -162,6 +174,7 @@ var table = concat(
 	[]*setting.Setting{iface.Setting, mode.Setting, seed.Setting, floodRate.Setting, conntrackSize.Setting, maxServices.Setting,
 		maxBackends.Setting, admin.Setting, pinDir.Setting, stateFile.Setting, handoffListen.Setting, handoffPeers.Setting, logFormat.Setting, bgpASN.Setting, bgpRouterID.Setting, bgpPeer.Setting,
 		bgpListenPort.Setting, bgpHold.Setting, bgpRestartTime.Setting, bgpDrain.Setting,
+		k8sLBClass.Setting, k8sLBDefault.Setting, vipPool.Setting, k8sLease.Setting,
 		name.Setting, vip.Setting, proto.Setting, backends.Setting, tableSize.Setting, forward.Setting, encapSrc.Setting,
 		guePort.Setting, secondChance.Setting, secondChanceWindow.Setting, conntrack.Setting,
 		quicLB.Setting, quicLBConfigID.Setting, quicLBServerIDLength.Setting, quicLBNonceLength.Setting, quicLBKeyFile.Setting,
@@ -182,6 +195,12 @@ func concat(ls ...[]*setting.Setting) []*setting.Setting {
 
 // Settings returns every setting of l4lb, in the order of the docs.
 func Settings() []*setting.Setting { return table }
+
+// DefaultK8sLBClass is -k8s-lb-class's default.
+const DefaultK8sLBClass = "maglevlb.io/l4lb"
+
+// DefaultK8sLease is -k8s-lease's default.
+const DefaultK8sLease = "l4lb-system/l4lb-vip-allocator"
 
 // DefaultPinDir is -pin-dir's default: the BPF filesystem systemd mounts.
 const DefaultPinDir = "/sys/fs/bpf/l4lb"
