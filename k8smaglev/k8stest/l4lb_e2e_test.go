@@ -1,7 +1,7 @@
 package k8stest_test
 
 // l4lb in front of a cluster, on real packets: the nodes are network
-// namespaces (the pool's prefix on lo, a TCP server on port 80 that
+// namespaces (the VIPs on lo, a TCP server on port 80 that
 // stands in for kube-proxy's delivery and answers with the node's name,
 // and kube-proxy's /healthz on the Local Service's healthCheckNodePort);
 // two l4lb processes, XDP on their eth0, announce the VIPs to BIRD in the
@@ -42,13 +42,20 @@ import (
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
 	"github.com/maglevlb/maglev/xdpmaglev"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The lab's addresses, all in 198.18.0.0/15:
 //
 //	client 198.18.201.2 ── r-cl 198.18.201.1  router  br0 198.18.200.1
 //	br0: load balancers 198.18.200.3, .4 (l4lb, XDP on their eth0)
-//	     nodes 198.18.200.11.. (the pool's prefix on lo), default via the router
+//	     nodes 198.18.200.11.. (the VIPs on lo), default via the router
 //	     the API server's namespace (this test binary's): 198.18.200.250,
 //	     the API server at 198.18.0.1 on its lo
 //
@@ -69,6 +76,9 @@ const (
 var (
 	e2ePool   = netip.MustParsePrefix("198.19.200.0/28")
 	e2eClient = netip.MustParseAddr("198.18.201.2")
+	// e2eFileVIP is the VIP of the service in l4lb's file, beside the
+	// controller's.
+	e2eFileVIP = netip.MustParseAddrPort("198.19.201.1:80")
 )
 
 func e2eLBAddr(i int) string       { return fmt.Sprintf("198.18.200.%d", 3+i) }
@@ -89,9 +99,9 @@ template bgp lbs {
 	local %s as 65000;
 	connect retry time 1;
 	error wait time 1, 10;
-	ipv4 { import where net ~ [ %s+ ]; export none; };
+	ipv4 { import where net ~ [ %s+, %s/32 ]; export none; };
 }
-`, e2eRouter, e2eRouter, e2ePool)
+`, e2eRouter, e2eRouter, e2ePool, e2eFileVIP.Addr())
 	for i := range e2eLBs {
 		fmt.Fprintf(&b, "protocol bgp lb%d from lbs { neighbor %s as 65001; }\n", i, e2eLBAddr(i))
 	}
@@ -219,8 +229,8 @@ func (l *e2eLab) link(ns, dev, addr string, bridged bool) {
 	}
 }
 
-// node builds node i's namespace: on the segment, the pool's prefix on lo
-// (every VIP is local, as on a node where kube-proxy delivers VIP
+// node builds node i's namespace: on the segment, the pool's prefix and
+// the file's VIP on lo (every VIP is local, as on a node where kube-proxy delivers VIP
 // traffic), no ARP answer for it, its default route via the router; a
 // TCP server on port 80 that sends the node's name and echoes, and
 // /healthz on the Local Service's healthCheckNodePort.
@@ -230,6 +240,7 @@ func (l *e2eLab) node(i int) *e2eNode {
 	n.ns = xdptest.NewNS(t, fmt.Sprintf("k4n%d", i))
 	l.link(n.ns, fmt.Sprintf("r-n%d", i), n.ip.String()+"/24", true)
 	xdptest.IP(t, "-n", n.ns, "addr", "add", e2ePool.String(), "dev", "lo")
+	xdptest.IP(t, "-n", n.ns, "addr", "add", e2eFileVIP.Addr().String()+"/32", "dev", "lo")
 	xdptest.IP(t, "-n", n.ns, "route", "add", "default", "via", e2eRouter)
 	for _, dev := range []string{"all", "eth0"} {
 		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
@@ -714,6 +725,17 @@ func e2eDial(port int, vip netip.AddrPort) (*e2eConn, error) {
 	return &e2eConn{Conn: c, r: r, port: port, node: strings.TrimSpace(name)}, nil
 }
 
+// reset closes c with a RST: no TIME_WAIT at the client, so that a later
+// step may connect from the same port (a RST ends the flow at the load
+// balancer too, and a SYN on its tuple is a new flow, placed by the
+// table).
+func (c *e2eConn) reset() {
+	if tc, ok := c.Conn.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
 // echo sends line and checks that it comes back whole within d.
 func (c *e2eConn) echo(line string, d time.Duration) error {
 	_ = c.SetDeadline(time.Now().Add(d)) // a bound, not a check
@@ -759,7 +781,7 @@ func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, kee
 						errs = append(errs, fmt.Errorf("port %d: %w", port, err))
 					case c.node != want:
 						errs = append(errs, fmt.Errorf("port %d reached %s, the table says %s", port, c.node, want))
-						_ = c.Close()
+						c.reset()
 					default:
 						conns = append(conns, c)
 					}
@@ -785,12 +807,12 @@ func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, kee
 	for _, c := range conns {
 		per[c.node]++
 		if !keep {
-			_ = c.Close()
+			c.reset()
 		}
 	}
 	if len(errs) > 0 {
 		for _, c := range conns {
-			_ = c.Close()
+			c.reset()
 		}
 		l.t.Fatalf("%s: %d of %d connections to %v missed their node; first: %v", what, len(errs), len(ports), vip, errors.Join(errs[:min(5, len(errs))]...))
 	}
@@ -863,28 +885,370 @@ func (p *e2ePumps) close() {
 	p.wg.Wait()
 }
 
-// TestL4LBLab is the lab with l4lb's services in its file, no
-// controller: two load balancers announce the VIP to BIRD, and 300
-// connections from the client, spread by the router's ECMP route over
-// both, reach the nodes the table and FlowHash predict.
-func TestL4LBLab(t *testing.T) {
-	k8stest.Start(t) // the API server's namespace: the lab is made in it
-	l := newE2ELab(t)
-	vip := netip.AddrPortFrom(e2ePool.Addr().Next(), 80)
-	var backends []string
+// The cluster's side of the lab: the user "lb" (l4lb's kubeconfig) given
+// the controller's rights, Node objects for the nodes (Ready, InternalIP),
+// Services of type LoadBalancer of the test's own class, EndpointSlices
+// with nodeName, as kubelet and the endpoint controller would write them.
+
+// e2eClass is the test's spec.loadBalancerClass: no other test's l4lb
+// serves its Services, nor its l4lb theirs.
+func e2eClass() string { return fmt.Sprintf("e2e.maglevlb.io/l4lb-%d", os.Getpid()) }
+
+// grantController gives the user "lb" what l4lb's controller needs, and
+// nothing more: Services (read), their status (write), EndpointSlices and
+// Nodes (read), Events (write), and the Lease in namespace ns. The
+// cluster-wide grant is removed at the end of the test.
+func grantController(t *testing.T, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := t.Context()
+	name := fmt.Sprintf("k4-l4lb-%d", os.Getpid())
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"services/status"}, Verbs: []string{"update", "patch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}}
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "lb"}}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, cr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "l4lb-lease"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+	}}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "l4lb-lease"}, Subjects: subjects,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createNodes creates the lab's Node objects, Ready with their
+// InternalIP, deleted at the end of the test. It fails the test if
+// another Node is there: l4lb would send to it.
+func (l *e2eLab) createNodes(cs kubernetes.Interface) {
+	t := l.t
+	t.Helper()
+	ctx := t.Context()
+	have, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range have.Items {
+		t.Fatalf("Node %s is in the cluster, left by another test: l4lb would make it a backend", n.Name)
+	}
 	for _, n := range l.nodes {
-		backends = append(backends, n.ip.String())
+		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = cs.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{})
+		})
+		l.setNode(cs, n, true, false)
 	}
-	svc := fmt.Sprintf("services:\n  - name: static\n    vip: %v\n    backends: [%s]\n", vip, strings.Join(backends, ", "))
+}
+
+// setNode writes node n's status (Ready or not, its InternalIP) and its
+// label node.kubernetes.io/exclude-from-external-load-balancers.
+func (l *e2eLab) setNode(cs kubernetes.Interface, n *e2eNode, ready, excluded bool) {
+	t := l.t
+	t.Helper()
+	ctx := t.Context()
+	api := cs.CoreV1().Nodes()
+	node, err := api.Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, was := node.Labels[e2eExclude]
+	if was != excluded {
+		if excluded {
+			node.Labels = map[string]string{e2eExclude: ""}
+		} else {
+			delete(node.Labels, e2eExclude)
+		}
+		if node, err = api.Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := corev1.ConditionTrue
+	if !ready {
+		st = corev1.ConditionFalse
+	}
+	now := metav1.Now()
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: st, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "Test"}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: n.name}}
+	if _, err := api.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const e2eExclude = "node.kubernetes.io/exclude-from-external-load-balancers"
+
+// createLB creates Service name of type LoadBalancer, of the test's
+// class, with the port http (80, TCP), externalTrafficPolicy Local
+// (healthCheckNodePort e2eHCPort) if local, and the annotations; no
+// selector: the test writes its EndpointSlices.
+func createLB(t *testing.T, cs kubernetes.Interface, ns, name string, local bool, annotations map[string]string) {
+	t.Helper()
+	class := e2eClass()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: annotations},
+		Spec: corev1.ServiceSpec{
+			Type:                  corev1.ServiceTypeLoadBalancer,
+			LoadBalancerClass:     &class,
+			Ports:                 []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+		},
+	}
+	if local {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		svc.Spec.HealthCheckNodePort = e2eHCPort
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitVIP polls Service name until its status has an address, and
+// returns it (port 80) and how long that took; it fails the test after
+// bound, or if the address is not the pool's or its ipMode not VIP.
+func awaitVIP(t *testing.T, cs kubernetes.Interface, ns, name string, bound time.Duration) (netip.AddrPort, time.Duration) {
+	t.Helper()
 	start := time.Now()
-	for i := range e2eLBs {
-		l.startLB(i, lbConfig(i, svc))
+	for {
+		svc, err := cs.CoreV1().Services(ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in := svc.Status.LoadBalancer.Ingress; len(in) > 0 {
+			d := time.Since(start)
+			a, err := netip.ParseAddr(in[0].IP)
+			if err != nil || !e2ePool.Contains(a) || len(in) != 1 {
+				t.Fatalf("Service %s's status: %+v, want one address of %v", name, in, e2ePool)
+			}
+			if in[0].IPMode == nil || *in[0].IPMode != corev1.LoadBalancerIPModeVIP {
+				t.Errorf("Service %s's status: ipMode %v, want VIP", name, in[0].IPMode)
+			}
+			return netip.AddrPortFrom(a, 80), d
+		}
+		if time.Since(start) > bound {
+			t.Fatalf("Service %s: no address in its status after %v", name, bound)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// statusIPs returns the addresses in the status of each Service of ns.
+func statusIPs(t *testing.T, cs kubernetes.Interface, ns string) map[string]string {
+	t.Helper()
+	list, err := cs.CoreV1().Services(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, s := range list.Items {
+		var ips []string
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			ips = append(ips, in.IP)
+		}
+		out[s.Name] = strings.Join(ips, ",")
+	}
+	return out
+}
+
+// putNodeSlice creates or replaces Service svc's EndpointSlice with one
+// ready endpoint (a pod's address, 10.244.I.10) on each of nodes, and
+// sets each node's count of local endpoints, which its /healthz reports.
+func (l *e2eLab) putNodeSlice(cs kubernetes.Interface, ns, svc string, nodes ...int) {
+	t := l.t
+	t.Helper()
+	name, port, proto, ready := svc+"-1", int32(8080), corev1.ProtocolTCP, true
+	pname := "http"
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+	}
+	local := make([]int32, len(l.nodes))
+	for _, i := range nodes {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.244.%d.10", i)},
+			Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			NodeName:   &l.nodes[i].name,
+		})
+		local[i]++
+	}
+	for i, n := range l.nodes { // kube-proxy's /healthz: up where an endpoint is
+		if local[i] > 0 {
+			n.local.Store(local[i])
+		}
+	}
+	api := cs.DiscoveryV1().EndpointSlices(ns)
+	old, err := api.Get(t.Context(), name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = api.Create(t.Context(), s, metav1.CreateOptions{})
+	case err == nil:
+		s.ResourceVersion = old.ResourceVersion
+		_, err = api.Update(t.Context(), s, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range l.nodes { // and down where none is left
+		if local[i] == 0 {
+			n.local.Store(0)
+		}
+	}
+}
+
+// slotMoves counts the slots whose owner changed between two tables of
+// a service: those of the node gone, those taken by the node come from
+// the nodes that stay, and the others, which move between nodes that
+// stay (a few: Maglev's rebuild is nearly, not exactly, minimal).
+type slotMoves struct{ gone, come, others int }
+
+func moved(before, after *maglev.Table, gone, come string) slotMoves {
+	var m slotMoves
+	for h := range uint64(before.Size()) {
+		b, a := before.LookupHash(h), after.LookupHash(h)
+		switch {
+		case b == a:
+		case b == gone:
+			m.gone++
+		case a == come:
+			m.come++
+		default:
+			m.others++
+		}
+	}
+	return m
+}
+
+// e2eController is the file's part for the controller: the cluster
+// through kubeconfig, the pool, the test's class and the Lease in
+// namespace ns; forward l2 (the nodes are on the load balancers'
+// segment); a backend that leaves drains for 1 s; Local's health check
+// every 200 ms. The file has a service of its own too, whose backends are
+// the nodes.
+func (l *e2eLab) e2eController(kubeconfig, ns string) string {
+	var nodes []string
+	for _, n := range l.nodes {
+		nodes = append(nodes, n.ip.String())
+	}
+	return fmt.Sprintf(`kubeconfig: %s
+vip-pool: ["%v"]
+k8s-lb-class: %s
+k8s-lease: %s/l4lb
+forward: l2
+drain-timeout: 1s
+health-interval: 200ms
+health-timeout: 150ms
+health-rise: 1
+health-fall: 2
+services:
+  - name: file
+    vip: %v
+    backends: [%s]
+`, kubeconfig, e2ePool, e2eClass(), ns, e2eFileVIP, strings.Join(nodes, ", "))
+}
+
+// awaitSessions waits until BIRD's session with each load balancer is
+// up (within 15 s), and returns how long that took.
+func (l *e2eLab) awaitSessions() time.Duration {
+	l.t.Helper()
+	start := time.Now()
+	for {
+		out, err := e2eBirdc(l.sock, "show protocols")
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		up := 0
+		for line := range strings.Lines(out) {
+			if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "lb") && strings.Contains(line, "Established") {
+				up++
+			}
+		}
+		if up == e2eLBs {
+			return time.Since(start)
+		}
+		if time.Since(start) > 15*time.Second {
+			l.t.Fatalf("BIRD's sessions after 15 s:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestL4LBController is l4lb's controller on real packets, with the real
+// API server: two load balancers serve the Services of type LoadBalancer
+// of the test's class, from their status, and announce their VIPs to
+// BIRD; connections from the client reach the nodes the table and
+// FlowHash predict, with externalTrafficPolicy Cluster and Local, as
+// nodes and endpoints change; the leader killed, the other takes over
+// allocation, no VIP moves and connections through the killed one carry
+// on; a Service deleted leaves BIRD's table and frees its address.
+func TestL4LBController(t *testing.T) {
+	c := k8stest.Start(t)
+	l := newE2ELab(t)
+	cs := c.Client(t)
+	ns := c.Namespace(t)
+	grantController(t, cs, ns)
+	l.createNodes(cs)
+	kc := c.Kubeconfig(t)
+	for i := range e2eLBs {
+		l.startLB(i, lbConfig(i, l.e2eController(kc, ns)))
+	}
+	e := &e2eSteps{lab: l, cs: cs, ns: ns}
+	t.Logf("both l4lb started; BIRD's sessions with them up %v later", l.awaitSessions().Round(time.Millisecond))
+	for _, step := range []struct {
+		name string
+		fn   func(t *testing.T)
+	}{{"File", e.file}, {"Cluster", e.cluster}, {"Local", e.local}, {"NodesLeave", e.nodesLeave}, {"Fleet", e.fleet}} {
+		if !t.Run(step.name, step.fn) {
+			return // the next steps start from this one's end
+		}
+	}
+}
+
+// e2eSteps is TestL4LBController's state across its steps.
+type e2eSteps struct {
+	lab *e2eLab
+	cs  kubernetes.Interface
+	ns  string
+	web netip.AddrPort // the Cluster Service's VIP
+	loc netip.AddrPort // the Local Service's
+}
+
+func (e *e2eSteps) svcName(svc string) string { return "k8s/" + e.ns + "/" + svc + "/http" }
+
+// file: the service of l4lb's file, beside the controller's, is announced
+// by both load balancers, and 300 connections from the client, spread by
+// the router's ECMP route over both, reach the nodes the table and
+// FlowHash predict.
+func (e *e2eSteps) file(t *testing.T) {
+	l := e.lab
+	l.t = t
+	routed := l.awaitPaths(e2eFileVIP.Addr(), []int{0, 1}, 10*time.Second, "started")
 	tab := l.nodeTable(0, 1, 2, 3)
-	l.converge("static", tab, 10*time.Second, "started")
-	up := l.awaitPaths(vip.Addr(), []int{0, 1}, 15*time.Second, "started")
+	l.converge("file", tab, 5*time.Second, "started")
 	before := l.inserts()
-	per, _ := l.connect(tab, vip, e2ePorts(20000, 300), false, "static")
+	per, _ := l.connect(tab, e2eFileVIP, e2ePorts(19000, 300), false, "file")
 	after := l.inserts()
 	for i := range after {
 		if after[i] == before[i] {
@@ -894,6 +1258,215 @@ func TestL4LBLab(t *testing.T) {
 	if len(per) != e2eNodes {
 		t.Errorf("300 connections reached %v, want all %d nodes", per, e2eNodes)
 	}
-	t.Logf("both load balancers' routes in BIRD and the kernel %v after they started (%v after the first start); 300 connections at their predicted nodes %v, tracked per load balancer %v",
-		up.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), per, []uint64{after[0] - before[0], after[1] - before[1]})
+	t.Logf("the file's service: routed through both load balancers %v after the sessions were up; 300 connections at their predicted nodes %v, tracked per load balancer %v",
+		routed.Round(time.Millisecond), per, []uint64{after[0] - before[0], after[1] - before[1]})
+}
+
+// cluster: a Service with externalTrafficPolicy Cluster gets an address,
+// both load balancers announce it and program the table of the four
+// nodes, and 300 connections reach the nodes it predicts, through both.
+func (e *e2eSteps) cluster(t *testing.T) {
+	l := e.lab
+	l.t = t
+	createLB(t, e.cs, e.ns, "web", false, nil)
+	created := time.Now()
+	var inStatus time.Duration
+	e.web, inStatus = awaitVIP(t, e.cs, e.ns, "web", 5*time.Second)
+	routed := l.awaitPaths(e.web.Addr(), []int{0, 1}, 10*time.Second, "web created")
+	tab := l.nodeTable(0, 1, 2, 3)
+	conv := l.converge(e.svcName("web"), tab, 5*time.Second, "web created")
+	before := l.inserts()
+	per, _ := l.connect(tab, e.web, e2ePorts(20000, 300), false, "web")
+	after := l.inserts()
+	for i := range after {
+		if after[i] == before[i] {
+			t.Errorf("load balancer %d tracked none of the 300 connections: ECMP did not spread them", i)
+		}
+	}
+	if len(per) != e2eNodes {
+		t.Errorf("300 connections reached %v, want all %d nodes", per, e2eNodes)
+	}
+	t.Logf("Service web (Cluster) created: %v in its status %v later, BIRD's and the kernel's route through both load balancers %v after that, both tables of the 4 nodes %v after that (%v after the create); 300 connections at their predicted nodes %v, tracked per load balancer %v",
+		e.web.Addr(), inStatus.Round(time.Millisecond), routed.Round(time.Millisecond), conv.Round(time.Millisecond),
+		time.Since(created).Round(time.Millisecond), per, []uint64{after[0] - before[0], after[1] - before[1]})
+}
+
+// local: a Service with externalTrafficPolicy Local sends only to the
+// nodes with a ready endpoint; an endpoint moving to another node moves
+// that node's slots (and the few others Maglev's rebuild moves).
+func (e *e2eSteps) local(t *testing.T) {
+	l := e.lab
+	l.t = t
+	l.putNodeSlice(e.cs, e.ns, "loc", 0, 1)
+	createLB(t, e.cs, e.ns, "loc", true, nil)
+	var inStatus time.Duration
+	e.loc, inStatus = awaitVIP(t, e.cs, e.ns, "loc", 5*time.Second)
+	routed := l.awaitPaths(e.loc.Addr(), []int{0, 1}, 10*time.Second, "loc created")
+	tab := l.nodeTable(0, 1)
+	l.converge(e.svcName("loc"), tab, 5*time.Second, "loc created")
+	ports := e2ePorts(21000, 300)
+	per, _ := l.connect(tab, e.loc, ports, false, "loc")
+	if len(per) != 2 || per[l.nodes[0].name] == 0 || per[l.nodes[1].name] == 0 {
+		t.Errorf("300 connections to the Local Service reached %v, want nodes 0 and 1 only", per)
+	}
+	t.Logf("Service loc (Local, endpoints on nodes 0 and 1): %v in its status after %v, routed %v after that; 300 connections at their predicted nodes %v",
+		e.loc.Addr(), inStatus.Round(time.Millisecond), routed.Round(time.Millisecond), per)
+
+	// The endpoint on node 1 moves to node 2.
+	l.putNodeSlice(e.cs, e.ns, "loc", 0, 2)
+	after := l.nodeTable(0, 2)
+	conv := l.converge(e.svcName("loc"), after, 10*time.Second, "endpoint moved")
+	gone, come := l.nodes[1].ip.String(), l.nodes[2].ip.String()
+	m := moved(tab, after, gone, come)
+	if m.others*100 > tab.Size() {
+		t.Errorf("the endpoint moved from node 1 to 2: slots moved %+v, over 1%% of %d between the nodes that stay", m, tab.Size())
+	}
+	per2, _ := l.connect(after, e.loc, ports, false, "loc, endpoint moved")
+	movedConns := 0
+	for _, p := range ports {
+		was, is := l.predict(tab, e.loc, p), l.predict(after, e.loc, p)
+		if was == is {
+			continue
+		}
+		movedConns++
+		if was != l.nodes[1].name && is != l.nodes[2].name {
+			t.Errorf("port %d moved from %s to %s: neither node 1's flow nor to node 2", p, was, is)
+		}
+	}
+	if per2[l.nodes[1].name] != 0 || per2[l.nodes[3].name] != 0 {
+		t.Errorf("after the move 300 connections reached %v, want nodes 0 and 2 only", per2)
+	}
+	t.Logf("the endpoint moved from node 1 to node 2: both tables followed %v after the EndpointSlice's update; of %d slots, node 1's %d moved, node 2 took %d of node 0's, %d others moved; the same 300 source ports: %d moved, each from node 1 or to node 2, %v",
+		conv.Round(time.Millisecond), tab.Size(), m.gone, m.come, m.others, movedConns, per2)
+}
+
+// nodesLeave: a node labelled exclude-from-external-load-balancers, then
+// a node NotReady, leaves the Cluster Service: its slots only move.
+func (e *e2eSteps) nodesLeave(t *testing.T) {
+	l := e.lab
+	l.t = t
+	name := e.svcName("web")
+	all := l.nodeTable(0, 1, 2, 3)
+	ports := e2ePorts(22000, 300)
+	for _, c := range []struct {
+		what           string
+		node           int
+		ready, exclude bool
+		left           []int
+	}{
+		{"node 3 labelled " + e2eExclude, 3, true, true, []int{0, 1, 2}},
+		{"node 2 NotReady", 2, false, false, []int{0, 1, 3}},
+	} {
+		l.setNode(e.cs, l.nodes[c.node], c.ready, c.exclude)
+		tab := l.nodeTable(c.left...)
+		conv := l.converge(name, tab, 10*time.Second, c.what)
+		m := moved(all, tab, l.nodes[c.node].ip.String(), "")
+		if m.others*100 > all.Size() {
+			t.Errorf("%s: slots moved %+v, over 1%% of %d not the node's", c.what, m, all.Size())
+		}
+		per, _ := l.connect(tab, e.web, ports, false, c.what)
+		if per[l.nodes[c.node].name] != 0 {
+			t.Errorf("%s: 300 connections reached %v", c.what, per)
+		}
+		t.Logf("%s: both tables without it %v after the Node's update; of %d slots its %d moved, and %d others; 300 connections at their predicted nodes %v",
+			c.what, conv.Round(time.Millisecond), all.Size(), m.gone, m.others, per)
+		l.setNode(e.cs, l.nodes[c.node], true, false)
+		l.converge(name, all, 10*time.Second, c.what+", back")
+	}
+}
+
+// holder returns the holder of the controllers' Lease: l4lb's identity,
+// its host name (lbI), "_" and a random suffix.
+func (e *e2eSteps) holder(t *testing.T) string {
+	t.Helper()
+	lease, err := e.cs.CoordinationV1().Leases(e.ns).Get(t.Context(), "l4lb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// fleet: the leader SIGKILLed, the other takes over allocation (a new
+// Service gets an address), no VIP in status moves, and long-lived
+// connections through both carry on; a Service deleted leaves BIRD's
+// table, and its address is free again.
+func (e *e2eSteps) fleet(t *testing.T) {
+	l := e.lab
+	l.t = t
+	_, conns := l.connect(l.nodeTable(0, 1, 2, 3), e.web, e2ePorts(23000, 60), true, "long-lived")
+	pp := startE2EPumps(conns)
+	defer pp.close()
+	before := statusIPs(t, e.cs, e.ns)
+	holder := e.holder(t)
+	leader := -1
+	for i := range e2eLBs {
+		if strings.HasPrefix(holder, fmt.Sprintf("lb%d_", i)) {
+			leader = i
+		}
+	}
+	if leader < 0 {
+		t.Fatalf("the Lease's holder %q names neither load balancer (host names lb0 and lb1)", holder)
+	}
+	other := 1 - leader
+	time.Sleep(300 * time.Millisecond)
+	ins := l.inserts()
+	killed := time.Now()
+	l.kill(leader)
+	left := l.awaitPaths(e.web.Addr(), []int{other}, 5*time.Second, "leader killed")
+	time.Sleep(time.Second)
+	survived := l.inserts()[other] - ins[other]
+	if n, err := pp.failed(); n > 0 {
+		t.Fatalf("the leader killed: %d of %d long-lived connections failed; %v", n, len(conns), err)
+	}
+	if survived == 0 {
+		t.Errorf("no connection moved to load balancer %d when %d was killed", other, leader)
+	}
+
+	createLB(t, e.cs, e.ns, "after", false, nil)
+	vip, took := awaitVIP(t, e.cs, e.ns, "after", 30*time.Second)
+	l.awaitPaths(vip.Addr(), []int{other}, 10*time.Second, "a Service after the leader's death")
+	if h := e.holder(t); !strings.HasPrefix(h, fmt.Sprintf("lb%d_", other)) {
+		t.Errorf("after the takeover the Lease's holder is %q, want load balancer %d's", h, other)
+	}
+	now := statusIPs(t, e.cs, e.ns)
+	for svc, ip := range before {
+		if now[svc] != ip {
+			t.Errorf("Service %s's VIP moved from %s to %s when the leader died", svc, ip, now[svc])
+		}
+	}
+	if n, err := pp.failed(); n > 0 {
+		t.Fatalf("after the takeover: %d of %d long-lived connections failed; %v", n, len(conns), err)
+	}
+	lines := pp.lines.Load()
+	pp.close()
+	t.Logf("leader l4lb %d SIGKILLed: BIRD and the kernel routed through %d only %v later; %d of %d long-lived connections kept working (%d lines echoed), %d flows new to load balancer %d; a new Service got %v %v after its create (%v after the kill); no VIP in status moved %v",
+		leader, other, left.Round(time.Millisecond), len(conns), len(conns), lines, survived, other, vip.Addr(), took.Round(time.Millisecond),
+		time.Since(killed).Round(time.Millisecond), now)
+
+	// A Service deleted: its route leaves BIRD, its l4lb service goes, its
+	// address is free for a Service that asks for it.
+	deleted := time.Now()
+	if err := e.cs.CoreV1().Services(e.ns).Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	withdrawn := l.awaitPaths(e.web.Addr(), nil, 10*time.Second, "web deleted")
+	var st e2eStatus
+	if err := l.admin(other, "/debug/maglev", &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st.Services {
+		if s.Name == e.svcName("web") {
+			t.Errorf("web deleted: l4lb %d still serves %s (%s)", other, s.Name, s.Service)
+		}
+	}
+	createLB(t, e.cs, e.ns, "reuse", false, map[string]string{"l4lb.maglevlb.io/ip": e.web.Addr().String()})
+	got, _ := awaitVIP(t, e.cs, e.ns, "reuse", 5*time.Second)
+	if got != e.web {
+		t.Errorf("a Service asking for the deleted web's %v got %v", e.web.Addr(), got.Addr())
+	}
+	t.Logf("Service web deleted: BIRD's and the kernel's route withdrawn %v after the delete; a Service asking for its address got it %v after the delete",
+		withdrawn.Round(time.Millisecond), time.Since(deleted).Round(time.Millisecond))
 }
