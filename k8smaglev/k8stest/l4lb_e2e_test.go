@@ -1,9 +1,9 @@
 package k8stest_test
 
 // l4lb in front of a cluster, on real packets: the nodes are network
-// namespaces (the VIPs on lo, a TCP server on port 80 that
-// stands in for kube-proxy's delivery and answers with the node's name,
-// and kube-proxy's /healthz on the Local Service's healthCheckNodePort);
+// namespaces (the VIPs on lo, a TCP server on port 80 that stands in for
+// kube-proxy's delivery and answers with the node's name, and
+// kube-proxy's /healthz on the Local Service's healthCheckNodePort);
 // two l4lb processes, XDP on their eth0, announce the VIPs to BIRD in the
 // router's namespace, whose kernel merges their routes into one ECMP
 // route; a client namespace connects through the router. The Node
@@ -71,6 +71,7 @@ const (
 	e2eAPISide = "198.18.200.250"
 	e2eAdmin   = 9180
 	e2eHold    = 3 * time.Second
+	e2eHCPort  = 30148 // the Local Service's healthCheckNodePort
 )
 
 var (
@@ -110,10 +111,10 @@ template bgp lbs {
 
 // e2eLab is the test's network and its processes.
 type e2eLab struct {
-	t      *testing.T
-	router string   // namespace, BIRD's
-	client string   // namespace
-	lbs    []string // namespaces
+	t      *testing.T // the (sub)test its methods fail; the lab goes with the test that built it
+	router string     // namespace, BIRD's
+	client string     // namespace
+	lbs    []string   // namespaces
 	nodes  []*e2eNode
 	bin    string // the built l4lb
 	sock   string // BIRD's control socket
@@ -230,10 +231,10 @@ func (l *e2eLab) link(ns, dev, addr string, bridged bool) {
 }
 
 // node builds node i's namespace: on the segment, the pool's prefix and
-// the file's VIP on lo (every VIP is local, as on a node where kube-proxy delivers VIP
-// traffic), no ARP answer for it, its default route via the router; a
-// TCP server on port 80 that sends the node's name and echoes, and
-// /healthz on the Local Service's healthCheckNodePort.
+// the file's VIP on lo (every VIP is local, as on a node where kube-proxy
+// delivers VIP traffic), no ARP answer for them, its default route via
+// the router; a TCP server on port 80 that sends the node's name and
+// echoes, and /healthz on the Local Service's healthCheckNodePort.
 func (l *e2eLab) node(i int) *e2eNode {
 	t := l.t
 	n := &e2eNode{name: fmt.Sprintf("k4node%d-%d", i, os.Getpid()), ip: e2eNodeAddr(i)}
@@ -258,15 +259,12 @@ func (l *e2eLab) node(i int) *e2eNode {
 		if local == 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		fmt.Fprintf(w, `{"service":{"namespace":"","name":""},"localEndpoints":%d}`, local)
+		fmt.Fprintf(w, `{"localEndpoints":%d}`, local)
 	})}
 	go srv.Serve(hc) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { _ = srv.Close() })
 	return n
 }
-
-// e2eHCPort is the Local Service's healthCheckNodePort.
-const e2eHCPort = 30148
 
 func e2eRun(t *testing.T, name string, args ...string) string {
 	t.Helper()
@@ -467,8 +465,8 @@ func (p *e2eProc) exited() bool {
 	}
 }
 
-// e2eBuffer is a strings.Builder for a process's output, safe for the
-// writer and the test.
+// e2eBuffer holds a process's output, safe for the process's writes and
+// the test's reads.
 type e2eBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -486,8 +484,8 @@ func (b *e2eBuffer) String() string {
 	return b.b.String()
 }
 
-// startE2EProc starts name's command (args) until the end of the test,
-// killed if the test binary dies; its output is logged if the test
+// startE2EProc starts the command args until the end of the test, killed
+// if the test binary dies; its output is logged, under what, if the test
 // failed.
 func startE2EProc(t *testing.T, what string, args ...string) *e2eProc {
 	t.Helper()
@@ -707,7 +705,7 @@ type e2eConn struct {
 	node string
 }
 
-// dial connects from the client's port to vip, on the calling thread,
+// e2eDial connects from the client's port to vip, on the calling thread,
 // which is in the client's namespace, and reads the node's name.
 func e2eDial(port int, vip netip.AddrPort) (*e2eConn, error) {
 	d := net.Dialer{Timeout: 3 * time.Second, LocalAddr: &net.TCPAddr{IP: e2eClient.AsSlice(), Port: port}}
@@ -939,7 +937,8 @@ func grantController(t *testing.T, cs kubernetes.Interface, ns string) {
 
 // createNodes creates the lab's Node objects, Ready with their
 // InternalIP, deleted at the end of the test. It fails the test if
-// another Node is there: l4lb would send to it.
+// another Ready Node is there (another test's, not deleted): l4lb would
+// send to it.
 func (l *e2eLab) createNodes(cs kubernetes.Interface) {
 	t := l.t
 	t.Helper()
@@ -949,7 +948,11 @@ func (l *e2eLab) createNodes(cs kubernetes.Interface) {
 		t.Fatal(err)
 	}
 	for _, n := range have.Items {
-		t.Fatalf("Node %s is in the cluster, left by another test: l4lb would make it a backend", n.Name)
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				t.Fatalf("Node %s, Ready, is in the cluster (another test's, not deleted): l4lb would send to it", n.Name)
+			}
+		}
 	}
 	for _, n := range l.nodes {
 		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}, metav1.CreateOptions{}); err != nil {
