@@ -292,13 +292,14 @@ func attachPass(t *testing.T, ns, dev string, prog *ebpf.Program) {
 	t.Cleanup(func() { _ = lk.Close() })
 }
 
-// e2eBuildL4LB builds cmd/l4lb, in its own module (go build -C), and
-// returns the binary's path.
+// e2eBuildL4LB builds cmd/l4lb, in its own module (go build -C), without
+// its symbol table and DWARF (linked faster), and returns the binary's
+// path.
 func e2eBuildL4LB(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "l4lb")
 	start := time.Now()
-	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build l4lb: %v: %s", err, out)
 	}
 	if d := time.Since(start); d > 10*time.Second {
