@@ -1199,7 +1199,7 @@ func (l *e2eLab) awaitSessions() time.Duration {
 	}
 }
 
-// TestL4LBController is l4lb's controller on real packets, with the real
+// TestL4LBDataPath is l4lb's controller on real packets, with the real
 // API server: two load balancers serve the Services of type LoadBalancer
 // of the test's class, from their status, and announce their VIPs to
 // BIRD; connections from the client reach the nodes the table and
@@ -1207,7 +1207,7 @@ func (l *e2eLab) awaitSessions() time.Duration {
 // nodes and endpoints change; the leader killed, the other takes over
 // allocation, no VIP moves and connections through the killed one carry
 // on; a Service deleted leaves BIRD's table and frees its address.
-func TestL4LBController(t *testing.T) {
+func TestL4LBDataPath(t *testing.T) {
 	c := k8stest.Start(t)
 	l := newE2ELab(t)
 	cs := c.Client(t)
@@ -1230,7 +1230,7 @@ func TestL4LBController(t *testing.T) {
 	}
 }
 
-// e2eSteps is TestL4LBController's state across its steps.
+// e2eSteps is TestL4LBDataPath's state across its steps.
 type e2eSteps struct {
 	lab *e2eLab
 	cs  kubernetes.Interface
