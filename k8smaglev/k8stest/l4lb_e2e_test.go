@@ -1342,6 +1342,33 @@ func (e *e2eSteps) local(t *testing.T) {
 	}
 	t.Logf("the endpoint moved from node 1 to node 2: both tables followed %v after the EndpointSlice's update; of %d slots, node 1's %d moved, node 2 took %d of node 0's, %d others moved; the same 300 source ports: %d moved, each from node 1 or to node 2, %v",
 		conv.Round(time.Millisecond), tab.Size(), m.gone, m.come, m.others, movedConns, per2)
+	e.healthz(t, after)
+}
+
+// healthz: node 0's kube-proxy answers 503 on the healthCheckNodePort
+// (no local endpoint, by its count) while the EndpointSlice still lists
+// one there: l4lb's health check takes the node down, and exactly its
+// slots move; it answers 200 again, and gets exactly its slots back.
+func (e *e2eSteps) healthz(t *testing.T, tab *maglev.Table) {
+	l := e.lab
+	n0 := l.nodes[0]
+	n0.local.Store(0)
+	down, err := tab.Without(n0.ip.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := l.converge(e.svcName("loc"), down, 5*time.Second, "node 0's /healthz 503")
+	if m := moved(tab, down, n0.ip.String(), ""); m.others != 0 || m.come != 0 {
+		t.Errorf("node 0 down by its health check: slots moved %+v, want only its own", m)
+	}
+	per, _ := l.connect(down, e.loc, e2ePorts(21500, 100), false, "node 0 down")
+	if per[l.nodes[2].name] != 100 {
+		t.Errorf("node 0 down by its health check: 100 connections reached %v, want node 2 only", per)
+	}
+	n0.local.Store(1)
+	back := l.converge(e.svcName("loc"), tab, 5*time.Second, "node 0's /healthz 200 again")
+	t.Logf("node 0's /healthz 503 (the EndpointSlice unchanged): both tables without exactly its slots %v later (health checks every 200 ms, fall 2), 100 connections %v; 200 again: its slots back %v later",
+		conv.Round(time.Millisecond), per, back.Round(time.Millisecond))
 }
 
 // nodesLeave: a node labelled exclude-from-external-load-balancers, then
