@@ -202,6 +202,7 @@ func newE2ELab(t *testing.T) *e2eLab {
 		l.link(ns, dev, e2eLBAddr(i)+"/24", true)
 		attachPass(t, l.router, dev, l.pass) // veth's XDP_TX needs a program on the peer
 		xdptest.IP(t, "-n", ns, "route", "add", k8stest.APIServerIP+"/32", "via", e2eAPISide)
+		xdptest.Sysctl(t, ns, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's, for gue and ipip
 		l.lbs = append(l.lbs, ns)
 	}
 	l.procs = make([]*e2eProc, e2eLBs)
@@ -239,13 +240,16 @@ func (l *e2eLab) node(i int) *e2eNode {
 	t := l.t
 	n := &e2eNode{name: fmt.Sprintf("k4node%d-%d", i, os.Getpid()), ip: e2eNodeAddr(i)}
 	n.ns = xdptest.NewNS(t, fmt.Sprintf("k4n%d", i))
-	l.link(n.ns, fmt.Sprintf("r-n%d", i), n.ip.String()+"/24", true)
+	dev := fmt.Sprintf("r-n%d", i)
+	l.link(n.ns, dev, n.ip.String()+"/24", true)
+	attachPass(t, l.router, dev, l.pass) // for l4lb decap's XDP on eth0
 	xdptest.IP(t, "-n", n.ns, "addr", "add", e2ePool.String(), "dev", "lo")
 	xdptest.IP(t, "-n", n.ns, "addr", "add", e2eFileVIP.Addr().String()+"/32", "dev", "lo")
 	xdptest.IP(t, "-n", n.ns, "route", "add", "default", "via", e2eRouter)
 	for _, dev := range []string{"all", "eth0"} {
 		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".arp_ignore", "1")
 		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".arp_announce", "2")
+		xdptest.Sysctl(t, n.ns, "net.ipv4.conf."+dev+".rp_filter", "0") // decapsulated packets come from the client
 	}
 	e2eServe(t, n.ns, n.name, ":80")
 	hc, err := xdptest.In(n.ns, func() (net.Listener, error) { return net.Listen("tcp4", fmt.Sprintf(":%d", e2eHCPort)) })
@@ -758,7 +762,8 @@ func (l *e2eLab) predict(tab *maglev.Table, vip netip.AddrPort, port int) string
 }
 
 // connect makes one connection to vip from each of ports (8 at a time),
-// fails the test unless each reaches the node tab predicts, and returns
+// fails the test unless each reaches the node tab predicts (trying no
+// more once 5 have failed), and returns
 // how many reached each node, and the connections if keep (else they are
 // closed).
 func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, keep bool, what string) (map[string]int, []*e2eConn) {
@@ -772,6 +777,12 @@ func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, kee
 		wg.Go(func() {
 			_, err := xdptest.In(l.client, func() (struct{}, error) {
 				for port := range work {
+					mu.Lock()
+					failing := len(errs) >= 5
+					mu.Unlock()
+					if failing { // the test fails: no need to wait for each dial's timeout
+						continue
+					}
 					c, err := e2eDial(port, vip)
 					want := l.predict(tab, vip, port)
 					mu.Lock()
@@ -813,7 +824,7 @@ func (l *e2eLab) connect(tab *maglev.Table, vip netip.AddrPort, ports []int, kee
 		for _, c := range conns {
 			c.reset()
 		}
-		l.t.Fatalf("%s: %d of %d connections to %v missed their node; first: %v", what, len(errs), len(ports), vip, errors.Join(errs[:min(5, len(errs))]...))
+		l.t.Fatalf("%s: %d connections to %v missed their node (of %d, the rest left untried after 5); first: %v", what, len(errs), vip, len(ports), errors.Join(errs[:min(5, len(errs))]...))
 	}
 	if !keep {
 		conns = nil
@@ -1223,7 +1234,7 @@ func TestL4LBDataPath(t *testing.T) {
 	for _, step := range []struct {
 		name string
 		fn   func(t *testing.T)
-	}{{"File", e.file}, {"Cluster", e.cluster}, {"Local", e.local}, {"NodesLeave", e.nodesLeave}, {"Fleet", e.fleet}} {
+	}{{"File", e.file}, {"Cluster", e.cluster}, {"Local", e.local}, {"NodesLeave", e.nodesLeave}, {"GUE", e.gue}, {"Fleet", e.fleet}} {
 		if !t.Run(step.name, step.fn) {
 			return // the next steps start from this one's end
 		}
@@ -1404,6 +1415,78 @@ func (e *e2eSteps) nodesLeave(t *testing.T) {
 		l.setNode(e.cs, l.nodes[c.node], true, false)
 		l.converge(name, all, 10*time.Second, c.what+", back")
 	}
+}
+
+// gue: a Service whose annotation l4lb.maglevlb.io/forward asks for gue,
+// over the file's l2: l4lb decap runs on each node (as the DaemonSet of
+// deploy/ does), decapsulates, and 300 connections reach the nodes the
+// table predicts.
+func (e *e2eSteps) gue(t *testing.T) {
+	l := e.lab
+	l.t = t
+	var vips []string
+	for a := e2ePool.Addr(); e2ePool.Contains(a); a = a.Next() {
+		vips = append(vips, a.String())
+	}
+	for _, n := range l.nodes {
+		admin := n.ip.String() + ":9181"
+		p := startE2EProc(t, "l4lb decap on "+n.name, "ip", "netns", "exec", n.ns, l.bin, "decap", "-iface", "eth0",
+			"-vip", strings.Join(vips, ","), "-decap-sources", e2eLBAddr(0)+"/32,"+e2eLBAddr(1)+"/32", "-admin", admin)
+		deadline := time.Now().Add(10 * time.Second)
+		for e2eDecapped(admin) < 0 {
+			if p.exited() || time.Now().After(deadline) {
+				t.Fatalf("l4lb decap on %s: no admin API: exited %v: %s", n.name, p.exited(), p.out.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	createLB(t, e.cs, e.ns, "tun", false, map[string]string{"l4lb.maglevlb.io/forward": "gue"})
+	vip, _ := awaitVIP(t, e.cs, e.ns, "tun", 5*time.Second)
+	l.awaitPaths(vip.Addr(), []int{0, 1}, 10*time.Second, "tun created")
+	tab := l.nodeTable(0, 1, 2, 3)
+	l.converge(e.svcName("tun"), tab, 5*time.Second, "tun created")
+	for i := range e2eLBs {
+		var st struct {
+			Services []struct{ Name, Forward string } `json:"services"`
+		}
+		if err := l.admin(i, "/debug/maglev", &st); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.Services {
+			if s.Name == e.svcName("tun") && s.Forward != "gue" {
+				t.Errorf("load balancer %d forwards %s by %s, want gue (the Service's annotation)", i, s.Name, s.Forward)
+			}
+		}
+	}
+	per, _ := l.connect(tab, vip, e2ePorts(24000, 300), false, "tun")
+	var got []uint64
+	for i, n := range l.nodes {
+		d := e2eDecapped(n.ip.String() + ":9181")
+		got = append(got, uint64(max(d, 0)))
+		if per[n.name] > 0 && d <= 0 {
+			t.Errorf("node %d took %d connections, and its l4lb decap decapsulated %d packets", i, per[n.name], d)
+		}
+	}
+	t.Logf("Service tun, annotated forward gue: 300 connections at their predicted nodes %v, GUE packets decapsulated per node %v", per, got)
+}
+
+// e2eDecapped returns the packets the l4lb decap at admin has
+// decapsulated, or -1 if it does not answer.
+func e2eDecapped(admin string) int64 {
+	resp, err := e2eHTTP.Get("http://" + admin + "/debug/maglev")
+	if err != nil {
+		return -1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var st struct {
+		Stats struct {
+			Decapsulated int64 `json:"decapsulated"`
+		} `json:"stats"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return -1
+	}
+	return st.Stats.Decapsulated
 }
 
 // holder returns the holder of the controllers' Lease: l4lb's identity,
