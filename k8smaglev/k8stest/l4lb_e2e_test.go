@@ -1211,13 +1211,15 @@ func (l *e2eLab) awaitSessions() time.Duration {
 }
 
 // TestL4LBDataPath is l4lb's controller on real packets, with the real
-// API server: two load balancers serve the Services of type LoadBalancer
-// of the test's class, from their status, and announce their VIPs to
-// BIRD; connections from the client reach the nodes the table and
-// FlowHash predict, with externalTrafficPolicy Cluster and Local, as
-// nodes and endpoints change; the leader killed, the other takes over
-// allocation, no VIP moves and connections through the killed one carry
-// on; a Service deleted leaves BIRD's table and frees its address.
+// API server: two load balancers serve the file's service and the
+// Services of type LoadBalancer of the test's class, from their status,
+// and announce their VIPs to BIRD; connections from the client reach the
+// nodes the table and FlowHash predict, with externalTrafficPolicy
+// Cluster and Local, as nodes, endpoints and kube-proxy's /healthz
+// change, by l2 and by gue through l4lb decap on the nodes; the leader
+// killed, the other takes over allocation, no VIP moves and connections
+// through the killed one carry on; a Service deleted leaves BIRD's table
+// and frees its address. Each step logs its times and counts.
 func TestL4LBDataPath(t *testing.T) {
 	c := k8stest.Start(t)
 	l := newE2ELab(t)
