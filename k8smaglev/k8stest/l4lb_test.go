@@ -38,15 +38,39 @@ import (
 // l4lbClass is the spec.loadBalancerClass l4lb serves by default.
 const l4lbClass = "maglevlb.io/l4lb"
 
-// buildL4LB builds cmd/l4lb, in its own module (go build -C), and
-// returns the binary's path, removed at the end of the test.
+// buildL4LB builds cmd/l4lb, in its own module (go build -C), once per
+// test binary (a link takes seconds), and returns the binary's path;
+// TestMain removes it (removeL4LB).
 func buildL4LB(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build l4lb: %v: %s", err, out)
+	bin, err := builtL4LB()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
+}
+
+var (
+	l4lbDir   string // where builtL4LB builds, once it has
+	builtL4LB = sync.OnceValues(func() (string, error) {
+		dir, err := os.MkdirTemp("", "k8stest-l4lb")
+		if err != nil {
+			return "", err
+		}
+		l4lbDir = dir
+		bin := filepath.Join(dir, "l4lb")
+		if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-o", bin, ".").CombinedOutput(); err != nil {
+			return "", fmt.Errorf("go build l4lb: %v: %s", err, out)
+		}
+		return bin, nil
+	})
+)
+
+// removeL4LB removes the binary buildL4LB built, if it did.
+func removeL4LB() {
+	if l4lbDir != "" {
+		_ = os.RemoveAll(l4lbDir)
+	}
 }
 
 // l4lbRBAC returns what l4lb's controller needs, for the ServiceAccount
@@ -294,8 +318,8 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) ti
 }
 
 // hasEvent reports whether the Service ns/name has an event of reason
-// from l4lb.
-func hasEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string) bool {
+// from l4lb, whose message has each of the strings in.
+func hasEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string, in ...string) bool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -303,7 +327,9 @@ func hasEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string) bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return slices.ContainsFunc(evs.Items, func(e corev1.Event) bool { return e.Source.Component == "l4lb" })
+	return slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+		return e.Source.Component == "l4lb" && !slices.ContainsFunc(in, func(s string) bool { return !strings.Contains(e.Message, s) })
+	})
 }
 
 // l4lbServices returns the services l4lb status -json shows at admin,
@@ -418,6 +444,7 @@ func TestL4LBController(t *testing.T) {
 	checkTypeChange(t, cs, ns, "api", "198.19.40.2/VIP")
 	checkFailover(t, cs, ns, lbA, lbB, map[string]string{"late": "198.19.40.1/VIP"})
 	checkLocal(t, cs, bin, ns, lbB, nodes)
+	checkAnnotations(t, cs, bin, ns, lbB)
 	for _, name := range []string{"other", "cip"} {
 		if got := ingress(t, cs, ns, name); got != nil || hasEvent(t, cs, ns, name, "IPAllocated") || hasEvent(t, cs, ns, name, "AllocationFailed") {
 			t.Errorf("%s, not l4lb's: status %v, or an event of l4lb", name, got)
@@ -568,4 +595,66 @@ func checkLocal(t *testing.T, cs kubernetes.Interface, bin, ns string, p *l4lbPr
 	if h := fmt.Sprintf("http GET /healthz = 200 on port %d ", svc.Spec.HealthCheckNodePort); !strings.HasPrefix(health[name], h) {
 		t.Errorf("the Local Service's health check: %q, want %q...", health[name], h)
 	}
+}
+
+// annotate sets the annotations of the Service ns/name (a value "" takes
+// one away).
+func annotate(t *testing.T, cs kubernetes.Interface, ns, name string, kv map[string]string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	for k, v := range kv {
+		if v == "" {
+			delete(svc.Annotations, k)
+			continue
+		}
+		svc.Annotations[k] = v
+	}
+	if _, err := cs.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkAnnotations: a Service that asks for an address another has keeps
+// its own, with an AllocationFailed event; one whose annotation makes no
+// service, or a service the data plane refuses, is not served, with an
+// InvalidSettings event, its VIP kept, the others served, and it is
+// served again once the annotations are right.
+func checkAnnotations(t *testing.T, cs kubernetes.Interface, bin, ns string, p *l4lbProc) {
+	t.Helper()
+	annotate(t, cs, ns, "local", map[string]string{"l4lb.maglevlb.io/ip": "198.19.40.1"})
+	eventually(t, 5*time.Second, "local's AllocationFailed event, asking for late's VIP", func() bool {
+		return hasEvent(t, cs, ns, "local", "AllocationFailed", "198.19.40.1", "/late's")
+	})
+	for name, want := range map[string]string{"local": "198.19.40.2/VIP", "late": "198.19.40.1/VIP"} {
+		if got := ingress(t, cs, ns, name); !slices.Equal(got, []string{want}) {
+			t.Errorf("%s's status: %v, want [%s] as before", name, got, want)
+		}
+	}
+	served := func(name string) bool {
+		got, _ := l4lbServices(t, bin, p.admin)
+		return slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "k8s/"+ns+"/"+name+"/http ") })
+	}
+	for _, tc := range []struct{ forward, event string }{
+		{"pigeon", `-forward "pigeon": l2, ipip or gue`},
+		{"ipip", "no global IPv4 address to encapsulate from"}, // the interface has none: the data plane refuses it
+	} {
+		annotate(t, cs, ns, "late", map[string]string{"l4lb.maglevlb.io/forward": tc.forward})
+		eventually(t, 5*time.Second, "late's InvalidSettings event with forward "+tc.forward, func() bool {
+			return hasEvent(t, cs, ns, "late", "InvalidSettings", tc.event)
+		})
+		eventually(t, 5*time.Second, "late not served with forward "+tc.forward, func() bool { return !served("late") })
+		if got := ingress(t, cs, ns, "late"); !slices.Equal(got, []string{"198.19.40.1/VIP"}) || !served("local") {
+			t.Errorf("late's status with forward %s: %v, want [198.19.40.1/VIP]; local served: %v", tc.forward, got, served("local"))
+		}
+	}
+	annotate(t, cs, ns, "late", map[string]string{"l4lb.maglevlb.io/forward": "", "l4lb.maglevlb.io/m": "251"})
+	eventually(t, 5*time.Second, "late served again", func() bool { return served("late") })
 }

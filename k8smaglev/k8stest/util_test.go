@@ -26,7 +26,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-func TestMain(m *testing.M) { os.Exit(k8stest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := k8stest.Main(m)
+	removeL4LB()
+	os.Exit(code)
+}
 
 const backendPort = 8080
 

@@ -165,7 +165,7 @@ func readTop(root *yaml.Node) (*top, error) {
 		if t.services != nil {
 			n = t.services
 		}
-		return nil, lineError(n.Line, "services: a list of at least one service")
+		return nil, lineError(n.Line, "services: a list of at least one service (or none, with vip-pool)")
 	}
 	return t, nil
 }

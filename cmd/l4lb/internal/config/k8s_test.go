@@ -82,7 +82,7 @@ func TestK8sService(t *testing.T) {
 		{map[string]string{"seed": "1"}, ""},
 		{map[string]string{"etcd": "http://x"}, ""},
 		{map[string]string{"colour": "blue"}, ""},
-		{map[string]string{"quic-lb-key-file": "/etc/shadow"}, ""},
+		{map[string]string{"quic-lb-key-file": "/etc/l4lb/quic.key"}, ""},
 	} {
 		_, err := g.K8sService("k8s/ns/web/http", vip, "tcp", nodes, tc.over)
 		switch {

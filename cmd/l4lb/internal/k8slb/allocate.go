@@ -58,7 +58,7 @@ func (c *Controller) campaign(ctx context.Context) {
 // pool, or another's, is given new ones.
 func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 	pool := NewPool(c.opts.Global.K8s.Pool)
-	var need []*corev1.Service
+	var need []pending
 	seen := map[string]bool{}
 	for _, svc := range svcs {
 		if !c.class.Serves(svc) {
@@ -75,12 +75,12 @@ func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 				keep = false
 			}
 		}
-		if req, err := Requested(svc); err == nil && len(req) > 0 && !sameSet(req, addrs) {
+		if req, err := Requested(svc); err == nil && !subset(req, addrs) {
 			keep = false // asked for another since
 		}
 		if !keep {
 			pool.Release(key(svc))
-			need = append(need, svc)
+			need = append(need, pending{svc, addrs})
 		}
 	}
 	for k := range c.assumed {
@@ -93,9 +93,15 @@ func (c *Controller) allocate(ctx context.Context, svcs []*corev1.Service) {
 			delete(c.failed, k)
 		}
 	}
-	for _, svc := range need {
-		c.give(ctx, pool, svc)
+	for _, p := range need {
+		c.give(ctx, pool, p)
 	}
+}
+
+// pending is a Service to give VIPs, and those its status has.
+type pending struct {
+	svc    *corev1.Service
+	status []netip.Addr
 }
 
 // statusOf returns the VIPs in svc's status, or those c wrote that the
@@ -115,10 +121,11 @@ func (c *Controller) statusOf(svc *corev1.Service) []netip.Addr {
 	return addrs
 }
 
-// give allocates svc's VIPs from pool and writes them to its status,
-// with an event; or reports, once, why it cannot.
-func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) {
-	k := key(svc)
+// give allocates p's VIPs from pool and writes them to its status, with
+// an event; or reports, once, why it cannot, the VIPs of its status
+// kept in the pool (those that are free), for no other to be given.
+func (c *Controller) give(ctx context.Context, pool *Pool, p pending) {
+	svc, k := p.svc, key(p.svc)
 	fams, required := Families(svc)
 	req, err := Requested(svc)
 	var addrs []netip.Addr
@@ -126,6 +133,7 @@ func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) 
 		addrs, err = pool.Allocate(k, fams, req, required)
 	}
 	if err != nil {
+		holdStatus(pool, p)
 		if c.failed[k] != err.Error() {
 			c.failed[k] = err.Error()
 			c.events.Event(svc, corev1.EventTypeWarning, ReasonAllocationFailed, err.Error())
@@ -137,6 +145,7 @@ func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) 
 	up.Status.LoadBalancer.Ingress = IngressOf(addrs)
 	if _, err := c.opts.Client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, up, metav1.UpdateOptions{}); err != nil {
 		pool.Release(k)
+		holdStatus(pool, p)
 		c.log.Warn("k8s: status not written, tried again at the next round", "service", k, "vips", addrs, "err", err)
 		go c.retry(ctx)
 		return
@@ -145,6 +154,15 @@ func (c *Controller) give(ctx context.Context, pool *Pool, svc *corev1.Service) 
 	c.assumed[k] = written{uid: string(svc.UID), addrs: addrs}
 	c.events.Eventf(svc, corev1.EventTypeNormal, ReasonAllocated, "VIPs %v given from the pool", addrs)
 	c.log.Info("k8s: VIP allocated", "service", k, "vips", addrs)
+}
+
+// holdStatus gives p's Service back the VIPs of its status that are free in
+// pool: they stay its while it has no others, for no other Service to be
+// given them.
+func holdStatus(pool *Pool, p pending) {
+	for _, a := range p.status {
+		_ = pool.Assign(key(p.svc), a) // another's, or outside the pool: not kept
+	}
 }
 
 // retry runs a round a retry period from now.
@@ -158,9 +176,11 @@ func (c *Controller) retry(ctx context.Context) {
 
 // sameSet reports whether a and b hold the same addresses.
 func sameSet(a, b []netip.Addr) bool {
-	if len(a) != len(b) {
-		return false
-	}
+	return len(a) == len(b) && subset(a, b)
+}
+
+// subset reports whether every address of a is in b.
+func subset(a, b []netip.Addr) bool {
 	for _, x := range a {
 		if !slices.Contains(b, x) {
 			return false

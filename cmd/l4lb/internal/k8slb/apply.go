@@ -27,6 +27,7 @@ func (c *Controller) translate(svcs []*corev1.Service) {
 	var out []config.Service
 	refusals := c.refusals
 	c.refusals = map[string]bool{}
+	of := map[string]*corev1.Service{} // the Service of each service, by name
 	for _, svc := range svcs {
 		if !c.class.Serves(svc) || len(Ingress(svc)) == 0 {
 			continue
@@ -53,6 +54,7 @@ func (c *Controller) translate(svcs []*corev1.Service) {
 				continue
 			}
 			out = append(out, s)
+			of[s.Name] = svc
 		}
 	}
 	slices.SortFunc(out, func(a, b config.Service) int { return strings.Compare(a.Name, b.Name) })
@@ -60,10 +62,37 @@ func (c *Controller) translate(svcs []*corev1.Service) {
 		return
 	}
 	if err := c.opts.Apply(out); err != nil {
-		c.log.Error("k8s: services not applied, tried again at the next round", "err", err)
-		return
+		out = c.applyEach(out, of, refusals)
 	}
 	c.last = out
+}
+
+// applyEach applies the services of out that c.last holds as they are,
+// and then each other alone, which Apply refused together: those Apply
+// refuses alone are reported (refused) and left out. It returns the
+// services applied.
+func (c *Controller) applyEach(out []config.Service, of map[string]*corev1.Service, last map[string]bool) []config.Service {
+	var base, next []config.Service
+	for _, s := range out {
+		if slices.ContainsFunc(c.last, func(l config.Service) bool { return l.Name == s.Name && l.Settings == s.Settings }) {
+			base = append(base, s)
+		} else {
+			next = append(next, s)
+		}
+	}
+	if err := c.opts.Apply(base); err != nil {
+		c.log.Error("k8s: services not applied, tried again at the next round", "err", err)
+		return c.last
+	}
+	for _, s := range next {
+		if err := c.opts.Apply(append(slices.Clone(base), s)); err != nil {
+			c.refused(last, of[s.Name], fmt.Sprintf("%s: %v", s.Name, err))
+			continue
+		}
+		base = append(base, s)
+	}
+	slices.SortFunc(base, func(a, b config.Service) int { return strings.Compare(a.Name, b.Name) })
+	return base
 }
 
 // refused reports why svc is not served, or a port of it, unless the

@@ -101,7 +101,7 @@ func New(opts Options) *Controller {
 	}
 	k := opts.Global.K8s
 	return &Controller{opts: opts, class: Class{Name: k.Class, Default: k.Default}, log: opts.Logger,
-		kick: make(chan struct{}, 1), synced: make(chan struct{}), g: opts.Global, assumed: map[string]written{}, failed: map[string]string{}}
+		kick: make(chan struct{}, 1), synced: make(chan struct{}), g: opts.Global, assumed: map[string]written{}, failed: map[string]string{}, refusals: map[string]bool{}}
 }
 
 // Leader reports whether c leads: allocates the VIPs.
