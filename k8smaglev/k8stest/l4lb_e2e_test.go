@@ -162,7 +162,7 @@ func newE2ELab(t *testing.T) *e2eLab {
 		}
 	}
 	l := &e2eLab{t: t}
-	l.bin = e2eBuildL4LB(t)
+	l.bin = buildL4LB(t) // l4lb_test.go's, once per test binary
 	var err error
 	l.pass, err = ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.XDP, License: "MIT",
 		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, 2), asm.Return()}}) // XDP_PASS
@@ -294,22 +294,6 @@ func attachPass(t *testing.T, ns, dev string, prog *ebpf.Program) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lk.Close() })
-}
-
-// e2eBuildL4LB builds cmd/l4lb, in its own module (go build -C), without
-// its symbol table and DWARF (linked faster), and returns the binary's
-// path.
-func e2eBuildL4LB(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "l4lb")
-	start := time.Now()
-	if out, err := exec.Command("go", "build", "-C", "../../cmd/l4lb", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build l4lb: %v: %s", err, out)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Logf("built l4lb in %v", d.Round(time.Second))
-	}
-	return bin
 }
 
 // e2eServe runs a node's server on addr in namespace ns until the end of
