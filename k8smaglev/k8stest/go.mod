@@ -7,6 +7,8 @@ require k8s.io/kubernetes v1.37.2 // indirect
 require (
 	github.com/dgryski/go-farm v0.0.0-20240924180020-3414d57e47da // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 )
@@ -21,6 +23,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/cilium/ebpf v0.22.0
 	github.com/coreos/go-oidc v2.5.0+incompatible // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -65,6 +68,7 @@ require (
 	github.com/maglevlb/maglev/httpmaglev v0.1.0
 	github.com/maglevlb/maglev/k8smaglev v0.1.0
 	github.com/maglevlb/maglev/membership v0.1.0
+	github.com/maglevlb/maglev/xdpmaglev v0.1.0
 	github.com/moby/spdystream v0.5.1 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/moby/term v0.5.2 // indirect
@@ -203,3 +207,5 @@ replace github.com/maglevlb/maglev/grpcmaglev => ../../grpcmaglev
 replace github.com/maglevlb/maglev/envoymaglev => ../../envoymaglev
 
 replace github.com/maglevlb/maglev/membership => ../../membership
+
+replace github.com/maglevlb/maglev/xdpmaglev => ../../xdpmaglev
