@@ -644,6 +644,22 @@ func (l *e2eLab) nodeTable(nodes ...int) *maglev.Table {
 	return tab
 }
 
+// nodeTableDown returns the table of the nodes all (by index) Without
+// the nodes down: the table l4lb holds when those are out of service (a
+// node NotReady, or without a ready endpoint of a Local Service).
+func (l *e2eLab) nodeTableDown(all []int, down ...int) *maglev.Table {
+	l.t.Helper()
+	var names []string
+	for _, i := range down {
+		names = append(names, l.nodes[i].ip.String())
+	}
+	tab, err := l.nodeTable(all...).Without(names...)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return tab
+}
+
 // converge waits until every running load balancer's table for service
 // name is want, failing the test after bound; it returns how long that
 // took.
@@ -1293,8 +1309,9 @@ func (e *e2eSteps) cluster(t *testing.T) {
 }
 
 // local: a Service with externalTrafficPolicy Local sends only to the
-// nodes with a ready endpoint; an endpoint moving to another node moves
-// that node's slots (and the few others Maglev's rebuild moves).
+// nodes with a ready endpoint (the others are Down in a table of every
+// node); an endpoint moving to another node moves exactly the slots of
+// the node it left and of the node it reached.
 func (e *e2eSteps) local(t *testing.T) {
 	l := e.lab
 	l.t = t
@@ -1303,7 +1320,8 @@ func (e *e2eSteps) local(t *testing.T) {
 	var inStatus time.Duration
 	e.loc, inStatus = awaitVIP(t, e.cs, e.ns, "loc", 5*time.Second)
 	routed := l.awaitPaths(e.loc.Addr(), []int{0, 1}, 10*time.Second, "loc created")
-	tab := l.nodeTable(0, 1)
+	every := []int{0, 1, 2, 3}
+	tab := l.nodeTableDown(every, 2, 3)
 	l.converge(e.svcName("loc"), tab, 5*time.Second, "loc created")
 	ports := e2ePorts(21000, 300)
 	per, _ := l.connect(tab, e.loc, ports, false, "loc")
@@ -1315,12 +1333,12 @@ func (e *e2eSteps) local(t *testing.T) {
 
 	// The endpoint on node 1 moves to node 2.
 	l.putNodeSlice(e.cs, e.ns, "loc", 0, 2)
-	after := l.nodeTable(0, 2)
+	after := l.nodeTableDown(every, 1, 3)
 	conv := l.converge(e.svcName("loc"), after, 10*time.Second, "endpoint moved")
 	gone, come := l.nodes[1].ip.String(), l.nodes[2].ip.String()
 	m := moved(tab, after, gone, come)
-	if m.others*100 > tab.Size() {
-		t.Errorf("the endpoint moved from node 1 to 2: slots moved %+v, over 1%% of %d between the nodes that stay", m, tab.Size())
+	if m.others != 0 {
+		t.Errorf("the endpoint moved from node 1 to 2: slots moved %+v, want node 1's and node 2's only", m)
 	}
 	per2, _ := l.connect(after, e.loc, ports, false, "loc, endpoint moved")
 	movedConns := 0
@@ -1339,21 +1357,17 @@ func (e *e2eSteps) local(t *testing.T) {
 	}
 	t.Logf("the endpoint moved from node 1 to node 2: both tables followed %v after the EndpointSlice's update; of %d slots, node 1's %d moved, node 2 took %d of node 0's, %d others moved; the same 300 source ports: %d moved, each from node 1 or to node 2, %v",
 		conv.Round(time.Millisecond), tab.Size(), m.gone, m.come, m.others, movedConns, per2)
-	e.healthz(t, after)
+	e.healthz(t, after, l.nodeTableDown(every, 0, 1, 3))
 }
 
 // healthz: node 0's kube-proxy answers 503 on the healthCheckNodePort
 // (no local endpoint, by its count) while the EndpointSlice still lists
 // one there: l4lb's health check takes the node down, and exactly its
 // slots move; it answers 200 again, and gets exactly its slots back.
-func (e *e2eSteps) healthz(t *testing.T, tab *maglev.Table) {
+func (e *e2eSteps) healthz(t *testing.T, tab, down *maglev.Table) {
 	l := e.lab
 	n0 := l.nodes[0]
 	n0.local.Store(0)
-	down, err := tab.Without(n0.ip.String())
-	if err != nil {
-		t.Fatal(err)
-	}
 	conv := l.converge(e.svcName("loc"), down, 5*time.Second, "node 0's /healthz 503")
 	if m := moved(tab, down, n0.ip.String(), ""); m.others != 0 || m.come != 0 {
 		t.Errorf("node 0 down by its health check: slots moved %+v, want only its own", m)
@@ -1368,8 +1382,10 @@ func (e *e2eSteps) healthz(t *testing.T, tab *maglev.Table) {
 		conv.Round(time.Millisecond), per, back.Round(time.Millisecond))
 }
 
-// nodesLeave: a node labelled exclude-from-external-load-balancers, then
-// a node NotReady, leaves the Cluster Service: its slots only move.
+// nodesLeave: a node labelled exclude-from-external-load-balancers
+// leaves the Cluster Service (a change of its nodes: its slots move, and
+// the few others Maglev's rebuild moves); a node NotReady is Down in it,
+// and exactly its slots move.
 func (e *e2eSteps) nodesLeave(t *testing.T) {
 	l := e.lab
 	l.t = t
@@ -1380,17 +1396,18 @@ func (e *e2eSteps) nodesLeave(t *testing.T) {
 		what           string
 		node           int
 		ready, exclude bool
-		left           []int
+		tab            *maglev.Table
+		others         int // most slots of other nodes that may move
 	}{
-		{"node 3 labelled " + e2eExclude, 3, true, true, []int{0, 1, 2}},
-		{"node 2 NotReady", 2, false, false, []int{0, 1, 3}},
+		{"node 3 labelled " + e2eExclude, 3, true, true, l.nodeTable(0, 1, 2), all.Size() / 100},
+		{"node 2 NotReady", 2, false, false, l.nodeTableDown([]int{0, 1, 2, 3}, 2), 0},
 	} {
 		l.setNode(e.cs, l.nodes[c.node], c.ready, c.exclude)
-		tab := l.nodeTable(c.left...)
+		tab := c.tab
 		conv := l.converge(name, tab, 10*time.Second, c.what)
 		m := moved(all, tab, l.nodes[c.node].ip.String(), "")
-		if m.others*100 > all.Size() {
-			t.Errorf("%s: slots moved %+v, over 1%% of %d not the node's", c.what, m, all.Size())
+		if m.others > c.others {
+			t.Errorf("%s: slots moved %+v, over %d of %d not the node's", c.what, m, c.others, all.Size())
 		}
 		per, _ := l.connect(tab, e.web, ports, false, c.what)
 		if per[l.nodes[c.node].name] != 0 {

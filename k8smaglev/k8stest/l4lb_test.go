@@ -333,8 +333,8 @@ func hasEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string, in
 }
 
 // l4lbServices returns the services l4lb status -json shows at admin,
-// each "NAME SERVICE BACKEND,BACKEND...", sorted, and their health
-// checks by name.
+// each "NAME SERVICE BACKEND,BACKEND..." of its backends not down,
+// sorted, and their health checks by name.
 func l4lbServices(t *testing.T, bin, admin string) ([]string, map[string]string) {
 	t.Helper()
 	out, err := exec.Command(bin, "status", "-admin", admin, "-json").Output()
@@ -344,7 +344,7 @@ func l4lbServices(t *testing.T, bin, admin string) ([]string, map[string]string)
 	var r struct {
 		Services []struct {
 			Name, Service, Health string
-			Backends              []struct{ Addr string }
+			Backends              []struct{ Addr, State string }
 		}
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
@@ -356,7 +356,9 @@ func l4lbServices(t *testing.T, bin, admin string) ([]string, map[string]string)
 		health[svc.Name] = svc.Health
 		var bs []string
 		for _, b := range svc.Backends {
-			bs = append(bs, b.Addr)
+			if b.State != "down" { // a node out of service is a Down backend
+				bs = append(bs, b.Addr)
+			}
 		}
 		slices.Sort(bs)
 		s = append(s, svc.Name+" "+svc.Service+" "+strings.Join(bs, ","))

@@ -44,11 +44,13 @@ func Name(svc *corev1.Service, p corev1.ServicePort, vip netip.Addr, dual bool) 
 // Translate returns the l4lb services of svc, a Service with its VIPs in
 // status: one per port and VIP, of the file's settings g overridden by
 // svc's annotations, its backends the nodes' InternalIPs of the VIP's
-// family, sorted: with externalTrafficPolicy Cluster every Ready node
-// without ExcludeLabel; with Local those without it that have a ready
-// endpoint of svc in eps (by nodeName), health checked by an HTTP GET
-// of HealthPath on its healthCheckNodePort, unless its annotations give
-// another health check. It returns too a warning for each port it leaves
+// family, sorted: every node without ExcludeLabel, Down with
+// externalTrafficPolicy Cluster where it is not Ready, with Local where
+// it has no ready endpoint of svc in eps (by nodeName); a Local service is health checked by an
+// HTTP GET of HealthPath on its healthCheckNodePort, unless its
+// annotations give another health check. A node out of service is a
+// Down backend rather than none, so that the table is the same
+// Without it: only its own slots move, and only they come back. It returns too a warning for each port it leaves
 // (a protocol other than TCP and UDP), and an error wrapping ErrSettings
 // for settings that make no service, with none of svc's services. It
 // reads its arguments only.
@@ -70,9 +72,9 @@ func Translate(g config.Global, svc *corev1.Service, nodes []*corev1.Node, eps [
 	var out []config.Service
 	var warnings []string
 	for _, vip := range vips {
-		backends := nodeAddrs(nodes, vip.Is4(), func(n *corev1.Node) bool {
+		backends, down := nodeAddrs(nodes, vip.Is4(), func(n *corev1.Node) bool {
 			if local {
-				return ready[n.Name]
+				return ready[n.Name] // kube-proxy's health check, not the kubelet's, says more
 			}
 			return nodeReady(n)
 		})
@@ -93,10 +95,27 @@ func Translate(g config.Global, svc *corev1.Service, nodes []*corev1.Node, eps [
 				return nil, nil, settingsError(name, err)
 			}
 			c.Name = name
+			markDown(&c, down)
 			out = append(out, c)
 		}
 	}
 	return out, warnings, nil
+}
+
+// markDown sets Down on c's backends that down has, and says which in
+// c.Settings, so that a node going out of service or back is a change of
+// the service.
+func markDown(c *config.Service, down map[netip.Addr]bool) {
+	var out []string
+	for i, b := range c.Backends {
+		if down[b.Addr] {
+			c.Backends[i].Down = true
+			out = append(out, b.Addr.String())
+		}
+	}
+	if len(out) > 0 {
+		c.Settings += "\x00down=" + strings.Join(out, ",")
+	}
 }
 
 // overrides returns the settings svc's annotations give, by key.
@@ -153,21 +172,26 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // nodeAddrs returns the first InternalIP of the family (IPv4 if v4) of
-// each node keep takes and that is not labelled ExcludeLabel, sorted.
-func nodeAddrs(nodes []*corev1.Node, v4 bool, keep func(*corev1.Node) bool) []netip.Addr {
+// each node not labelled ExcludeLabel, sorted, and which of them are out
+// of service: those up does not take.
+func nodeAddrs(nodes []*corev1.Node, v4 bool, up func(*corev1.Node) bool) ([]netip.Addr, map[netip.Addr]bool) {
 	var out []netip.Addr
+	down := map[netip.Addr]bool{}
 	for _, n := range nodes {
-		if _, excluded := n.Labels[ExcludeLabel]; excluded || !keep(n) {
+		if _, excluded := n.Labels[ExcludeLabel]; excluded {
 			continue
 		}
 		for _, a := range n.Status.Addresses {
 			ip, err := netip.ParseAddr(a.Address)
 			if a.Type == corev1.NodeInternalIP && err == nil && ip.Unmap().Is4() == v4 {
 				out = append(out, ip.Unmap())
+				if !up(n) {
+					down[ip.Unmap()] = true
+				}
 				break
 			}
 		}
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
+	return slices.Compact(out), down
 }

@@ -129,9 +129,17 @@ func TestTranslate(t *testing.T) {
 			}
 			for i, w := range tc.want {
 				c := got[i]
-				var bs []string
+				var bs, all []string // in service; and every one, Down too
 				for _, b := range c.Backends {
-					bs = append(bs, b.Addr.String())
+					all = append(all, b.Addr.String())
+					if !b.Down {
+						bs = append(bs, b.Addr.String())
+					}
+				}
+				// Every node not excluded, of the VIP's family: one out of
+				// service is Down, so that the table is the same Without it.
+				if want := []string{"198.18.0.11", "198.18.0.12", "198.18.0.13", "198.18.0.14"}; c.Svc.VIP.Addr().Is4() && !slices.Equal(all, want) {
+					t.Errorf("service %d: backends %v, want %v (some Down)", i, all, want)
 				}
 				h := c.Health.Kind + "/" + strings.TrimPrefix(netip.AddrPortFrom(netip.IPv4Unspecified(), c.Health.Port).String(), "0.0.0.0:")
 				if c.Name != w.name || c.Svc.VIP.String() != w.vip || c.Svc.Proto != w.proto || !slices.Equal(bs, w.backends) || c.Fwd.Forward != w.forward || h != w.health {

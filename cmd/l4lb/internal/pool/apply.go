@@ -201,18 +201,22 @@ func ApplyAll(lb DataPlane, ps []*Pool) error {
 }
 
 // markDown sets Down on the backends of bs that the health check has
-// down, and fails open when that would leave no backend of weight > 0 in
-// service: then the backends down in the last table applied stay down,
-// and the others up (none down if that too leaves none). It logs a
-// record when failing open begins or ends. p.mu is held.
+// down, beside those given Down (a Kubernetes node out of service), and
+// fails open when that would leave no backend of weight > 0 and not
+// given Down in service: then the backends down in the last table
+// applied stay down, and the others up (none down by the health check if
+// that too leaves none). It logs a record when failing open begins or
+// ends. p.mu is held.
 func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 	if p.health == nil {
 		return
 	}
+	given := make([]bool, len(bs))
 	weighted, up := 0, 0
 	for i := range bs {
-		bs[i].Down = p.health.IsDown(bs[i].Addr)
-		if bs[i].Weight > 0 {
+		given[i] = bs[i].Down
+		bs[i].Down = given[i] || p.health.IsDown(bs[i].Addr)
+		if bs[i].Weight > 0 && !given[i] {
 			weighted++
 			if !bs[i].Down {
 				up++
@@ -227,14 +231,14 @@ func (p *Pool) markDown(bs []xdpmaglev.Backend) {
 		}
 		up = 0
 		for i := range bs {
-			bs[i].Down = last[bs[i].Addr]
+			bs[i].Down = given[i] || last[bs[i].Addr]
 			if bs[i].Weight > 0 && !bs[i].Down {
 				up++
 			}
 		}
 		if up == 0 {
 			for i := range bs {
-				bs[i].Down = false
+				bs[i].Down = given[i]
 			}
 		}
 	}

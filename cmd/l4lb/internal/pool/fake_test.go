@@ -210,3 +210,38 @@ func TestHealthOnFake(t *testing.T) {
 		t.Errorf("every backend down: status fail open %v, health told %v, announced healthy %v", p.Status().FailOpen, h.failOpen, an.healthy)
 	}
 }
+
+// TestDownBySource: a member its source gives Down (a Kubernetes node out
+// of service) is Down in the data plane whatever the health check says,
+// without a check too, and failing open keeps it Down; given back, it
+// comes back up.
+func TestDownBySource(t *testing.T) {
+	dp := &pooltest.DataPlane{}
+	h, an := &fakeHealth{down: map[netip.Addr]bool{}}, &fakeAnnouncer{}
+	p := New(dp, config.Service{Name: "web", Svc: webSvc, Timeout: time.Minute}, an, slog.New(slog.DiscardHandler))
+	t.Cleanup(p.Close)
+	members := func(down2 bool) map[netip.Addr]Member {
+		return map[netip.Addr]Member{addr(1): {Weight: 1}, addr(2): {Weight: 1, Down: down2}}
+	}
+	if err := p.SetMembers(members(true)); err != nil { // no health check yet
+		t.Fatal(err)
+	}
+	p.SetHealth(h)
+	h.down[addr(1)] = true // every backend not given Down is down: failing open
+	if err := p.Apply(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Status().FailOpen {
+		t.Errorf("the one backend not given Down down by its check: not failing open")
+	}
+	if err := p.SetMembers(members(false)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"set: 198.18.0.1=1 198.18.0.2=1/down", "set: 198.18.0.1=1/down 198.18.0.2=1"}
+	if got := sets(dp.Calls(), 0); !slices.Equal(got, want) {
+		t.Errorf("updates %q, want %q", got, want)
+	}
+	if p.Status().FailOpen {
+		t.Errorf("one backend up by its check: still failing open")
+	}
+}

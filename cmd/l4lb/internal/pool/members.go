@@ -42,13 +42,14 @@ func Members(eps []membership.Endpoint, logger *slog.Logger) map[netip.Addr]Memb
 	return m
 }
 
-// Static returns the members of static backends (the configuration's),
-// with their QUIC-LB server IDs ids.
+// Static returns the members of static backends (the configuration's,
+// or a Kubernetes Service's nodes, Down where out of service), with their
+// QUIC-LB server IDs ids.
 func Static(bs []xdpmaglev.Backend, ids map[netip.Addr]quiclb.ServerID) map[netip.Addr]Member {
 	m := make(map[netip.Addr]Member, len(bs))
 	for _, be := range bs {
 		a := be.Addr.Unmap()
-		m[a] = Member{Weight: be.Weight, HW: be.HW, ServerID: ids[a]}
+		m[a] = Member{Weight: be.Weight, Down: be.Down, HW: be.HW, ServerID: ids[a]}
 	}
 	return m
 }

@@ -136,6 +136,7 @@ type Pool struct {
 // A Member is a backend of the configuration or of a membership source.
 type Member struct {
 	Weight   uint32
+	Down     bool             // out of service by its source (a Kubernetes node not Ready, or with no ready endpoint), as the health check's down
 	HW       net.HardwareAddr // nil: from the neighbour table
 	ServerID quiclb.ServerID  // QUIC-LB: its server ID in the configuration in force; zero: none
 }
@@ -268,7 +269,7 @@ func (p *Pool) plan(now time.Time) ([]xdpmaglev.Backend, time.Time) {
 	add := func(a netip.Addr, m Member, live bool) {
 		if live {
 			delete(p.since, a)
-			out = append(out, xdpmaglev.Backend{Addr: a, Weight: m.Weight, HW: m.HW})
+			out = append(out, xdpmaglev.Backend{Addr: a, Weight: m.Weight, HW: m.HW, Down: m.Down})
 			return
 		}
 		s, ok := p.since[a]
