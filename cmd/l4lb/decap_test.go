@@ -24,14 +24,16 @@ func TestDecapCommand(t *testing.T) {
 	bin := build(t)
 	ns := xdptest.VethNS(t, "l4lbd")
 	xdptest.IP(t, "-n", ns, "addr", "add", "198.18.255.1/32", "dev", "lo")
+	xdptest.IP(t, "-n", ns, "addr", "add", "198.18.254.0/28", "dev", "lo") // 198.18.254.5 local too
 
-	p := start(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
-	const noInterface = "decap: a VIP is on no interface: the kernel drops the decapsulated packets"
-	if l := p.next(); l.Level != "WARN" || !l.Is(noInterface, "vip", "198.18.255.2", "fix", "ip addr add 198.18.255.2/32 dev lo") {
+	p := start(t, ns, bin, "decap", "-iface", "v0", "-vip", "198.18.255.1,198.18.255.2,198.18.254.5", "-decap-sources", "198.18.0.2/32,2001:db8::/64", "-admin", "127.0.0.1:9182")
+	const noLocal = "decap: a VIP is no local address: the kernel drops the decapsulated packets unless a rule delivers them (kube-proxy's, for a Service's load-balancer IP)"
+	if l := p.next(); l.Level != "WARN" || !l.Is(noLocal, "vip", "198.18.255.2", "fix", "ip addr add 198.18.255.2/32 dev lo") {
 		t.Fatalf("first record %+v, want the warning about 198.18.255.2", l)
 	}
-	p.await("decapsulating IPIP and GUE", "gue_port", "6080", "vips", "[198.18.255.1 198.18.255.2]", "iface", "v0", "mode", "native",
-		"sources", "198.18.0.2/32,2001:db8::/64") // after rp_filter's warning, if any
+	started := []string{"gue_port", "6080", "vips", "[198.18.255.1 198.18.255.2 198.18.254.5]", "iface", "v0", "mode", "native",
+		"sources", "198.18.0.2/32,2001:db8::/64"}
+	p.await("decapsulating IPIP and GUE", started...) // after rp_filter's warning, if any
 	if l := p.next(); !l.Is("admin listening", "url", "http://127.0.0.1:9182/debug/maglev") {
 		t.Fatalf("second record %+v", l)
 	}
@@ -74,7 +76,7 @@ func TestDecapCommand(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if st.Decap != "v0" || st.Attach != "native" || st.GUEPort != 6080 || len(st.VIPs) != 2 || st.VIPs[1] != "198.18.255.2" ||
+	if st.Decap != "v0" || st.Attach != "native" || st.GUEPort != 6080 || len(st.VIPs) != 3 || st.VIPs[1] != "198.18.255.2" ||
 		len(st.Sources) != 2 || st.Sources[0] != "198.18.0.2/32" ||
 		st.Stats.Decapsulated != 2 || st.Stats.Passed < 1 || st.Stats.Malformed != 0 || st.Stats.Untrusted != 1 {
 		t.Errorf("/debug/maglev: %s", body)
@@ -88,7 +90,7 @@ func TestDecapCommand(t *testing.T) {
 	if out := xdptest.IP(t, "-n", ns, "link", "show", "v0"); strings.Contains(out, "xdp") {
 		t.Errorf("XDP program still on v0 after SIGTERM: %s", out)
 	}
-	if logged := p.logged(); !has(logged, noInterface, "vip", "198.18.255.2") || has(logged, noInterface, "vip", "198.18.255.1") {
-		t.Errorf("records %+v: want a warning about 198.18.255.2, none about the VIP on lo", logged)
+	if logged := p.logged(); !has(logged, noLocal, "vip", "198.18.255.2") || has(logged, noLocal, "vip", "198.18.255.1") || has(logged, noLocal, "vip", "198.18.254.5") {
+		t.Errorf("records %+v: want a warning about 198.18.255.2, none about the VIPs on lo", logged)
 	}
 }

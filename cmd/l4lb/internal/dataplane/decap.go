@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
@@ -108,25 +109,69 @@ func sourcesString(ps []netip.Prefix) string {
 	return strings.Join(out, ",")
 }
 
+// localAddrs returns a test of whether the kernel delivers an address
+// locally: an address of an interface, or one in a prefix on a loopback
+// device (the local route of 198.19.200.0/28 on lo covers the 16).
+func localAddrs() (func(netip.Addr) bool, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	held := map[netip.Addr]bool{}
+	var onLo []netip.Prefix
+	for _, i := range ifs {
+		addrs, err := i.Addrs()
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			p, ok := netipx(n)
+			if !ok {
+				continue
+			}
+			held[p.Addr()] = true
+			if i.Flags&net.FlagLoopback != 0 {
+				onLo = append(onLo, p.Masked())
+			}
+		}
+	}
+	return func(v netip.Addr) bool {
+		return held[v] || slices.ContainsFunc(onLo, func(p netip.Prefix) bool { return p.Contains(v) })
+	}, nil
+}
+
+// netipx returns n as a prefix of its address, unmapped.
+func netipx(n *net.IPNet) (netip.Prefix, bool) {
+	ip, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	ip = ip.Unmap()
+	if ip.Is4() && ones > 32 {
+		ones -= 96
+	}
+	return netip.PrefixFrom(ip, ones), true
+}
+
 // warnDecap logs what is likely wrong with this host as a backend of the
-// encapsulating modes: a VIP on no interface (the kernel drops the
-// decapsulated packets), and strict reverse path filtering on the
+// encapsulating modes: a VIP that is no local address (neither an
+// interface's address nor in a prefix on the loopback device: the kernel
+// drops the decapsulated packets unless a rule rewrites them, as
+// kube-proxy's does for a Service's load-balancer IP), and strict
+// reverse path filtering on the
 // interface (it may drop them: their source is the client, not the load
 // balancer), each with the command that fixes it. A check that cannot be
 // made is skipped.
 func warnDecap(c config.Decap, log *slog.Logger) {
-	if addrs, err := net.InterfaceAddrs(); err == nil {
-		held := map[netip.Addr]bool{}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok {
-					held[ip.Unmap()] = true
-				}
-			}
-		}
+	if local, err := localAddrs(); err == nil {
 		for _, v := range c.Opts.VIPs {
-			if !held[v] {
-				log.Warn("decap: a VIP is on no interface: the kernel drops the decapsulated packets", "vip", v.String(),
+			if !local(v) {
+				log.Warn("decap: a VIP is no local address: the kernel drops the decapsulated packets unless a rule delivers them (kube-proxy's, for a Service's load-balancer IP)", "vip", v.String(),
 					"fix", fmt.Sprintf("ip addr add %v/%d dev lo", v, v.BitLen()))
 			}
 		}
