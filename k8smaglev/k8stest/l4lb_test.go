@@ -389,6 +389,9 @@ func deleteStray(t *testing.T, cs kubernetes.Interface) {
 }
 
 func TestL4LBController(t *testing.T) {
+	if e2eRace() {
+		t.Skip("runs l4lb built without -race: the plain run covers it")
+	}
 	c := k8stest.Start(t)
 	bin := buildL4LB(t)
 	cs := c.Client(t)
