@@ -263,7 +263,7 @@ func (l *e2eLab) node(i int) *e2eNode {
 		if local == 0 {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		fmt.Fprintf(w, `{"localEndpoints":%d}`, local)
+		_, _ = fmt.Fprintf(w, `{"localEndpoints":%d}`, local)
 	})}
 	go srv.Serve(hc) //nolint:errcheck // ends with Close
 	t.Cleanup(func() { _ = srv.Close() })
