@@ -12,10 +12,15 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
+// MaxDecapVIPs is the most VIPs a decapsulator holds (DecapOptions.VIPs).
+const MaxDecapVIPs = 256
+
 // DecapOptions configure AttachDecap.
 type DecapOptions struct {
 	// VIPs are the addresses whose packets are decapsulated: the VIPs of
-	// the services this host is a backend of, held on its lo. Required.
+	// the services this host is a backend of, held on its lo (or
+	// delivered by a rule, as kube-proxy's). Required; at most
+	// MaxDecapVIPs.
 	VIPs []netip.Addr
 	// Hosts are the outer destinations accepted: the interface's
 	// addresses if empty.
@@ -137,6 +142,9 @@ func AttachDecap(iface string, opts DecapOptions) (*Decap, error) {
 func newDecap(opts DecapOptions) (*Decap, error) {
 	if len(opts.VIPs) == 0 {
 		return nil, fmt.Errorf("%w: DecapOptions.VIPs is empty", ErrOptions)
+	}
+	if len(opts.VIPs) > MaxDecapVIPs {
+		return nil, fmt.Errorf("%w: DecapOptions.VIPs: %d, at most %d", ErrOptions, len(opts.VIPs), MaxDecapVIPs)
 	}
 	if len(opts.Hosts) == 0 {
 		return nil, fmt.Errorf("%w: DecapOptions.Hosts is empty", ErrOptions)

@@ -323,6 +323,19 @@ func TestDecapFixtures(t *testing.T) {
 			t.Errorf("Sources %v: %v, want ErrOptions", bad, err)
 		}
 	}
+	many := make([]netip.Addr, MaxDecapVIPs+1)
+	for i := range many {
+		many[i] = netip.AddrFrom4([4]byte{198, 19, byte(i >> 8), byte(i)})
+	}
+	for _, n := range []int{MaxDecapVIPs, MaxDecapVIPs + 1} {
+		d, err := newDecap(DecapOptions{VIPs: many[:n], Hosts: []netip.Addr{hostv4}, Sources: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}})
+		if n > MaxDecapVIPs && !errors.Is(err, ErrOptions) || n <= MaxDecapVIPs && err != nil {
+			t.Errorf("%d VIPs: %v, want ErrOptions only past %d", n, err, MaxDecapVIPs)
+		}
+		if err == nil {
+			_ = d.Close()
+		}
+	}
 }
 
 // TestTooBig: a client's packet with DF that would exceed the route's MTU

@@ -513,8 +513,7 @@ type Decap struct {
 }
 
 // buildDecap returns the decapsulator's settings of vs, for the command
-// cmd ("l4lb decap", or "-decap" in the form before subcommands), which
-// its errors name.
+// cmd (l4lb decap), which its errors name.
 func buildDecap(vs *setting.Values, cmd string) (Decap, error) {
 	d := Decap{Iface: iface.Get(vs), Admin: admin.Get(vs), LogFormat: logFormat.Get(vs)}
 	if d.LogFormat != "text" && d.LogFormat != "json" {
@@ -539,12 +538,29 @@ func buildDecap(vs *setting.Values, cmd string) (Decap, error) {
 	return d, err
 }
 
-// decapVIPs parses decap's vip: addresses, comma-separated.
+// decapVIPs parses decap's vip: addresses and prefixes (each of its
+// addresses, as a pool of a cluster's VIPs), comma-separated, at most
+// xdpmaglev.MaxDecapVIPs addresses in all.
 func decapVIPs(vips, cmd string) ([]netip.Addr, error) {
 	var out []netip.Addr
 	seen := map[netip.Addr]bool{}
 	for _, s := range strings.Split(vips, ",") {
-		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			as, err := prefixAddrs(p)
+			if err != nil {
+				return nil, setting.Errorf(decapVIP.Setting, "-vip %s: %v", s, err)
+			}
+			for _, a := range as {
+				if seen[a] {
+					return nil, setting.Errorf(decapVIP.Setting, "-vip %v: given twice", a)
+				}
+				seen[a] = true
+			}
+			out = append(out, as...)
+			continue
+		}
+		a, err := netip.ParseAddr(s)
 		if err != nil {
 			if _, perr := netip.ParseAddrPort(s); perr == nil {
 				return nil, setting.Errorf(decapVIP.Setting, "-vip %q: %s takes addresses, without a port", s, cmd)
@@ -559,6 +575,26 @@ func decapVIPs(vips, cmd string) ([]netip.Addr, error) {
 			return nil, setting.Errorf(decapVIP.Setting, "-vip %v: given twice", a)
 		}
 		seen[a] = true
+		out = append(out, a)
+	}
+	if len(out) > xdpmaglev.MaxDecapVIPs {
+		return nil, setting.Errorf(decapVIP.Setting, "-vip: %d addresses, at most %d", len(out), xdpmaglev.MaxDecapVIPs)
+	}
+	return out, nil
+}
+
+// prefixAddrs returns every address of p, masked and unmapped, if they
+// are at most xdpmaglev.MaxDecapVIPs.
+func prefixAddrs(p netip.Prefix) ([]netip.Addr, error) {
+	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+	}
+	p = p.Masked()
+	if host := p.Addr().BitLen() - p.Bits(); host > 8 || 1<<host > xdpmaglev.MaxDecapVIPs {
+		return nil, fmt.Errorf("a prefix of more than %d addresses", xdpmaglev.MaxDecapVIPs)
+	}
+	var out []netip.Addr
+	for a := p.Addr(); a.IsValid() && p.Contains(a); a = a.Next() {
 		out = append(out, a)
 	}
 	return out, nil

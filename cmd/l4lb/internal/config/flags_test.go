@@ -184,6 +184,12 @@ func TestParseDecap(t *testing.T) {
 		fmt.Sprint(d.Opts.Sources) != "[198.18.2.0/24 2001:db8:2::/64 198.18.9.9/32]" {
 		t.Errorf("parsed %+v", d)
 	}
+	// Prefixes: each of their addresses (a cluster's pool), IPv4-mapped
+	// ones unmapped.
+	d, err = parseDecap("-iface eth1 -vip 198.19.200.0/30,2001:db8::10/127,::ffff:198.19.201.0/127,198.18.255.1 -decap-sources any")
+	if got := fmt.Sprint(d.Opts.VIPs); err != nil || got != "[198.19.200.0 198.19.200.1 198.19.200.2 198.19.200.3 2001:db8::10 2001:db8::11 198.19.201.0 198.19.201.1 198.18.255.1]" {
+		t.Errorf("prefixes: %s, %v", got, err)
+	}
 	d, err = parseDecap("-iface eth1 -vip 198.18.255.1 -decap-sources any")
 	if o := d.Opts; err != nil || o.GUEPort != xdpmaglev.DefaultGUEPort || o.Mode != xdpmaglev.AttachAuto || len(o.VIPs) != 1 ||
 		fmt.Sprint(o.Sources) != "[0.0.0.0/0 ::/0]" {
@@ -201,6 +207,10 @@ func TestParseDecap(t *testing.T) {
 		{"-iface eth0 -vip 198.18.255.1,", `-vip "": ParseAddr`},
 		{"-iface eth0 -vip 198.18.255.300", `-vip "198.18.255.300": ParseAddr`},
 		{"-iface eth0 -vip 198.18.255.1,198.18.255.1", "-vip 198.18.255.1: given twice"},
+		{"-iface eth0 -vip 198.18.255.0/30,198.18.255.1", "-vip 198.18.255.1: given twice"},
+		{"-iface eth0 -vip 198.18.255.1,198.18.255.0/30", "-vip 198.18.255.1: given twice"},
+		{"-iface eth0 -vip 198.18.0.0/23", "-vip 198.18.0.0/23: a prefix of more than 256 addresses"},
+		{"-iface eth0 -vip 198.18.0.0/24,198.19.0.0/32", "-vip: 257 addresses, at most 256"},
 		{"-iface eth0 -vip fe80::1%eth0", "-vip fe80::1%eth0: an address without a zone"},
 		{"-iface eth0 -vip 198.18.255.1 -gue-port 0", "-gue-port 0: not a port in [1, 65535]"},
 		{"-iface eth0 -vip 198.18.255.1 -mode offload", `-mode "offload": auto, native or generic`},

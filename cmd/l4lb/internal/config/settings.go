@@ -164,7 +164,7 @@ var (
 
 	// The decapsulator's (l4lb decap), besides those it shares above.
 	decapVIP = setting.New(setting.Setting{Name: "vip", Scope: setting.Decap,
-		Doc: "the `VIPs` to decapsulate to, addresses without a port, comma-separated (required)"}, "", setting.String)
+		Doc: fmt.Sprintf("the `VIPs` to decapsulate to, addresses without a port or prefixes (every address of a pool such as -vip-pool's), comma-separated, %d addresses at most (required)", xdpmaglev.MaxDecapVIPs)}, "", setting.String)
 	decapSources = setting.New(setting.Setting{Name: "decap-sources", Scope: setting.Decap,
 		Doc: "the outer source `prefixes` trusted, comma-separated (required): the load balancers' addresses they encapsulate from (-encap-src); any encapsulated packet to a VIP from elsewhere is dropped; \"any\" trusts every source"}, "", setting.String)
 
