@@ -108,8 +108,12 @@ func New(opts Options) *Controller {
 func (c *Controller) Leader() bool { return c.leader.Load() }
 
 // SetGlobal replaces the file's settings the Services' services are
-// built of (a reload), and runs a round with them.
+// built of (a reload), and runs a round with them; on a nil c (no
+// vip-pool) it does nothing.
 func (c *Controller) SetGlobal(g config.Global) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	c.g = g
 	c.mu.Unlock()

@@ -51,12 +51,21 @@ func (s *Services) SetK8s(svcs []config.Service) error {
 	return nil
 }
 
-// Start starts the controller of g (g.K8s.On()) with the cluster of
-// g.K8s.Kubeconfig, its services given to s, and waits for its first
-// round, at most wait (the API server does not answer: the file's
-// services start meanwhile). client-go's own records go to log. The
-// controller stops when ctx is done; stop waits for it.
+// FirstRound is how long Start waits for the controller's first round
+// before the file's services start without the Services'.
+const FirstRound = 10 * time.Second
+
+// Start starts the controller of g with the cluster of g.K8s.Kubeconfig,
+// its services given to s, and waits for its first round, at most wait
+// (the API server does not answer: the file's services start meanwhile).
+// client-go's own records go to log. The controller stops when ctx is
+// done or at stop, which waits for it and may be called again. Without
+// vip-pool (!g.K8s.On()) there is no controller: a nil *Controller, whose
+// SetGlobal does nothing, and a stop that does nothing.
 func Start(ctx context.Context, g config.Global, s *Services, log *slog.Logger, wait time.Duration) (c *Controller, stop func(), err error) {
+	if !g.K8s.On() {
+		return nil, func() {}, nil
+	}
 	cfg, err := k8smaglev.RESTConfig(g.K8s.Kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("k8slb: %w", err)
@@ -68,6 +77,7 @@ func Start(ctx context.Context, g config.Global, s *Services, log *slog.Logger, 
 	}
 	klog.SetSlogLogger(log.With("from", "client-go"))
 	c = New(Options{Global: g, Client: cs, Logger: log, Apply: s.SetK8s})
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -81,5 +91,5 @@ func Start(ctx context.Context, g config.Global, s *Services, log *slog.Logger, 
 		log.Warn("k8s: no first round yet, the file's services start without the Services'", "waited", wait)
 	case <-ctx.Done():
 	}
-	return c, func() { <-done }, nil
+	return c, func() { cancel(); <-done }, nil
 }
