@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 )
@@ -20,11 +19,3 @@ func newLogger(format string, w io.Writer) *slog.Logger {
 type loggedError struct{ error }
 
 func (e loggedError) Unwrap() error { return e.error }
-
-// plural returns "1 thing" or "n things", for command output.
-func plural(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
-}

@@ -96,12 +96,3 @@ func TestLogJSON(t *testing.T) {
 		t.Errorf("l4lb run -iface nonesuch: records %+v, want one ERROR, its err naming the interface", rs)
 	}
 }
-
-// TestPlural: command output says "1 service", "2 services".
-func TestPlural(t *testing.T) {
-	for n, want := range map[int]string{0: "0 services", 1: "1 service", 2: "2 services"} {
-		if got := plural(n, "service"); got != want {
-			t.Errorf("plural(%d): %q, want %q", n, got, want)
-		}
-	}
-}

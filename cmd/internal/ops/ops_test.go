@@ -284,3 +284,16 @@ func TestCheckNamesSetting(t *testing.T) {
 		t.Errorf("With: %v %v %q %q; the declarations' own values: %v", w.Check(""), w.Dynamic(), w.String(), w.Name(), s.Dynamic())
 	}
 }
+
+// TestCount: "1 service", "0 services", "2 services", of either kind of
+// number.
+func TestCount(t *testing.T) {
+	for n, want := range map[int]string{0: "0 services", 1: "1 service", 2: "2 services"} {
+		if got := Count(n, "service"); got != want {
+			t.Errorf("Count(%d): %q, want %q", n, got, want)
+		}
+		if got := Count(uint64(n), "service"); got != want {
+			t.Errorf("Count(uint64(%d)): %q, want %q", n, got, want)
+		}
+	}
+}

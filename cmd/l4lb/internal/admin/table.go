@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 )
 
 // WriteTable writes r as l4lb status shows it, a table in the manner of
@@ -26,7 +28,7 @@ func WriteTable(w io.Writer, r Report) error {
 	// The tabwriter holds the cells in memory until Flush, whose error
 	// is the only one there can be.
 	printf := func(format string, a ...any) { _, _ = fmt.Fprintf(tw, format, a...) }
-	printf("attach %s, %s\n", r.Attach, count(uint64(len(r.Services)), "service"))
+	printf("attach %s, %s\n", r.Attach, ops.Count(len(r.Services), "service"))
 	printf("SERVICE\tNAME\tFORWARD\tTABLE\tHEALTH CHECK\t\n")
 	printf("  -> BACKEND\tSTATE\tWEIGHT\tSLOTS\tHEALTH\tPACKETS\n")
 	for _, s := range r.Services {
@@ -87,7 +89,7 @@ func writeQUIC(w io.Writer, q *QUICCounts) error {
 	if len(table) == 0 {
 		table = []string{"none"}
 	}
-	_, err := fmt.Fprintf(w, "quic-lb: %s by connection ID (%d decrypted); by the table: %s\n", count(q.CID, "packet"), q.Decrypted, strings.Join(table, ", "))
+	_, err := fmt.Fprintf(w, "quic-lb: %s by connection ID (%d decrypted); by the table: %s\n", ops.Count(q.CID, "packet"), q.Decrypted, strings.Join(table, ", "))
 	return err
 }
 
@@ -159,12 +161,4 @@ func writeBGP(w io.Writer, r Report) error {
 		_, err = fmt.Fprintf(w, "bgp: leaving: %s\n", b.Leaving)
 	}
 	return err
-}
-
-// count returns "1 thing" or "n things".
-func count(n uint64, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/checker"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/pool"
@@ -75,7 +76,7 @@ type Applied struct {
 func (a Applied) String() string {
 	n := len(a.Added) + len(a.Changed) + a.Unchanged
 	return fmt.Sprintf("%s: added %s, changed %s, removed %s, %d unchanged",
-		count(n, "service"), list(a.Added), list(a.Changed), list(a.Removed), a.Unchanged)
+		ops.Count(n, "service"), list(a.Added), list(a.Changed), list(a.Removed), a.Unchanged)
 }
 
 // LogValue makes a a group of attributes in a log record: services (how
@@ -94,14 +95,6 @@ func names(l []string) []string {
 		return []string{}
 	}
 	return l
-}
-
-// count returns "1 thing" or "n things".
-func count(n int, thing string) string {
-	if n == 1 {
-		return "1 " + thing
-	}
-	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func list(names []string) string {

@@ -2,12 +2,12 @@ package pool
 
 import (
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
 	"time"
 
+	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/xdpmaglev"
 )
 
@@ -274,9 +274,7 @@ func (p *Pool) tellBGP() {
 		p.bgp.Set(p.svc, false, "failing open: every backend is down by its health check")
 	case live == 0:
 		p.bgp.Set(p.svc, false, "no backend in service (none of weight > 0 up)")
-	case live == 1:
-		p.bgp.Set(p.svc, true, "1 backend in service")
 	default:
-		p.bgp.Set(p.svc, true, fmt.Sprintf("%d backends in service", live))
+		p.bgp.Set(p.svc, true, ops.Count(live, "backend")+" in service")
 	}
 }
