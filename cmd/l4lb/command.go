@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
+	"github.com/maglevlb/maglev/cmd/l4lb/internal/config"
 )
 
 // A command is one of l4lb's commands, as cmd/go's are: its name, usage
@@ -100,10 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 var errFlagFirst = errors.New("a command comes first, then its flags")
 
 // flagFirst refuses a command line whose first argument is a flag: it
-// prints the command line meant and returns errFlagFirst, with errUsage
-// (main exits 2). A mode flag anywhere (-decap, -detach, -version) names
-// its command, in its place; any other flag names l4lb run (l4lb -config
-// FILE is l4lb run -config FILE). -h and -help print the commands, as l4lb
+// prints the command line meant (config.Meant) and returns errFlagFirst,
+// with errUsage (main exits 2). -h and -help print the commands, as l4lb
 // alone does.
 func flagFirst(args []string, stderr io.Writer) error {
 	switch args[0] {
@@ -111,34 +110,9 @@ func flagFirst(args []string, stderr io.Writer) error {
 		printCommands(stderr)
 		return errUsage
 	}
-	meant := []string{"l4lb", "run"}
-	for _, a := range args {
-		switch mode := strings.TrimLeft(a, "-"); mode {
-		case "decap", "detach", "version", "decap=true", "detach=true", "version=true":
-			meant[1] = strings.TrimSuffix(mode, "=true")
-			continue
-		}
-		meant = append(meant, a)
-	}
-	if meant[1] == "version" {
-		meant = meant[:2] // l4lb version takes no flags
-	}
-	err := fmt.Errorf("%w: %s", errFlagFirst, shellJoin(meant))
+	err := fmt.Errorf("%w: %s", errFlagFirst, config.Meant(args))
 	_, _ = fmt.Fprintf(stderr, "l4lb: %v\nRun 'l4lb help' for the commands.\n", err)
 	return fmt.Errorf("%w (%w)", err, errUsage)
-}
-
-// shellJoin joins args into a command line a shell reads back, each
-// argument that is empty or holds a character a shell reads quoted.
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = a
-		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`*?[]{}()<>|&;#~!") {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-	}
-	return strings.Join(q, " ")
 }
 
 // printCommands prints l4lb's usage: its commands.

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"sort"
-	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
@@ -47,20 +45,7 @@ change of the load balancer's own settings) it cannot check.`,
 			for _, w := range g.Warnings {
 				_, _ = fmt.Fprintf(stderr, "l4lb: warning: %s\n", w)
 			}
-			names := make([]string, len(svcs))
-			for i, s := range svcs {
-				names[i] = s.Name
-			}
-			sort.Strings(names)
-			var k8s string
-			if g.K8s.On() {
-				k8s = fmt.Sprintf(", and the Services of class %s from %v", g.K8s.Class, g.K8s.Pool)
-			}
-			list := ""
-			if len(names) > 0 {
-				list = " (" + strings.Join(names, ", ") + ")"
-			}
-			_, err = fmt.Fprintf(stdout, "%s: ok: %s%s%s on %s\n", args[0], plural(len(svcs), "service"), list, k8s, g.Iface)
+			_, err = fmt.Fprintf(stdout, "%s: ok: %s\n", args[0], config.Summary(g, svcs))
 			return err
 		}
 	},

@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
 	"github.com/maglevlb/maglev/cmd/l4lb/internal/admin"
@@ -81,10 +80,6 @@ type lbRun struct {
 	stopK8s func()
 }
 
-// k8sWait is how long l4lb waits for the controller's first round before
-// it starts the file's services without the Services'.
-const k8sWait = 10 * time.Second
-
 // runLB is the load balancer of g's settings and the services svcs, until
 // SIGINT or SIGTERM (ctx), or POST /drain-lb.
 func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slog.Logger) error {
@@ -106,17 +101,11 @@ func runLB(ctx context.Context, g config.Global, svcs []config.Service, log *slo
 	}
 	defer r.b.Close()
 	handoff.Take(ctx, r.lb, g.Handoff.StateFile, g.Handoff.Peers, log)
-	r.svcs, r.stopK8s = &k8slb.Services{Apply: r.b.Apply, Log: log}, func() {}
-	if g.K8s.On() {
-		kctx, cancel := context.WithCancel(ctx)
-		c, stop, err := k8slb.Start(kctx, g, r.svcs, log, k8sWait)
-		if err != nil {
-			cancel()
-			return err
-		}
-		r.k8s, r.stopK8s = c, func() { cancel(); stop() }
-		defer r.stopK8s()
+	r.svcs = &k8slb.Services{Apply: r.b.Apply, Log: log}
+	if r.k8s, r.stopK8s, err = k8slb.Start(ctx, g, r.svcs, log, k8slb.FirstRound); err != nil {
+		return err
 	}
+	defer r.stopK8s()
 	reload, err := r.start(ctx, svcs)
 	if err != nil {
 		return err
@@ -240,7 +229,7 @@ func (r *lbRun) reloader() func() (string, error) {
 		if err == nil {
 			did, err = r.svcs.SetFile(nsvcs)
 		}
-		if err == nil && r.k8s != nil {
+		if err == nil {
 			r.k8s.SetGlobal(ng) // the Services' services of the file's new defaults
 		}
 		r.state.Changed() // a service that stopped is no longer the file's

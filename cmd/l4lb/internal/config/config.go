@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops"
@@ -135,4 +137,23 @@ func format(vs *setting.Values, s *setting.Setting) string {
 		vs = &setting.Values{}
 	}
 	return vs.Format(s)
+}
+
+// Summary says what a configuration of g and svcs holds, as l4lb check
+// prints it: "2 services (dns, web) on eth0", and with vip-pool ", and
+// the Services of class CLASS from [PREFIXES]" before "on".
+func Summary(g Global, svcs []Service) string {
+	names := make([]string, len(svcs))
+	for i, s := range svcs {
+		names[i] = s.Name
+	}
+	slices.Sort(names)
+	out := ops.Count(len(svcs), "service")
+	if len(names) > 0 {
+		out += " (" + strings.Join(names, ", ") + ")"
+	}
+	if g.K8s.On() {
+		out += fmt.Sprintf(", and the Services of class %s from %v", g.K8s.Class, g.K8s.Pool)
+	}
+	return out + " on " + g.Iface
 }

@@ -343,3 +343,23 @@ func TestConfigHandoff(t *testing.T) {
 		}
 	}
 }
+
+// TestSummary: what l4lb check says a configuration holds: its services
+// by name, sorted, counted in the singular for one, and a controller's
+// class and pool.
+func TestSummary(t *testing.T) {
+	pool := []netip.Prefix{netip.MustParsePrefix("198.19.40.0/28")}
+	for _, c := range []struct {
+		g    Global
+		svcs []Service
+		want string
+	}{
+		{Global{Iface: "eth0"}, []Service{{Name: "web"}, {Name: "dns"}}, "2 services (dns, web) on eth0"},
+		{Global{Iface: "eth0"}, []Service{{Name: "web"}}, "1 service (web) on eth0"},
+		{Global{Iface: "v0", K8s: K8s{Pool: pool, Class: DefaultK8sLBClass}}, nil, "0 services, and the Services of class maglevlb.io/l4lb from [198.19.40.0/28] on v0"},
+	} {
+		if got := Summary(c.g, c.svcs); got != c.want {
+			t.Errorf("Summary: %q, want %q", got, c.want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/maglevlb/maglev/cmd/internal/ops/setting"
 )
@@ -103,4 +104,38 @@ func BuildDetach(vs *setting.Values, cmd string) (Detach, error) {
 		return d, fmt.Errorf("%s needs the -pin-dir l4lb ran with", cmd)
 	}
 	return d, nil
+}
+
+// Meant returns the command line args, a command line whose first
+// argument is a flag (the form before commands), stand for: a mode flag
+// anywhere (-decap, -detach, -version) names its command, in its place;
+// any other flag names l4lb run (l4lb -config FILE is l4lb run -config
+// FILE); quoted for a shell where an argument needs it.
+func Meant(args []string) string {
+	meant := []string{"l4lb", "run"}
+	for _, a := range args {
+		switch mode := strings.TrimLeft(a, "-"); mode {
+		case "decap", "detach", "version", "decap=true", "detach=true", "version=true":
+			meant[1] = strings.TrimSuffix(mode, "=true")
+			continue
+		}
+		meant = append(meant, a)
+	}
+	if meant[1] == "version" {
+		meant = meant[:2] // l4lb version takes no flags
+	}
+	return shellJoin(meant)
+}
+
+// shellJoin joins args into a command line a shell reads back, each
+// argument that is empty or holds a character a shell reads quoted.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = a
+		if a == "" || strings.ContainsAny(a, " \t\n\"'\\$`*?[]{}()<>|&;#~!") {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(q, " ")
 }
