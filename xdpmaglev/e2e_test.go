@@ -105,43 +105,7 @@ func (e *e2e) serve(t *testing.T, ns, name string) {
 // addr in namespace ns, each connection bounded to 30 s; all stopped at
 // the end of the test.
 func serveTCP(t *testing.T, ns, network, addr string, handle func(net.Conn)) {
-	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen(network, addr) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for c := range open {
-			_ = c.Close() // a connection whose client went elsewhere would wait for its deadline
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					delete(open, c)
-					mu.Unlock()
-				}()
-				defer func() { _ = c.Close() }()
-				_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a bound, not a check
-				handle(c)
-			})
-		}
-	})
+	xdptest.Serve(t, ns, network, addr, 30*time.Second, handle)
 }
 
 // conn is a client connection through the load balancer.

@@ -1,12 +1,10 @@
 package xdpmaglev
 
 import (
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
 
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
@@ -85,15 +83,5 @@ func (n *testNet) exec(ns string, args ...string) {
 // peer.
 func peerPass(t testing.TB, lb *LB, ns, dev string) {
 	t.Helper()
-	pass, err := xdptest.In(ns, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName(dev)
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: passProg(t), Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pass.Close() })
+	xdptest.AttachXDP(t, ns, dev, passProg(t))
 }

@@ -186,7 +186,7 @@ func newFleet(t *testing.T) *fleet {
 		f.join(ns, fmt.Sprintf("p-lb%d", i), lbAddr(i))
 		f.nsexec(ns, "ethtool", "-K", "eth0", "tx", "off")
 		f.lbs = append(f.lbs, ns)
-		attachXDP(t, f.sw, fmt.Sprintf("p-lb%d", i), f.pass)
+		xdptest.AttachXDP(t, f.sw, fmt.Sprintf("p-lb%d", i), f.pass)
 	}
 	for i := range fleetBEs {
 		ns := xdptest.NewNS(f.t, fmt.Sprintf("flbe%d", i))
@@ -281,51 +281,7 @@ func serve(t *testing.T, ns, name string) (stop func()) { return serveAt(t, ns, 
 
 // serveAt is serve on addr.
 func serveAt(t *testing.T, ns, name, addr string) (stop func()) {
-	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = ln.Close()
-			mu.Lock()
-			for c := range open {
-				_ = c.Close()
-			}
-			mu.Unlock()
-			wg.Wait()
-		})
-	}
-	t.Cleanup(stop)
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					delete(open, c)
-					mu.Unlock()
-					_ = c.Close()
-				}()
-				_ = c.SetDeadline(time.Now().Add(3 * time.Minute)) // a bound, not a check
-				if _, err := io.WriteString(c, name+"\n"); err != nil {
-					return
-				}
-				_, _ = io.Copy(c, c)
-			})
-		}
-	})
-	return stop
+	return xdptest.Serve(t, ns, "tcp4", addr, 3*time.Minute, xdptest.NameEcho(name))
 }
 
 // startLB starts l4lb in load balancer i's namespace, with the fleet's

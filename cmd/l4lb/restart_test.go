@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
@@ -80,17 +78,7 @@ func newRestartNet(t *testing.T, backends int) *restartNet {
 		t.Fatalf("loading an XDP_PASS program: %v", err)
 	}
 	t.Cleanup(func() { _ = pass.Close() })
-	l, err := xdptest.In(r.sw, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName("p-lb")
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: pass, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
+	xdptest.AttachXDP(t, r.sw, "p-lb", pass)
 	for i := range backends {
 		ns := xdptest.NewNS(r.t, fmt.Sprintf("rsbe%d", i))
 		r.join(ns, fmt.Sprintf("p-be%d", i), beAddr(i).String())

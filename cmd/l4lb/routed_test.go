@@ -1,13 +1,11 @@
 package main
 
 import (
-	"net"
 	"os/exec"
 	"testing"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev/xdpmaglev/xdptest"
 )
 
@@ -73,21 +71,4 @@ func (n *routedNet) link(ns, dev, addr string, bridged bool) {
 // attachPass attaches the XDP_PASS program to the router's port dev:
 // XDP_TX on a veth (l4lb's, a decapsulator's second hop) needs a program
 // on its peer.
-func (n *routedNet) attachPass(dev string) { attachXDP(n.t, n.router, dev, n.pass) }
-
-// attachXDP attaches prog to dev in namespace ns, natively, until the end
-// of the test.
-func attachXDP(t *testing.T, ns, dev string, prog *ebpf.Program) {
-	t.Helper()
-	l, err := xdptest.In(ns, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName(dev)
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-}
+func (n *routedNet) attachPass(dev string) { xdptest.AttachXDP(n.t, n.router, dev, n.pass) }

@@ -37,7 +37,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"github.com/maglevlb/maglev"
 	"github.com/maglevlb/maglev/k8smaglev/k8stest"
 	"github.com/maglevlb/maglev/xdpmaglev"
@@ -200,7 +199,7 @@ func newE2ELab(t *testing.T) *e2eLab {
 		ns := xdptest.NewNS(t, fmt.Sprintf("k4lb%d", i))
 		dev := fmt.Sprintf("r-lb%d", i)
 		l.link(ns, dev, e2eLBAddr(i)+"/24", true)
-		attachPass(t, l.router, dev, l.pass) // veth's XDP_TX needs a program on the peer
+		xdptest.AttachXDP(t, l.router, dev, l.pass) // veth's XDP_TX needs a program on the peer
 		xdptest.IP(t, "-n", ns, "route", "add", k8stest.APIServerIP+"/32", "via", e2eAPISide)
 		xdptest.Sysctl(t, ns, "net.ipv4.conf.all.forwarding", "1") // bpf_fib_lookup's, for gue and ipip
 		l.lbs = append(l.lbs, ns)
@@ -242,7 +241,7 @@ func (l *e2eLab) node(i int) *e2eNode {
 	n.ns = xdptest.NewNS(t, fmt.Sprintf("k4n%d", i))
 	dev := fmt.Sprintf("r-n%d", i)
 	l.link(n.ns, dev, n.ip.String()+"/24", true)
-	attachPass(t, l.router, dev, l.pass) // for l4lb decap's XDP on eth0
+	xdptest.AttachXDP(t, l.router, dev, l.pass) // for l4lb decap's XDP on eth0
 	xdptest.IP(t, "-n", n.ns, "addr", "add", e2ePool.String(), "dev", "lo")
 	xdptest.IP(t, "-n", n.ns, "addr", "add", e2eFileVIP.Addr().String()+"/32", "dev", "lo")
 	xdptest.IP(t, "-n", n.ns, "route", "add", "default", "via", e2eRouter)
@@ -279,66 +278,10 @@ func e2eRun(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// attachPass attaches prog to dev in namespace ns, natively, until the end
-// of the test.
-func attachPass(t *testing.T, ns, dev string, prog *ebpf.Program) {
-	t.Helper()
-	lk, err := xdptest.In(ns, func() (link.Link, error) {
-		ifc, err := net.InterfaceByName(dev)
-		if err != nil {
-			return nil, err
-		}
-		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifc.Index, Flags: link.XDPDriverMode})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = lk.Close() })
-}
-
 // e2eServe runs a node's server on addr in namespace ns until the end of
 // the test: it sends name and a newline, then echoes.
 func e2eServe(t *testing.T, ns, name, addr string) {
-	ln, err := xdptest.In(ns, func() (net.Listener, error) { return net.Listen("tcp4", addr) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	open := map[net.Conn]bool{}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		for c := range open {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer func() {
-					mu.Lock()
-					delete(open, c)
-					mu.Unlock()
-					_ = c.Close()
-				}()
-				_ = c.SetDeadline(time.Now().Add(2 * time.Minute)) // a bound, not a check
-				if _, err := io.WriteString(c, name+"\n"); err != nil {
-					return
-				}
-				_, _ = io.Copy(c, c)
-			})
-		}
-	})
+	xdptest.Serve(t, ns, "tcp4", addr, 2*time.Minute, xdptest.NameEcho(name))
 }
 
 // startE2EBird runs BIRD in namespace ns with conf until the end of the
